@@ -1,0 +1,88 @@
+"""Command line: parse arguments, call one command, turn unum errors into clear messages.
+
+Every expected failure is an UnumError and prints one line naming what and where (exit 2);
+a workflow that ran and failed prints its failure record (exit 1).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from unum_entry.errors import UnumError, WorkflowFailed
+
+DEFAULT_STORE = ".unum/store"
+
+
+def _parse_input(raw: str) -> Any:
+    """`--input` is JSON text, or @file holding JSON."""
+    if raw.startswith("@"):
+        path = Path(raw[1:])
+        try:
+            raw = path.read_text()
+        except OSError as exc:
+            raise UnumError(f"--input {path}: cannot read: {exc.strerror or exc}") from exc
+        source = str(path)
+    else:
+        source = "--input"
+    try:
+        return json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise UnumError(f"{source}: not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})") from exc
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from unum_entry.local.platform import local_platform
+    from unum_entry.stores import open_store
+    from unum_entry.workflow import load_workflow
+
+    workflow = load_workflow(args.workflow)
+    input_value = _parse_input(args.input)
+    store = open_store(args.store)
+    with local_platform(workflow, store, workers=args.workers) as platform:
+        outcome = platform.run(input_value, workflow_id=args.workflow_id, timeout=args.timeout)
+    if platform.dead_letters:
+        for message in platform.dead_letters:
+            print(f"warning: dropped delivery: {message}", file=sys.stderr)
+    if outcome.failure is not None:
+        f = outcome.failure
+        raise WorkflowFailed(f"workflow {outcome.workflow_id} failed in function {f['Function']!r} "
+                             f"after {f['Attempts']} attempt(s): {f['Error']}: {f['Cause']}")
+    if not outcome.results:
+        raise UnumError(f"workflow {outcome.workflow_id} finished without a result (see warnings above)")
+    print(json.dumps(outcome.result, indent=None if args.compact else 2, sort_keys=False))
+    print(f"workflow {outcome.workflow_id}: {platform.stats['committed']} invocations, "
+          f"{platform.stats['invokes']} invokes", file=sys.stderr)
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m builder", description="unum: serverless workflows without an orchestrator")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    run = sub.add_parser("run", help="run a workflow on the embedded local platform and print its result")
+    run.add_argument("workflow", help="workflow folder (unum-workflow.json + one folder per function)")
+    run.add_argument("--input", default="null", help="workflow input: JSON text or @file.json (default: null)")
+    run.add_argument("--store", default=DEFAULT_STORE, help=f"store URL or folder (default: {DEFAULT_STORE}; e.g. dynamodb://TABLE?endpoint=http://127.0.0.1:5000)")
+    run.add_argument("--workers", type=int, default=8, help="concurrent executions (default: 8)")
+    run.add_argument("--timeout", type=float, default=300.0, help="seconds to wait for the workflow (default: 300)")
+    run.add_argument("--workflow-id", default=None, help="workflow id (default: a new one)")
+    run.add_argument("--compact", action="store_true", help="print the result on one line")
+    run.set_defaults(func=cmd_run)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except WorkflowFailed as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except UnumError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2

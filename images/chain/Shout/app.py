@@ -1,0 +1,2 @@
+def handler(event, context):
+    return {"greeting": event["greeting"].upper() + "!"}

@@ -1,0 +1,26 @@
+"""Values as bytes: msgpack for everything stored; JSON-compatible shapes for events."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgpack
+
+from unum_entry.errors import UnumError
+
+
+class UnencodableValue(UnumError):
+    """A handler returned something that cannot be stored (not JSON-like data or bytes)."""
+
+
+def encode(value: Any, *, what: str = "value") -> bytes:
+    """Encode a JSON-like value (dict/list/str/int/float/bool/None/bytes) as msgpack."""
+    try:
+        return msgpack.packb(value, use_bin_type=True, strict_types=False)
+    except (TypeError, ValueError, OverflowError) as exc:
+        raise UnencodableValue(f"{what} cannot be stored: {exc} (return JSON-like data: dict, list, str, number, bool, None or bytes)") from exc
+
+
+def decode(data: bytes) -> Any:
+    """Inverse of `encode`. Maps come back as dicts, arrays as lists."""
+    return msgpack.unpackb(data, raw=False, strict_map_key=False)

@@ -1,0 +1,153 @@
+"""Egress: after the handler (seed 003 §3.3-3.5).
+
+1. Commit: create-if-absent checkpoint; the stored value (first writer's) is the output from here on.
+2. Plan the IR over that output (pure, see unum_entry.plan).
+3. Create the fan-out's sets, then dispatch every invocation concurrently; or join a fan-in set
+   and invoke the target when the set is full; or, when terminal, record the workflow result.
+4. Collect garbage this invocation is responsible for: its consumed inputs, the fan-out GC set,
+   and (when terminal) its own checkpoint.
+
+Every step is safe to repeat: a retry that crashes anywhere re-runs the same steps with the same
+committed output, so the same names and sets come out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from concurrent.futures import Executor
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from unum_entry import naming
+from unum_entry.codec import decode, encode
+from unum_entry.envelope import DataRef, Envelope, GcDuty
+from unum_entry.errors import SetGone
+from unum_entry.hooks import FaultPoint, Hooks
+from unum_entry.ir import FunctionIR
+from unum_entry.plan import Call, Committed, Join, Plan, plan
+from unum_entry.stores.base import Kind, Store
+
+
+class Invoker(Protocol):
+    """Asynchronous invocation of a function by name (Lambda Event invoke, Pub/Sub, local queue)."""
+
+    def invoke(self, function: str, payload: dict[str, Any]) -> None:
+        """Queue one invocation; return once the platform accepted it."""
+
+
+@dataclass(frozen=True)
+class EgressContext:
+    """What egress works with; one per Runtime."""
+
+    ir: FunctionIR
+    store: Store
+    invoker: Invoker
+    executor: Executor
+    hooks: Hooks
+    inline_limit: int
+
+
+@dataclass(frozen=True)
+class EgressReport:
+    """What one egress did (logs, tests, bench)."""
+
+    value: Any
+    created: bool
+    invoked: int
+    terminal: bool
+
+
+def commit(ctx: EgressContext, env: Envelope, checkpoint: str | None, encoded: bytes) -> tuple[bytes, bool]:
+    """Create the checkpoint unless it exists; returns (the committed bytes, created?)."""
+    if checkpoint is None:
+        return encoded, True
+    return ctx.store.create(checkpoint, encoded, workflow=env.workflow)
+
+
+def egress(ctx: EgressContext, env: Envelope, invocation: str, checkpoint: str | None,
+           stored: bytes, created: bool) -> EgressReport:
+    """Run steps 2-4 over the committed bytes `stored`."""
+    value = decode(stored)
+    the_plan = plan(ctx.ir, env, Committed(value, len(stored), checkpoint),
+                    invocation=invocation, inline_limit=ctx.inline_limit)
+    _create_sets(ctx, env, the_plan)
+    invoked = _dispatch(ctx, invocation, the_plan.calls)
+    if the_plan.join is not None:
+        invoked += _join(ctx, env, invocation, checkpoint, the_plan.join)
+    if the_plan.terminal:
+        record = encode({"at": [f.index for f in env.frames[1:]], "value": value})
+        ctx.store.create(naming.result_key(env.workflow, env.frames), record, workflow=env.workflow, kind=Kind.RESULT)
+    ctx.hooks.at(FaultPoint.BEFORE_GC, invocation)
+    collect(ctx.store, env.gc if checkpoint is not None else GcDuty())
+    if the_plan.terminal and checkpoint is not None:
+        ctx.store.delete([checkpoint])  # the result record now holds the value
+    return EgressReport(value=value, created=created, invoked=invoked, terminal=the_plan.terminal)
+
+
+def collect(store: Store, gc: GcDuty) -> None:
+    """Delete what this invocation consumed (seed 003 §3.5). Call only after committing."""
+    if gc.delete:
+        store.delete(gc.delete)
+    if gc.set is not None and gc.slot is not None:
+        try:
+            state = store.add_to_set(gc.set, gc.slot, "1")
+        except SetGone:
+            return  # another branch saw it full and collected the origin already
+        if state.full:
+            store.delete([*gc.on_full, gc.set])
+
+
+def _create_sets(ctx: EgressContext, env: Envelope, the_plan: Plan) -> None:
+    """The origin creates every set its branches will use, before any branch can run."""
+    if not the_plan.sets:
+        return
+    _run_all(ctx.executor, [lambda s=s: ctx.store.create_set(s.key, s.size, workflow=env.workflow)
+                            for s in the_plan.sets])
+
+
+def _dispatch(ctx: EgressContext, invocation: str, calls: Sequence[Call]) -> int:
+    """Invoke every call concurrently. A crash injected before one invoke leaves the others sent."""
+    if not calls:
+        return 0
+
+    def send(call: Call) -> None:
+        ctx.hooks.at(FaultPoint.BEFORE_INVOKE, invocation)
+        ctx.invoker.invoke(call.function, call.envelope.to_wire())
+
+    if len(calls) == 1:
+        send(calls[0])
+    else:
+        _run_all(ctx.executor, [lambda c=c: send(c) for c in calls])
+    return len(calls)
+
+
+def _join(ctx: EgressContext, env: Envelope, invocation: str, checkpoint: str | None, join: Join) -> int:
+    """Add our checkpoint to the fan-in set; invoke the target if we see it full (seed 003 §3.4)."""
+    if checkpoint is None:  # IR validation rejects fan_in without a checkpoint
+        return 0
+    try:
+        state = ctx.store.add_to_set(join.set_key, join.slot, checkpoint)
+    except SetGone:
+        # The target committed and collected the set and the branch checkpoints: ours is a
+        # leftover of a late re-execution, which nobody else will ever delete.
+        ctx.store.delete([checkpoint])
+        return 0
+    if not state.full:
+        return 0
+    members = state.ordered_members()
+    target_env = Envelope(workflow=env.workflow, frames=join.target_frames,
+                          inputs=tuple(DataRef(ref=m) for m in members), gathered=True,
+                          gc=GcDuty(delete=(*members, join.set_key)))
+    return _dispatch(ctx, invocation, [Call(join.target, target_env)])
+
+
+def _run_all(executor: Executor, tasks: Sequence[Callable[[], Any]]) -> None:
+    """Run tasks concurrently; wait for all; re-raise the first failure after all finished."""
+    futures = [executor.submit(task) for task in tasks]
+    first_error: BaseException | None = None
+    for future in futures:
+        error = future.exception()
+        if error is not None and first_error is None:
+            first_error = error
+    if first_error is not None:
+        raise first_error

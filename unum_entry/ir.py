@@ -1,0 +1,285 @@
+"""The unum IR: one versioned JSON document per function (seed 003 §3.2, Table 1).
+
+```json
+{"unum_ir": 1, "function": "Square", "handler": "app.handler", "checkpoint": true,
+ "max_attempts": 3,
+ "instructions": [
+   {"op": "create_set", "function": "Sum", "shape": "aggregate"},
+   {"op": "map", "function": "Square", "items": "$.numbers", "when": {"Variable": "$.go", "BooleanEquals": true}}
+ ]}
+```
+
+Instructions are a tiny straight-line program that egress runs over the committed output:
+- `pop` / `next` change the fan-out stack seen by the transitions after them (pop the top frame;
+  increment the top frame's iteration, which is how cycles get fresh invocation names).
+- `create_set` asks for the fan-in set(s) of `function` to be created for the *next* `map` /
+  `fan_out` (the fan-out origin owns fan-in sets, seed 003 §3.5). `shape` is `aggregate` (one
+  set, one slot per branch) or `neighbour` (one set per branch index i, holding branch i and the
+  target's own output at i-1: fold and the ExCamera pattern).
+- Transitions: `invoke` (one invocation), `map` (one per element of the output, or of the list at
+  `items`), `fan_out` (each of `branches` gets the whole output), `fan_in` (join `function`:
+  `aggregate` pops the top frame and uses the branch index as slot; `neighbour` joins the target
+  at index + `offset` in `slot`). Each may carry `when`, a Step Functions Choice rule over the
+  output (`$`) and the request metadata (`$$`). The first transition whose `when` holds fires and
+  ends the program; if none fires the function is terminal and its output is a workflow result.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from unum_entry.conditions import validate_condition
+from unum_entry.errors import IRError
+
+IR_VERSION = 1
+IR_FILE_NAME = "unum-ir.json"
+
+
+class Shape(str, enum.Enum):
+    """How a fan-in set is laid out."""
+
+    AGGREGATE = "aggregate"
+    NEIGHBOUR = "neighbour"
+
+
+@dataclass(frozen=True)
+class Pop:
+    """Pop the top fan-out frame for the transitions that follow."""
+
+
+@dataclass(frozen=True)
+class Next:
+    """Increment the top frame's iteration for the transitions that follow (cycles)."""
+
+
+@dataclass(frozen=True)
+class CreateSet:
+    """Create the fan-in set(s) of `function` for the next fan-out."""
+
+    function: str
+    shape: Shape
+
+
+@dataclass(frozen=True)
+class Invoke:
+    function: str
+    when: Mapping[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class Map:
+    function: str
+    items: str | None = None
+    when: Mapping[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class FanOut:
+    branches: tuple[str, ...]
+    when: Mapping[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class FanIn:
+    function: str
+    shape: Shape = Shape.AGGREGATE
+    slot: int = 0
+    offset: int = 0
+    when: Mapping[str, Any] | None = None
+
+
+Instruction = Pop | Next | CreateSet | Invoke | Map | FanOut | FanIn
+Transition = Invoke | Map | FanOut | FanIn
+
+
+@dataclass(frozen=True)
+class FunctionIR:
+    """One function's IR, validated."""
+
+    function: str
+    handler: str
+    instructions: tuple[Instruction, ...]
+    checkpoint: bool = True
+    max_attempts: int = 3
+    source: str = "<ir>"
+
+    def targets(self) -> set[str]:
+        """Every function this IR can invoke or join (for workflow-level validation)."""
+        return {name for ins in self.instructions for name in instruction_targets(ins)}
+
+
+def instruction_targets(ins: Instruction) -> tuple[str, ...]:
+    """The functions one instruction names."""
+    if isinstance(ins, (Invoke, Map, FanIn, CreateSet)):
+        return (ins.function,)
+    if isinstance(ins, FanOut):
+        return ins.branches
+    return ()
+
+
+# ---- loading and validation ---------------------------------------------------------------
+
+_TOP_FIELDS = {"unum_ir", "function", "handler", "checkpoint", "max_attempts", "instructions"}
+_OP_FIELDS: dict[str, set[str]] = {
+    "pop": set(),
+    "next": set(),
+    "create_set": {"function", "shape"},
+    "invoke": {"function", "when"},
+    "map": {"function", "items", "when"},
+    "fan_out": {"branches", "when"},
+    "fan_in": {"function", "shape", "slot", "offset", "when"},
+}
+
+
+def load_ir(path: str | Path) -> FunctionIR:
+    """Read and validate an IR file. Raises IRError naming the file and field."""
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise IRError(str(path), "<file>", f"cannot read: {exc.strerror or exc}") from exc
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise IRError(str(path), "<file>", f"not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})") from exc
+    return parse_ir(doc, source=str(path))
+
+
+def parse_ir(doc: Any, *, source: str = "<ir>") -> FunctionIR:
+    """Validate a decoded IR document and build a FunctionIR."""
+    v = _Validator(source)
+    if not isinstance(doc, dict):
+        raise v.error("<root>", f"expected a JSON object, found {_type_name(doc)}")
+    v.unknown_fields(doc, _TOP_FIELDS, "")
+    version = doc.get("unum_ir")
+    if version != IR_VERSION:
+        raise v.error("unum_ir", f"expected version {IR_VERSION}, found {version!r}")
+    function = v.name(doc, "function", "function")
+    handler = v.string(doc, "handler", "handler")
+    if "." not in handler or handler.startswith(".") or handler.endswith("."):
+        raise v.error("handler", f"expected 'module.function', found {handler!r}")
+    checkpoint = doc.get("checkpoint", True)
+    if not isinstance(checkpoint, bool):
+        raise v.error("checkpoint", f"expected true or false, found {_type_name(checkpoint)}")
+    max_attempts = doc.get("max_attempts", 3)
+    if not isinstance(max_attempts, int) or isinstance(max_attempts, bool) or max_attempts < 1:
+        raise v.error("max_attempts", f"expected an integer >= 1, found {max_attempts!r}")
+    raw_instructions = doc.get("instructions", [])
+    if not isinstance(raw_instructions, list):
+        raise v.error("instructions", f"expected a list, found {_type_name(raw_instructions)}")
+    instructions = tuple(v.instruction(raw, f"instructions[{i}]") for i, raw in enumerate(raw_instructions))
+    ir = FunctionIR(function=function, handler=handler, instructions=instructions,
+                    checkpoint=checkpoint, max_attempts=max_attempts, source=source)
+    _check_program(ir, v)
+    return ir
+
+
+def _check_program(ir: FunctionIR, v: _Validator) -> None:
+    """Rules that span instructions."""
+    for i, ins in enumerate(ir.instructions):
+        field = f"instructions[{i}]"
+        if isinstance(ins, CreateSet):
+            following = next((x for x in ir.instructions[i + 1:] if not isinstance(x, (CreateSet, Pop, Next))), None)
+            if not isinstance(following, (Map, FanOut)):
+                raise v.error(field, "create_set must be followed by a map or fan_out transition (the fan-out that owns the set)")
+        if isinstance(ins, FanIn) and not ir.checkpoint:
+            raise v.error(field, "fan_in needs \"checkpoint\": true (branches join by checkpoint reference)")
+        if isinstance(ins, (Map, FanOut)) and not ir.checkpoint:
+            raise v.error(field, f"{'map' if isinstance(ins, Map) else 'fan_out'} needs \"checkpoint\": true (branches share the origin's checkpoint)")
+
+
+class _Validator:
+    """Builds instructions from raw JSON, raising IRError with the source and field path."""
+
+    def __init__(self, source: str) -> None:
+        self.source = source
+
+    def error(self, field: str, problem: str) -> IRError:
+        return IRError(self.source, field, problem)
+
+    def unknown_fields(self, obj: dict, allowed: set[str], prefix: str) -> None:
+        unknown = sorted(set(obj) - allowed)
+        if unknown:
+            where = f"{prefix}.{unknown[0]}" if prefix else unknown[0]
+            raise self.error(where, f"unknown field (allowed: {', '.join(sorted(allowed))})")
+
+    def string(self, obj: dict, key: str, field: str) -> str:
+        if key not in obj:
+            raise self.error(field, "required field is missing")
+        value = obj[key]
+        if not isinstance(value, str) or not value:
+            raise self.error(field, f"expected a non-empty string, found {_type_name(value)}")
+        return value
+
+    def name(self, obj: dict, key: str, field: str) -> str:
+        value = self.string(obj, key, field)
+        if any(c in value for c in "/\\") or value.strip() != value:
+            raise self.error(field, f"function names may not contain slashes or surrounding spaces: {value!r}")
+        return value
+
+    def shape(self, obj: dict, field: str, default: Shape | None = None) -> Shape:
+        raw = obj.get("shape", default.value if default else None)
+        try:
+            return Shape(raw)
+        except ValueError:
+            raise self.error(field, f"expected one of {', '.join(s.value for s in Shape)}, found {raw!r}") from None
+
+    def small_int(self, obj: dict, key: str, field: str, allowed: tuple[int, ...]) -> int:
+        value = obj.get(key, allowed[0])
+        if not isinstance(value, int) or isinstance(value, bool) or value not in allowed:
+            raise self.error(field, f"expected one of {allowed}, found {value!r}")
+        return value
+
+    def when(self, obj: dict, field: str) -> Mapping[str, Any] | None:
+        if "when" not in obj:
+            return None
+        validate_condition(obj["when"], source=self.source, field=f"{field}.when")
+        return obj["when"]
+
+    def instruction(self, raw: Any, field: str) -> Instruction:
+        if not isinstance(raw, dict):
+            raise self.error(field, f"expected an object, found {_type_name(raw)}")
+        op = raw.get("op")
+        if op not in _OP_FIELDS:
+            raise self.error(f"{field}.op", f"unknown op {op!r} (expected one of {', '.join(_OP_FIELDS)})")
+        self.unknown_fields(raw, _OP_FIELDS[op] | {"op"}, field)
+        if op == "pop":
+            return Pop()
+        if op == "next":
+            return Next()
+        if op == "create_set":
+            return CreateSet(function=self.name(raw, "function", f"{field}.function"),
+                             shape=self.shape(raw, f"{field}.shape", Shape.AGGREGATE))
+        if op == "invoke":
+            return Invoke(function=self.name(raw, "function", f"{field}.function"), when=self.when(raw, field))
+        if op == "map":
+            items = raw.get("items")
+            if items is not None and (not isinstance(items, str) or not items.startswith("$")):
+                raise self.error(f"{field}.items", f"expected a path starting with '$', found {items!r}")
+            return Map(function=self.name(raw, "function", f"{field}.function"), items=items, when=self.when(raw, field))
+        if op == "fan_out":
+            branches = raw.get("branches")
+            if not isinstance(branches, list) or not branches:
+                raise self.error(f"{field}.branches", f"expected a non-empty list of function names, found {_type_name(branches)}")
+            names = tuple(self.name({"b": b}, "b", f"{field}.branches[{i}]") for i, b in enumerate(branches))
+            return FanOut(branches=names, when=self.when(raw, field))
+        # fan_in
+        shape = self.shape(raw, f"{field}.shape", Shape.AGGREGATE)
+        if shape is Shape.AGGREGATE and ("slot" in raw or "offset" in raw):
+            raise self.error(field, "slot and offset apply to shape 'neighbour' only (aggregate uses the branch index)")
+        return FanIn(function=self.name(raw, "function", f"{field}.function"), shape=shape,
+                     slot=self.small_int(raw, "slot", f"{field}.slot", (0, 1)),
+                     offset=self.small_int(raw, "offset", f"{field}.offset", (0, 1)),
+                     when=self.when(raw, field))
+
+
+def _type_name(value: Any) -> str:
+    if value is None:
+        return "null"
+    return {bool: "a boolean", int: "a number", float: "a number", str: "a string",
+            list: "a list", dict: "an object"}.get(type(value), type(value).__name__)

@@ -1,0 +1,53 @@
+"""Deterministic, fixed-length names for invocations and the objects they own (seed 003 §3.6).
+
+A name is a hash over a canonical encoding of its parts, so it is the same for every retry of an
+invocation, different for any two invocations (workflow id, function, every fan-out frame's
+index/size/iteration), and always 34 characters: a kind prefix and 32 hex digits.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+
+import msgpack
+
+from unum_entry.envelope import Frame
+
+_DIGEST_BYTES = 16
+
+
+def _digest(domain: str, *parts: object) -> str:
+    payload = msgpack.packb([domain, *parts], use_bin_type=True)
+    return hashlib.blake2b(payload, digest_size=_DIGEST_BYTES).hexdigest()
+
+
+def _frames(frames: Sequence[Frame]) -> list[list[int]]:
+    return [[f.index, f.size, f.iteration] for f in frames]
+
+
+def checkpoint_key(workflow: str, function: str, frames: Sequence[Frame]) -> str:
+    """The checkpoint of one invocation; also its name in logs and the handler context."""
+    return "c-" + _digest("checkpoint", workflow, function, _frames(frames))
+
+
+def fan_in_set_key(workflow: str, target: str, target_frames: Sequence[Frame]) -> str:
+    """The set that branches joining invocation (target, target_frames) coordinate through."""
+    return "s-" + _digest("fan-in", workflow, target, _frames(target_frames))
+
+
+def gc_set_key(origin_checkpoint: str) -> str:
+    """The set a fan-out's branches fill so the last one can delete the origin's checkpoint."""
+    return "s-" + _digest("fan-out-gc", origin_checkpoint)
+
+
+def result_key(workflow: str, frames: Sequence[Frame]) -> str:
+    """Where a workflow result lands. Keyed by the fan-out *indexes* only, not by function or
+    iteration: a late duplicate that takes another branch or loops a different number of times
+    still lands on the same key, and create-if-absent keeps the first result."""
+    return "r-" + _digest("result", workflow, [f.index for f in frames[1:]])
+
+
+def failure_key(workflow: str) -> str:
+    """The one failure record of a workflow."""
+    return "f-" + _digest("failure", workflow)

@@ -1,0 +1,193 @@
+"""Egress planning: a pure function from (IR, envelope, committed output) to what egress does.
+
+No I/O here, so every execution of one invocation (they all see the same committed output)
+computes the same plan: the same sets, the same invocations with the same names.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from unum_entry import naming
+from unum_entry.codec import encode
+from unum_entry.conditions import evaluate, resolve_path
+from unum_entry.envelope import DataRef, Envelope, Frame, GcDuty
+from unum_entry.errors import UnumError
+from unum_entry.ir import CreateSet, FanIn, FanOut, FunctionIR, Invoke, Map, Next, Pop, Shape
+
+
+class PlanError(UnumError):
+    """The committed output or the envelope does not fit the IR (e.g. `map` over a non-list).
+    Deterministic: retrying cannot help, so the workflow fails."""
+
+
+@dataclass(frozen=True)
+class Call:
+    """One asynchronous invocation to dispatch."""
+
+    function: str
+    envelope: Envelope
+
+
+@dataclass(frozen=True)
+class NewSet:
+    """A coordination set the fan-out origin creates before invoking its branches."""
+
+    key: str
+    size: int
+
+
+@dataclass(frozen=True)
+class Join:
+    """Add this invocation's checkpoint to a fan-in set; whoever sees it full invokes `target`."""
+
+    set_key: str
+    slot: int
+    target: str
+    target_frames: tuple[Frame, ...]
+
+
+@dataclass(frozen=True)
+class Plan:
+    sets: tuple[NewSet, ...] = ()
+    calls: tuple[Call, ...] = ()
+    join: Join | None = None
+    terminal: bool = False
+
+
+@dataclass(frozen=True)
+class Committed:
+    """The committed output of the invocation being planned."""
+
+    value: Any
+    encoded_size: int
+    checkpoint: str | None  # None when the function runs without a checkpoint
+
+
+def condition_context(ir: FunctionIR, env: Envelope, invocation: str) -> dict[str, Any]:
+    """What `$$` means in a condition: the request metadata."""
+    top = env.top
+    return {
+        "Execution": {"Id": env.workflow},
+        "Function": {"Name": ir.function, "Invocation": invocation},
+        "Fanout": {"Index": top.index, "Size": top.size, "Iteration": top.iteration, "Depth": len(env.frames) - 1},
+        "Attempt": env.attempt,
+    }
+
+
+def plan(ir: FunctionIR, env: Envelope, out: Committed, *, invocation: str, inline_limit: int) -> Plan:
+    """Run the IR program over the committed output (see unum_entry.ir for the semantics)."""
+    frames = list(env.frames)
+    pending_sets: list[CreateSet] = []
+    context = condition_context(ir, env, invocation)
+    for ins in ir.instructions:
+        if isinstance(ins, Pop):
+            if len(frames) == 1:
+                raise PlanError(f"{ir.source}: pop at the root frame (no fan-out to pop)")
+            frames.pop()
+        elif isinstance(ins, Next):
+            top = frames[-1]
+            frames[-1] = Frame(top.index, top.size, top.iteration + 1)
+        elif isinstance(ins, CreateSet):
+            pending_sets.append(ins)
+        elif ins.when is not None and not evaluate(ins.when, out.value, context):
+            if isinstance(ins, (Map, FanOut)):
+                pending_sets.clear()  # they belonged to this fan-out
+        else:
+            built = _transition(ins, ir, env, out, tuple(frames), pending_sets, inline_limit)
+            if built is not None:
+                return built
+    return Plan(terminal=True)
+
+
+def _transition(ins, ir: FunctionIR, env: Envelope, out: Committed, frames: tuple[Frame, ...],
+                pending_sets: Sequence[CreateSet], inline_limit: int) -> Plan | None:
+    if isinstance(ins, Invoke):
+        return Plan(calls=(Call(ins.function, _chain_envelope(env, out, frames, inline_limit)),))
+    if isinstance(ins, FanIn):
+        return _fan_in(ins, env, frames)
+    if isinstance(ins, Map):
+        items = _map_items(ins, ir, out.value)
+        per_item = [_small(item, inline_limit) for item in items]
+        refs = [DataRef(ref=out.checkpoint, item=i, path=ins.items, **per_item[i]) for i in range(len(items))]
+        return _fan_out(env, out, frames, [ins.function] * len(items), refs, pending_sets)
+    if isinstance(ins, FanOut):
+        whole = _inline_if_small(out, inline_limit)
+        refs = [DataRef(ref=out.checkpoint, **whole) for _ in ins.branches]
+        return _fan_out(env, out, frames, list(ins.branches), refs, pending_sets)
+    raise PlanError(f"{ir.source}: unsupported instruction {ins!r}")  # pragma: no cover
+
+
+def _chain_envelope(env: Envelope, out: Committed, frames: tuple[Frame, ...], inline_limit: int) -> Envelope:
+    if out.checkpoint is None:
+        # No checkpoint of ours to reference: the value must travel inline, and our own GC
+        # duties pass to the successor (it commits the first checkpoint downstream of our inputs).
+        return Envelope(workflow=env.workflow, frames=frames, inputs=(DataRef(value=out.value),), gc=env.gc)
+    data = DataRef(ref=out.checkpoint, **_inline_if_small(out, inline_limit))
+    return Envelope(workflow=env.workflow, frames=frames, inputs=(data,), gc=GcDuty(delete=(out.checkpoint,)))
+
+
+def _fan_out(env: Envelope, out: Committed, frames: tuple[Frame, ...], functions: list[str],
+             refs: list[DataRef], pending_sets: Sequence[CreateSet]) -> Plan:
+    n = len(functions)
+    join_sets = tuple(s for cs in pending_sets for s in _join_sets(env.workflow, cs, frames, n))
+    if out.checkpoint is None:  # IR validation rejects this; keep the plan total anyway
+        raise PlanError("a fan-out needs the origin's checkpoint (set \"checkpoint\": true)")
+    if n == 0:
+        if not pending_sets:
+            return Plan(terminal=True)
+        # An empty map still owes its join a call: the aggregate of nothing is [].
+        target = pending_sets[0].function
+        empty = Envelope(workflow=env.workflow, frames=frames, inputs=(), gathered=True,
+                         gc=GcDuty(delete=(out.checkpoint,)))
+        return Plan(calls=(Call(target, empty),))
+    gc_set = naming.gc_set_key(out.checkpoint)
+    calls = tuple(
+        Call(fn, Envelope(workflow=env.workflow, frames=frames + (Frame(i, n, 0),), inputs=(refs[i],),
+                          gc=GcDuty(set=gc_set, slot=i, on_full=(out.checkpoint,))))
+        for i, fn in enumerate(functions)
+    )
+    return Plan(sets=(NewSet(gc_set, n), *join_sets), calls=calls)
+
+
+def _join_sets(workflow: str, cs: CreateSet, frames: tuple[Frame, ...], n: int) -> list[NewSet]:
+    if n == 0:
+        return []
+    if cs.shape is Shape.AGGREGATE:
+        return [NewSet(naming.fan_in_set_key(workflow, cs.function, frames), n)]
+    # neighbour: target i joins branch i (slot 0) and its own output at i-1 (slot 1)
+    return [NewSet(naming.fan_in_set_key(workflow, cs.function, frames + (Frame(i, n, 0),)), 1 if i == 0 else 2)
+            for i in range(n)]
+
+
+def _fan_in(ins: FanIn, env: Envelope, frames: tuple[Frame, ...]) -> Plan | None:
+    if len(frames) == 1:
+        raise PlanError(f"fan_in to {ins.function!r} outside any fan-out (no frame to join on)")
+    top = frames[-1]
+    if ins.shape is Shape.AGGREGATE:
+        target_frames, slot = frames[:-1], top.index
+    else:
+        index = top.index + ins.offset
+        if index >= top.size:
+            return None  # no neighbour to the right: this transition does not fire
+        target_frames, slot = frames[:-1] + (Frame(index, top.size, 0),), ins.slot
+    set_key = naming.fan_in_set_key(env.workflow, ins.function, target_frames)
+    return Plan(join=Join(set_key=set_key, slot=slot, target=ins.function, target_frames=target_frames))
+
+
+def _map_items(ins: Map, ir: FunctionIR, value: Any) -> list[Any]:
+    items = value if ins.items is None else resolve_path(ins.items, value, {})
+    if not isinstance(items, list):
+        where = f" at {ins.items}" if ins.items else ""
+        raise PlanError(f"function {ir.function!r}: map over {ins.function!r} needs a list{where}, found {type(items).__name__}")
+    return items
+
+
+def _inline_if_small(out: Committed, inline_limit: int) -> dict[str, Any]:
+    return {"value": out.value} if out.encoded_size <= inline_limit else {}
+
+
+def _small(item: Any, inline_limit: int) -> dict[str, Any]:
+    return {"value": item} if len(encode(item)) <= inline_limit else {}

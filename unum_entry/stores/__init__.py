@@ -1,0 +1,28 @@
+"""Stores: the datastore each function coordinates through. `open_store` picks one by URL."""
+
+from __future__ import annotations
+
+from unum_entry.errors import StoreError
+from unum_entry.stores.base import Kind, Record, SetState, Store
+
+
+def open_store(url: str, **kwargs) -> Store:
+    """Open a store from a URL.
+
+    - `file:///abs/path` or a bare path: the embedded file store.
+    - `dynamodb://TABLE?endpoint=http://127.0.0.1:PORT&region=us-east-1`: DynamoDB (boto3).
+    """
+    if url.startswith("dynamodb://"):
+        from unum_entry.stores.dynamodb import DynamoDBStore  # lazy: boto3 is heavy
+
+        return DynamoDBStore.from_url(url, **kwargs)
+    if url.startswith("file://"):
+        url = url[len("file://"):]
+    if "://" in url:
+        raise StoreError(f"unknown store URL {url!r}: use file:///path or dynamodb://TABLE")
+    from unum_entry.stores.file import FileStore
+
+    return FileStore(url, **kwargs)
+
+
+__all__ = ["Kind", "Record", "SetState", "Store", "open_store"]

@@ -1,0 +1,74 @@
+"""A store wrapper that counts operations by kind: what a transition costs (bench, tests)."""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from collections.abc import Iterable, Iterator
+
+from unum_entry.stores.base import Kind, Record, SetState, Store
+
+
+class CountingStore(Store):
+    """Delegates to `inner` and counts billed operations: a read per key read, a write per
+    create/add, a delete per key deleted (DynamoDB bills per item, not per request)."""
+
+    def __init__(self, inner: Store) -> None:
+        super().__init__(ttl_seconds=inner.ttl_seconds)
+        self.inner = inner
+        self.counts: Counter[str] = Counter()
+        self._lock = threading.Lock()
+
+    def _count(self, kind: str, n: int = 1) -> None:
+        with self._lock:
+            self.counts[kind] += n
+
+    def create(self, key: str, value: bytes, *, workflow: str, kind: Kind = Kind.CHECKPOINT) -> tuple[bytes, bool]:
+        self._count(f"create_{kind.value}")
+        return self.inner.create(key, value, workflow=workflow, kind=kind)
+
+    def get_many(self, keys: Iterable[str]) -> dict[str, bytes]:
+        wanted = list(dict.fromkeys(keys))
+        self._count("read", len(wanted))
+        return self.inner.get_many(wanted)
+
+    def delete(self, keys: Iterable[str]) -> None:
+        wanted = list(dict.fromkeys(keys))
+        self._count("delete", len(wanted))
+        self.inner.delete(wanted)
+
+    def create_set(self, key: str, size: int, *, workflow: str) -> bool:
+        self._count("create_set")
+        return self.inner.create_set(key, size, workflow=workflow)
+
+    def add_to_set(self, key: str, slot: int, member: str) -> SetState:
+        self._count("add_to_set")
+        return self.inner.add_to_set(key, slot, member)
+
+    def records(self, workflow: str | None = None) -> Iterator[Record]:
+        return self.inner.records(workflow)
+
+    def reset(self) -> Counter[str]:
+        """Return the counts so far and start again from zero."""
+        with self._lock:
+            counts, self.counts = self.counts, Counter()
+        return counts
+
+    def close(self) -> None:
+        self.inner.close()
+
+    # The primitives are never reached: every public method delegates above.
+    def _create(self, record: Record) -> Record | None:  # pragma: no cover
+        raise NotImplementedError
+
+    def _get_many(self, keys: list[str]) -> dict[str, Record]:  # pragma: no cover
+        raise NotImplementedError
+
+    def _delete(self, keys: list[str]) -> None:  # pragma: no cover
+        raise NotImplementedError
+
+    def _add_to_set(self, key: str, slot: int, member: str) -> SetState:  # pragma: no cover
+        raise NotImplementedError
+
+    def _scan(self, workflow: str | None) -> Iterable[Record]:  # pragma: no cover
+        raise NotImplementedError
