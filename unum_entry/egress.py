@@ -2,10 +2,10 @@
 
 1. Commit: create-if-absent checkpoint; the stored value (first writer's) is the output from here on.
 2. Plan the IR over that output (pure, see unum_entry.plan).
-3. Create the fan-out's sets, then dispatch every invocation concurrently; or join a fan-in set
-   and invoke the target when the set is full; or, when terminal, record the workflow result.
-4. Collect garbage this invocation is responsible for: its consumed inputs, the fan-out GC set,
-   and (when terminal) its own checkpoint.
+3. Create the fan-out's sets; collect the garbage this invocation is responsible for (its
+   consumed inputs, its slot in the fan-out GC set).
+4. Dispatch every invocation concurrently; or join a fan-in set and invoke the target when the
+   set is full; or, when terminal, record the workflow result and drop our own checkpoint.
 
 Every step is safe to repeat: a retry that crashes anywhere re-runs the same steps with the same
 committed output, so the same names and sets come out.
@@ -71,16 +71,19 @@ def egress(ctx: EgressContext, env: Envelope, invocation: str, checkpoint: str |
     the_plan = plan(ctx.ir, env, Committed(value, len(stored), checkpoint),
                     invocation=invocation, inline_limit=ctx.inline_limit)
     _create_sets(ctx, env, the_plan)
+    # Collect our inputs BEFORE invoking anyone: then a consumer can only have committed (and
+    # collected our checkpoint) after our inputs are gone, so a retry of ours that finds its
+    # checkpoint gone also finds its inputs gone and is dropped as stale instead of re-running.
+    ctx.hooks.at(FaultPoint.BEFORE_GC, invocation)
+    collect(ctx.store, env.gc if checkpoint is not None else GcDuty())
     invoked = _dispatch(ctx, invocation, the_plan.calls)
     if the_plan.join is not None:
         invoked += _join(ctx, env, invocation, checkpoint, the_plan.join)
     if the_plan.terminal:
         record = encode({"at": [f.index for f in env.frames[1:]], "value": value})
         ctx.store.create(naming.result_key(env.workflow, env.frames), record, workflow=env.workflow, kind=Kind.RESULT)
-    ctx.hooks.at(FaultPoint.BEFORE_GC, invocation)
-    collect(ctx.store, env.gc if checkpoint is not None else GcDuty())
-    if the_plan.terminal and checkpoint is not None:
-        ctx.store.delete([checkpoint])  # the result record now holds the value
+        if checkpoint is not None:
+            ctx.store.delete([checkpoint])  # the result record now holds the value
     return EgressReport(value=value, created=created, invoked=invoked, terminal=the_plan.terminal)
 
 
@@ -93,7 +96,7 @@ def collect(store: Store, gc: GcDuty) -> None:
             state = store.add_to_set(gc.set, gc.slot, "1")
         except SetGone:
             return  # another branch saw it full and collected the origin already
-        if state.full:
+        if state.has_slot(gc.slot) and state.full:
             store.delete([*gc.on_full, gc.set])
 
 
@@ -128,8 +131,11 @@ def _join(ctx: EgressContext, env: Envelope, invocation: str, checkpoint: str | 
     try:
         state = ctx.store.add_to_set(join.set_key, join.slot, checkpoint)
     except SetGone:
-        # The target committed and collected the set and the branch checkpoints: ours is a
-        # leftover of a late re-execution, which nobody else will ever delete.
+        state = None
+    if state is None or not state.has_slot(join.slot):
+        # Either the target committed and collected the set (and the branch checkpoints), or
+        # the set belongs to a fan-out of another size: our checkpoint is the leftover of a
+        # late, divergent re-execution that nobody else will ever delete.
         ctx.store.delete([checkpoint])
         return 0
     if not state.full:

@@ -31,26 +31,31 @@ class Ready:
 
 
 def ingress(env: Envelope, store: Store, checkpoint: str | None) -> AlreadyCommitted | Ready:
-    """Decide whether to run the handler and with what.
+    """Decide whether to run the handler and with what, in ONE consistent batch read of our
+    checkpoint and our input references.
 
     Raises StaleInvocation when an input reference is gone: a checkpoint is deleted only after
-    every consumer of it committed, so this invocation committed long ago and its own
-    checkpoint was collected downstream; the delivery is a late duplicate.
+    every consumer of it committed, and egress collects its inputs before invoking anyone, so
+    this invocation committed long ago and its own checkpoint was collected downstream; the
+    delivery is a late duplicate and re-running it would only repeat work.
+
+    Inline inputs are checked too (their reference is the same small value), except map items,
+    whose reference is the origin's whole list and may be large.
     """
-    if checkpoint is not None:
-        stored = store.get(checkpoint)
-        if stored is not None:
-            return AlreadyCommitted(stored)
-    return Ready(resolve_inputs(env, store))
-
-
-def resolve_inputs(env: Envelope, store: Store) -> Any:
-    """The handler's event: one value, or the list of inputs for a gathered (fan-in) call."""
-    wanted = [d.ref for d in env.inputs if not d.inline and d.ref is not None]
-    fetched = store.get_many(wanted) if wanted else {}
-    missing = [ref for ref in wanted if ref not in fetched]
+    witnesses = [d.ref for d in env.inputs if d.ref is not None and (not d.inline or d.item is None)]
+    keys = ([checkpoint] if checkpoint is not None else []) + witnesses
+    fetched = store.get_many(keys) if keys else {}
+    if checkpoint is not None and checkpoint in fetched:
+        return AlreadyCommitted(fetched[checkpoint])
+    missing = [ref for ref in witnesses if ref not in fetched]
     if missing:
         raise StaleInvocation(f"input {missing[0]} of workflow {env.workflow} is gone (already consumed)")
+    return Ready(resolve_inputs(env, fetched))
+
+
+def resolve_inputs(env: Envelope, fetched: dict[str, bytes]) -> Any:
+    """The handler's event: one value, or the list of inputs for a gathered (fan-in) call.
+    `fetched` holds every referenced checkpoint of a non-inline input."""
     decoded: dict[str, Any] = {}
     values = []
     for i, data in enumerate(env.inputs):

@@ -24,13 +24,13 @@ from unum_entry.codec import decode, encode
 from unum_entry.envelope import Envelope
 from unum_entry.errors import EnvelopeError, HandlerFailed, UnumError, WorkflowTimeout
 from unum_entry.local.faults import FaultInjector, InjectedCrash
-from unum_entry.runtime import Handler, InvocationContext, Runtime, RuntimeConfig, load_handler, new_workflow
+from unum_entry.runtime import Handler, Runtime, RuntimeConfig, load_handler, new_workflow
 from unum_entry.stores.base import Kind, Store
 from unum_entry.workflow import Workflow
 
 log = logging.getLogger("unum.local")
 
-Observer = Callable[[str, InvocationContext, Any, Any], None]
+HandlerWrapper = Callable[[str, Handler], Handler]
 
 
 @dataclass(frozen=True)
@@ -70,7 +70,7 @@ class LocalPlatform:
 
     def __init__(self, workflow: Workflow, store: Store, *, workers: int = 4,
                  faults: FaultInjector | None = None, config: RuntimeConfig | None = None,
-                 observe: Observer | None = None, invoke_latency: float = 0.0,
+                 wrap: HandlerWrapper | None = None, invoke_latency: float = 0.0,
                  retry_delay: float = 0.001) -> None:
         self.workflow = workflow
         self.store = store
@@ -89,8 +89,8 @@ class LocalPlatform:
         self.runtimes: dict[str, Runtime] = {}
         for name, spec in workflow.functions.items():
             handler = load_handler(spec.folder, spec.ir.handler, function=name)
-            if observe is not None:
-                handler = _observed(name, handler, observe)
+            if wrap is not None:  # tests: record or replace user code
+                handler = wrap(name, handler)
             self.runtimes[name] = Runtime(spec.ir, handler, store, invoker, config=config,
                                           hooks=faults, executor=self._executor)
         self._workers = [threading.Thread(target=self._work, name=f"unum-worker-{i}", daemon=True)
@@ -226,15 +226,6 @@ class LocalPlatform:
         log.error("dropped delivery: %s", message)
         with self._cv:
             self.dead_letters.append(message)
-
-
-def _observed(function: str, handler: Handler, observe: Observer) -> Handler:
-    def wrapper(event: Any, context: InvocationContext) -> Any:
-        output = handler(event, context)
-        observe(function, context, event, output)
-        return output
-
-    return wrapper
 
 
 @contextmanager

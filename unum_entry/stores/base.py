@@ -50,6 +50,11 @@ class SetState:
     size: int
     members: Mapping[int, str]
 
+    def has_slot(self, slot: int) -> bool:
+        """False when `slot` lies outside the set: the adder belongs to a different (late,
+        divergent) fan-out than the one that created the set."""
+        return 0 <= slot < self.size
+
     @property
     def full(self) -> bool:
         return all(slot in self.members for slot in range(self.size))
@@ -115,12 +120,10 @@ class Store(ABC):
         """Put `member` in `slot` (idempotent) and return the set after the add.
 
         Raises SetGone when the set does not exist: it was collected, so whoever saw it full
-        has already acted and the caller has nothing to coordinate.
+        has already acted and the caller has nothing to coordinate. A slot outside the set is
+        stored but never counted (see SetState.has_slot).
         """
-        state = self._add_to_set(key, slot, member)
-        if slot >= state.size:
-            raise ValueError(f"slot {slot} is outside set {key!r} of size {state.size}")
-        return state
+        return self._add_to_set(key, slot, member)
 
     def records(self, workflow: str | None = None) -> Iterator[Record]:
         """Every live object (of one workflow if given). For inspect, tests and cleanup; O(table)."""

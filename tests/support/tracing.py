@@ -1,0 +1,277 @@
+"""Tracing workflows and the exactly-once checker used by the fault-injection suite.
+
+Every handler of a tracing workflow returns `{"v": value, "t": trace, "n": nonce}`: a random
+nonce per execution, so two executions of one invocation never return the same thing, and a
+trace mapping every upstream invocation to the nonce of the output it consumed. Control flow
+(branches, loop exits, map sizes) depends on random numbers too, so a divergence changes the
+result.
+
+`check_exactly_once` then proves the definition in ../shared/DESIGN.md: it replays the workflow
+fault-free with an oracle for handlers that returns, for each invocation, the one recorded
+execution output named by the result's trace, and insists that (a) that execution saw exactly
+the input the fault-free replay gives it (every consumer saw the same output of each node),
+(b) the replay runs exactly the invocations in the trace, and (c) it yields the same results.
+"""
+
+from __future__ import annotations
+
+import json
+import textwrap
+import threading
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from unum_entry.local.platform import LocalPlatform, RunResult
+from unum_entry.runtime import Handler, InvocationContext
+from unum_entry.stores.base import Kind, Store
+from unum_entry.stores.counting import CountingStore
+from unum_entry.workflow import Workflow, load_workflow
+
+PRELUDE = textwrap.dedent('''
+    import random
+
+    def _merge(events):
+        trace, conflicts = {}, []
+        for e in events:
+            for inv, nonce in e["t"].items():
+                if inv == "!conflict":
+                    conflicts.extend(nonce)
+                elif trace.setdefault(inv, nonce) != nonce:
+                    conflicts.append([inv, trace[inv], nonce])
+        if conflicts:
+            trace["!conflict"] = conflicts
+        return trace
+
+    def traced(step, gathered=False, items=False):
+        def handler(event, context):
+            events = event if gathered else [event]
+            values = [e["v"] for e in events]
+            value = step(values if gathered else values[0], context)
+            nonce = random.getrandbits(48)
+            trace = _merge(events)
+            trace[context.invocation] = nonce
+            out = {"v": value, "t": trace, "n": nonce}
+            if items:
+                out["items"] = [{"v": x, "t": trace} for x in value["list"]]
+            return out
+        return handler
+''')
+
+
+@dataclass(frozen=True)
+class Fn:
+    """One function of a tracing workflow: its step body (Python source of `step(v, ctx)`),
+    its IR instructions, and how it receives/produces data."""
+
+    body: str
+    instructions: list[dict[str, Any]]
+    gathered: bool = False
+    items: bool = False
+
+
+# Random control flow reads `$.v.r`, a float each step draws.
+R = "random.random()"
+LOOP_EXIT = {"Or": [{"Variable": "$.v.r", "NumericGreaterThanEquals": 0.55},
+                    {"Variable": "$$.Fanout.Iteration", "NumericGreaterThanEquals": 3}]}
+
+SHAPES: dict[str, tuple[str, dict[str, Fn]]] = {
+    "chain": ("A", {
+        "A": Fn(f"return {{'x': v, 'r': {R}}}", [{"op": "invoke", "function": "B"}]),
+        "B": Fn(f"return {{'x': v['x'], 'r': {R}}}", [{"op": "invoke", "function": "C"}]),
+        "C": Fn(f"return {{'done': True, 'r': {R}}}", []),
+    }),
+    "fan-out-fan-in": ("A", {
+        "A": Fn(f"return {{'r': {R}}}", [{"op": "create_set", "function": "Join"},
+                                        {"op": "fan_out", "branches": ["B0", "B1", "B2"]}]),
+        "B0": Fn(f"return {R}", [{"op": "fan_in", "function": "Join"}]),
+        "B1": Fn(f"return {R}", [{"op": "invoke", "function": "B1b"}]),
+        "B1b": Fn(f"return {R}", [{"op": "fan_in", "function": "Join"}]),
+        "B2": Fn(f"return {R}", [{"op": "fan_in", "function": "Join"}]),
+        "Join": Fn("return sum(v)", [], gathered=True),
+    }),
+    "map-aggregate": ("A", {
+        "A": Fn(f"return {{'list': [{R} for _ in range(random.randint(1, 4))]}}",
+                [{"op": "create_set", "function": "Sum"}, {"op": "map", "function": "W", "items": "$.items"}],
+                items=True),
+        "W": Fn(f"return v * {R}", [{"op": "fan_in", "function": "Sum"}]),
+        "Sum": Fn("return {'n': len(v), 's': sum(v)}", [], gathered=True),
+    }),
+    "branch": ("A", {
+        "A": Fn(f"return {{'r': {R}}}", [{"op": "invoke", "function": "Yes", "when": {"Variable": "$.v.r", "NumericLessThan": 0.5}},
+                                        {"op": "invoke", "function": "No"}]),
+        "Yes": Fn(f"return {{'yes': {R}}}", []),
+        "No": Fn(f"return {{'no': {R}}}", [{"op": "invoke", "function": "After"}]),
+        "After": Fn(f"return {{'after': {R}}}", []),
+    }),
+    "loop": ("A", {
+        "A": Fn(f"return {{'r': {R}}}", [{"op": "invoke", "function": "L"}]),
+        "L": Fn(f"return {{'r': {R}, 'i': ctx.iteration}}",
+                [{"op": "invoke", "function": "Done", "when": LOOP_EXIT},
+                 {"op": "next"}, {"op": "invoke", "function": "L"}]),
+        "Done": Fn("return {'iterations': v['i'] + 1}", []),
+    }),
+    "fold": ("A", {
+        "A": Fn(f"return {{'list': [{R} for _ in range(random.randint(1, 4))]}}",
+                [{"op": "create_set", "function": "F", "shape": "neighbour"}, {"op": "map", "function": "C", "items": "$.items"}],
+                items=True),
+        "C": Fn(f"return v + {R}", [{"op": "fan_in", "function": "F", "shape": "neighbour", "slot": 0}]),
+        "F": Fn("return v[0] if len(v) == 1 else v[0] + v[1]",
+                [{"op": "fan_in", "function": "F", "shape": "neighbour", "slot": 1, "offset": 1},
+                 {"op": "pop"}, {"op": "invoke", "function": "Final"}], gathered=True),
+        "Final": Fn(f"return {{'folded': v, 'r': {R}}}", []),
+    }),
+    "neighbour": ("A", {
+        "A": Fn("return {'list': list(range(3))}",
+                [{"op": "create_set", "function": "Re", "shape": "neighbour"}, {"op": "map", "function": "Enc", "items": "$.items"}],
+                items=True),
+        "Enc": Fn(f"return v + {R}", [{"op": "invoke", "function": "Enc2"}]),
+        "Enc2": Fn(f"return v * {R}", [{"op": "fan_in", "function": "Re", "shape": "neighbour", "slot": 0}]),
+        "Re": Fn(f"return sum(v) + {R}",
+                 [{"op": "fan_in", "function": "Re", "shape": "neighbour", "slot": 1, "offset": 1},
+                  {"op": "pop"}, {"op": "invoke", "function": "Final"}], gathered=True),
+        "Final": Fn("return v", []),
+    }),
+    "nested-map": ("A", {
+        "A": Fn(f"return {{'r': {R}}}", [{"op": "create_set", "function": "Top"},
+                                        {"op": "fan_out", "branches": ["M", "M2"]}]),
+        "M": Fn("return {'list': [1, 2]}", [{"op": "create_set", "function": "J"},
+                                            {"op": "map", "function": "W", "items": "$.items"}], items=True),
+        "M2": Fn(f"return {R}", [{"op": "fan_in", "function": "Top"}]),
+        "W": Fn(f"return v * {R}", [{"op": "fan_in", "function": "J"}]),
+        "J": Fn("return sum(v)", [{"op": "fan_in", "function": "Top"}], gathered=True),
+        "Top": Fn("return v", [], gathered=True),
+    }),
+    "map-no-join": ("A", {
+        "A": Fn("return {'list': [1, 2, 3]}", [{"op": "map", "function": "W", "items": "$.items"}], items=True),
+        "W": Fn(f"return v * {R}", []),
+    }),
+}
+
+
+def write_shape(root: Path, shape: str) -> Workflow:
+    """Write the tracing workflow `shape` under root/shape and load it."""
+    entry, functions = SHAPES[shape]
+    folder = root / shape
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "unum-workflow.json").write_text(json.dumps({"unum_workflow": 1, "name": shape, "entry": entry}))
+    for name, fn in functions.items():
+        fdir = folder / name
+        fdir.mkdir(exist_ok=True)
+        code = PRELUDE + f"\ndef step(v, ctx):\n    {fn.body}\n\nhandler = traced(step, gathered={fn.gathered}, items={fn.items})\n"
+        (fdir / "app.py").write_text(code)
+        (fdir / "unum-ir.json").write_text(json.dumps({"unum_ir": 1, "function": name, "handler": "app.handler",
+                                                       "instructions": fn.instructions}))
+    return load_workflow(folder)
+
+
+@dataclass
+class ExecutionLog:
+    """Every handler execution of a run: invocation → [(input, output)]."""
+
+    executions: dict[str, list[tuple[Any, Any]]] = field(default_factory=lambda: defaultdict(list))
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def wrap(self, function: str, handler: Handler) -> Handler:
+        """Platform `wrap`: run the real handler and record what it saw and returned."""
+        def recorded(event: Any, context: InvocationContext) -> Any:
+            output = handler(event, context)
+            with self._lock:
+                self.executions[context.invocation].append((event, output))
+            return output
+
+        return recorded
+
+
+class _Oracle:
+    """Handlers for the replay: return the recorded output the result's trace names."""
+
+    def __init__(self, log: ExecutionLog, chosen: dict[str, int]) -> None:
+        self.log = log
+        self.chosen = chosen
+        self.violations: list[str] = []
+        self.replayed: set[str] = set()
+        self._lock = threading.Lock()
+
+    def wrap(self, function: str, _handler: Handler) -> Handler:
+        def oracle(event: Any, context: InvocationContext) -> Any:
+            inv = context.invocation
+            with self._lock:
+                self.replayed.add(inv)
+            nonce = self.chosen.get(inv)
+            if nonce is None:
+                return self._fail(f"{function} {inv}: runs in the fault-free replay but no result traces it")
+            matches = [(i, o) for i, o in self.log.executions.get(inv, []) if o["n"] == nonce]
+            if not matches:
+                return self._fail(f"{function} {inv}: the traced output {nonce} was never produced")
+            seen_input, output = matches[0]
+            if seen_input != event:
+                return self._fail(f"{function} {inv}: the execution whose output was used saw input "
+                                  f"{seen_input!r}, the fault-free replay gives {event!r}")
+            return output
+
+        return oracle
+
+    def _fail(self, message: str) -> Any:
+        with self._lock:
+            self.violations.append(message)
+        raise RuntimeError(message)
+
+
+def chosen_outputs(results: list[Any]) -> tuple[dict[str, int], list[str]]:
+    """The nonce per invocation named by the results' traces, and any conflicts."""
+    chosen: dict[str, int] = {}
+    conflicts: list[str] = []
+    for result in results:
+        for inv, nonce in result["t"].items():
+            if inv == "!conflict":
+                conflicts.extend(str(c) for c in nonce)
+            elif chosen.setdefault(inv, nonce) != nonce:
+                conflicts.append(f"{inv}: results disagree ({chosen[inv]} vs {nonce})")
+    return chosen, conflicts
+
+
+def check_exactly_once(workflow: Workflow, outcome: RunResult, log: ExecutionLog, input_value: Any,
+                       replay_store: Store) -> None:
+    """Assert the run's results equal one fault-free run (see module docstring)."""
+    assert outcome.failure is None, f"workflow failed: {outcome.failure}"
+    assert outcome.results, "workflow produced no result"
+    chosen, conflicts = chosen_outputs(outcome.results)
+    assert not conflicts, f"consumers saw different outputs of one invocation: {conflicts}"
+    oracle = _Oracle(log, chosen)
+    platform = LocalPlatform(workflow, replay_store, workers=2, wrap=oracle.wrap)
+    try:
+        replay = platform.run(input_value, workflow_id=outcome.workflow_id, timeout=30)
+    finally:
+        platform.close()
+    assert not oracle.violations, "\n".join(oracle.violations)
+    assert oracle.replayed == set(chosen), (
+        f"trace names invocations the fault-free run does not make: {sorted(set(chosen) - oracle.replayed)}")
+    assert replay.results == outcome.results, "fault-free replay yields different results"
+
+
+def leftovers(store: Store, workflow_id: str) -> list[str]:
+    """Objects of a finished workflow other than its results."""
+    return [f"{r.kind.value} {r.key}" for r in store.records(workflow_id) if r.kind is not Kind.RESULT]
+
+
+class RecommitWatch(CountingStore):
+    """Counts checkpoints committed more than once: a late duplicate re-ran an invocation
+    whose checkpoint had already been collected (seed 003 §3.5). Such a re-run may leave
+    objects behind for the TTL to remove; every other schedule must leave nothing."""
+
+    def __init__(self, inner: Store) -> None:
+        super().__init__(inner)
+        self.commits: Counter[str] = Counter()
+
+    def create(self, key: str, value: bytes, *, workflow: str, kind: Kind = Kind.CHECKPOINT) -> tuple[bytes, bool]:
+        stored, created = super().create(key, value, workflow=workflow, kind=kind)
+        if created and kind is Kind.CHECKPOINT:
+            with self._lock:
+                self.commits[key] += 1
+        return stored, created
+
+    @property
+    def recommits(self) -> int:
+        return sum(n - 1 for n in self.commits.values())

@@ -1,0 +1,423 @@
+"""DynamoDB store: the five primitives over one table, through a boto3 DynamoDB *client*.
+
+Every rule (TTL stamping, expiry on read, what "full" means) lives in `Store`; this module only
+turns each primitive into one DynamoDB request (or a bounded series of batch requests).
+
+Table layout: one item per object, partition key only.
+
+=========  ====  ===================================================================
+attribute  type  meaning
+=========  ====  ===================================================================
+``k``      S     the key (``c-…`` checkpoint, ``s-…`` set, ``r-…`` result, ``f-…`` failure);
+                 the table's partition key
+``w``      S     workflow (invocation) id the object belongs to; `records()` filters on it
+``t``      S     kind: ``Kind.value`` (checkpoint / set / result / failure)
+``v``      B     value (opaque bytes); checkpoints, results and failures only
+``n``      N     set size (number of slots); sets only
+``m``      M     set members: slot number as a string -> member (S); sets only, created empty
+``ttl``    N     expiry, epoch seconds; the table's TTL attribute. DynamoDB deletes expired
+                 items lazily (typically within days), so every read and every conditional
+                 write also treats ``ttl <= now`` as absent.
+=========  ====  ===================================================================
+
+Open with `open_store("dynamodb://TABLE?endpoint=http://127.0.0.1:PORT&region=us-east-1&create=1")`
+or build the client yourself and pass it to `DynamoDBStore(client, "TABLE")`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ipaddress
+import os
+import random
+import re
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+# botocore.exceptions is cheap (~10 ms) and this module is itself imported lazily by
+# `open_store`; boto3 (~200 ms: it pulls in ssl, hashlib and every service model loader) is
+# imported only where a client is built (`_build_client`).
+from botocore.exceptions import BotoCoreError, ClientError
+
+from unum_entry.errors import SetGone, StoreError
+from unum_entry.stores.base import Kind, Record, SetState, Store
+
+# Attribute names (see the module docstring).
+KEY, WORKFLOW, KIND, VALUE, SIZE, MEMBERS, TTL = "k", "w", "t", "v", "n", "m", "ttl"
+
+_CONDITION_FAILED = "ConditionalCheckFailedException"
+_GET_CHUNK = 100  # BatchGetItem limit
+_DELETE_CHUNK = 25  # BatchWriteItem limit
+_TABLE_NAME = re.compile(r"^[A-Za-z0-9_.-]{3,255}$")
+_URL_OPTIONS = ("endpoint", "region", "create")
+DEFAULT_REGION = "us-east-1"
+
+# Create-if-absent, where "absent" includes expired-but-not-yet-swept by DynamoDB's TTL.
+_CREATE_CONDITION = f"attribute_not_exists({KEY}) OR #ttl <= :now"
+
+
+@dataclass(frozen=True)
+class BatchRetry:
+    """How long to keep resubmitting `UnprocessedKeys` / `UnprocessedItems` of a batch call.
+
+    DynamoDB hands back part of a batch when a partition is throttled or a response would
+    exceed 16 MB; AWS asks callers to resubmit the rest with exponential backoff. After
+    `attempts` calls for one chunk the store gives up with StoreError. (botocore's own retries
+    cover whole-request throttling; these cover the partial results it does not retry.)
+    """
+
+    attempts: int = 8
+    base_delay: float = 0.05
+    max_delay: float = 2.0
+
+    def delay(self, attempt: int) -> float:
+        """Seconds to wait before call number `attempt + 1` (full jitter on the upper half)."""
+        ceiling = min(self.max_delay, self.base_delay * (2 ** attempt))
+        return ceiling * random.uniform(0.5, 1.0)
+
+
+class DynamoDBStore(Store):
+    """Store over one DynamoDB table (layout in the module docstring).
+
+    `client` is a boto3 DynamoDB client (thread-safe; share one per process). A client passed
+    in stays the caller's: `close()` only closes clients that `from_url` built.
+    """
+
+    def __init__(self, client: Any, table: str, *, retry: BatchRetry = BatchRetry(), **kwargs) -> None:
+        super().__init__(**kwargs)
+        if not _TABLE_NAME.match(table):
+            raise StoreError(f"DynamoDB table name {table!r} is invalid: use 3-255 of A-Z a-z 0-9 _ . -")
+        self.client = client
+        self.table = table
+        self.retry = retry
+        self._owns_client = False
+        self._closed = False
+
+    @classmethod
+    def from_url(cls, url: str, *, client: Any = None, **kwargs) -> DynamoDBStore:
+        """Open `dynamodb://TABLE?endpoint=URL&region=REGION&create=1`.
+
+        - `endpoint`: e.g. `http://127.0.0.1:5000` for moto / DynamoDB Local; when given and
+          no AWS credentials are in the environment, dummy credentials ("testing") are used.
+        - `region`: default `$AWS_REGION`, then `$AWS_DEFAULT_REGION`, then us-east-1.
+        - `create=1`: create the table (and enable TTL) if it is absent.
+        Other keyword arguments go to `DynamoDBStore` / `Store` (`retry`, `ttl_seconds`, `clock`).
+        """
+        table, options = _parse_url(url)
+        create = _flag(url, "create", options.get("create", "0"))
+        owns = client is None
+        if client is None:
+            region = options.get("region") or os.environ.get("AWS_REGION") \
+                or os.environ.get("AWS_DEFAULT_REGION") or DEFAULT_REGION
+            client = _build_client(endpoint=options.get("endpoint") or None, region=region)
+        store = cls(client, table, **kwargs)
+        store._owns_client = owns
+        if create:
+            store.ensure_table()
+        return store
+
+    # ---- table management ----------------------------------------------------------------
+
+    def ensure_table(self) -> None:
+        """Create the table if it is absent (on-demand billing, key `k`), wait until it is
+        active, and enable TTL on `ttl`. Safe to call concurrently and repeatedly."""
+        try:
+            self.client.describe_table(TableName=self.table)
+        except ClientError as exc:
+            if _code(exc) != "ResourceNotFoundException":
+                raise self._failed("DescribeTable", exc) from exc
+            with self._mapped("CreateTable"):
+                try:
+                    self.client.create_table(
+                        TableName=self.table,
+                        KeySchema=[{"AttributeName": KEY, "KeyType": "HASH"}],
+                        AttributeDefinitions=[{"AttributeName": KEY, "AttributeType": "S"}],
+                        BillingMode="PAY_PER_REQUEST",
+                    )
+                except ClientError as race:
+                    if _code(race) != "ResourceInUseException":  # another process created it
+                        raise
+        except BotoCoreError as exc:
+            raise self._failed("DescribeTable", exc) from exc
+        with self._mapped("DescribeTable (waiting until ACTIVE)"):
+            self.client.get_waiter("table_exists").wait(
+                TableName=self.table, WaiterConfig={"Delay": 2, "MaxAttempts": 90})
+        self._ensure_ttl()
+
+    def _ensure_ttl(self) -> None:
+        with self._mapped("DescribeTimeToLive"):
+            description = self.client.describe_time_to_live(TableName=self.table)
+        current = description.get("TimeToLiveDescription", {})
+        if current.get("TimeToLiveStatus") in ("ENABLED", "ENABLING"):
+            if current.get("AttributeName") != TTL:
+                raise StoreError(
+                    f"DynamoDB table {self.table!r} has TTL on attribute "
+                    f"{current.get('AttributeName')!r}; unum needs it on {TTL!r}")
+            return
+        with self._mapped("UpdateTimeToLive"):
+            try:
+                self.client.update_time_to_live(
+                    TableName=self.table,
+                    TimeToLiveSpecification={"Enabled": True, "AttributeName": TTL})
+            except ClientError as exc:
+                # Two processes enabling at once: the loser is told it is already enabled.
+                if _code(exc) != "ValidationException" or "already enabled" not in _message(exc).lower():
+                    raise
+
+    # ---- primitives ----------------------------------------------------------------------
+
+    def _create(self, record: Record) -> Record | None:
+        # Why the condition (timeline of the race it prevents), for a checkpoint key K:
+        #   t0  execution A of invocation I computes output X
+        #   t1  execution B of I (an at-least-once redelivery) computes output Y != X
+        #   t2  A: put K = X                      -> stored
+        #   t3  B: put K = Y   (no condition)     -> overwrites X
+        #   t4  A already sent X downstream, B sends Y: one invocation, two outputs.
+        # With `attribute_not_exists(k)`, B's put at t3 fails and, thanks to
+        # ReturnValuesOnConditionCheckFailure=ALL_OLD, the failure carries A's item: B continues
+        # with X, without a second (possibly stale) read. `#ttl <= :now` lets a writer replace an
+        # item that has expired but not yet been swept by TTL, exactly as if it were gone.
+        item = _item(record)
+        for _ in range(3):
+            now = int(self._clock())
+            with self._mapped("PutItem"):
+                try:
+                    self.client.put_item(
+                        TableName=self.table,
+                        Item=item,
+                        ConditionExpression=_CREATE_CONDITION,
+                        ExpressionAttributeNames={"#ttl": TTL},
+                        ExpressionAttributeValues={":now": {"N": str(now)}},
+                        ReturnValuesOnConditionCheckFailure="ALL_OLD",
+                    )
+                    return None
+                except ClientError as exc:
+                    if _code(exc) != _CONDITION_FAILED:
+                        raise
+                    old = exc.response.get("Item")
+            if old is None:
+                # A backend without ReturnValuesOnConditionCheckFailure: read the winner.
+                old = self._get_one(record.key)
+            if old is not None:
+                return self._record(old)
+            # The winner was deleted between our put and our read: try again.
+        raise StoreError(f"could not create {record.key!r} in DynamoDB table {self.table!r}: "
+                         "it keeps appearing and disappearing")
+
+    def _get_many(self, keys: list[str]) -> dict[str, Record]:
+        found: dict[str, Record] = {}
+
+        def collect(response: Mapping[str, Any]) -> None:
+            for item in response.get("Responses", {}).get(self.table, []):
+                record = self._record(item)
+                found[record.key] = record
+
+        for chunk in _chunks(keys, _GET_CHUNK):
+            request = {self.table: {"Keys": [_key(key) for key in chunk], "ConsistentRead": True}}
+            self._batch("BatchGetItem", self.client.batch_get_item, request, "UnprocessedKeys", collect)
+        return found
+
+    def _delete(self, keys: list[str]) -> None:
+        for chunk in _chunks(keys, _DELETE_CHUNK):
+            request = {self.table: [{"DeleteRequest": {"Key": _key(key)}} for key in chunk]}
+            self._batch("BatchWriteItem", self.client.batch_write_item, request, "UnprocessedItems",
+                        lambda response: None)
+
+    def _add_to_set(self, key: str, slot: int, member: str) -> SetState:
+        # One atomic update: the slot is written only if still empty (a retry with another
+        # member keeps the first, like the file store), and ALL_NEW returns the set as it is
+        # right after this write, so exactly one adder observes the last empty slot filled.
+        with self._mapped("UpdateItem"):
+            try:
+                response = self.client.update_item(
+                    TableName=self.table,
+                    Key=_key(key),
+                    UpdateExpression="SET #m.#slot = if_not_exists(#m.#slot, :member)",
+                    ConditionExpression=f"attribute_exists({KEY})",
+                    ExpressionAttributeNames={"#m": MEMBERS, "#slot": str(slot)},
+                    ExpressionAttributeValues={":member": {"S": member}},
+                    ReturnValues="ALL_NEW",
+                )
+            except ClientError as exc:
+                if _code(exc) == "ValidationException" and "document path" in _message(exc):
+                    raise StoreError(f"store key {key!r} in DynamoDB table {self.table!r} is not a set "
+                                     f"(it has no members map): {_message(exc)}") from exc
+                if _code(exc) != _CONDITION_FAILED:
+                    raise
+                raise SetGone(f"set {key!r} does not exist in DynamoDB table {self.table!r}") from exc
+        record = self._record(response["Attributes"])
+        if record.size is None:
+            raise StoreError(f"store key {key!r} holds a {record.kind.value}, not a set")
+        return SetState(size=record.size, members=record.members)
+
+    def _scan(self, workflow: str | None) -> Iterator[Record]:
+        params: dict[str, Any] = {"TableName": self.table, "ConsistentRead": True}
+        if workflow is not None:
+            params.update(FilterExpression="#w = :w", ExpressionAttributeNames={"#w": WORKFLOW},
+                          ExpressionAttributeValues={":w": {"S": workflow}})
+        while True:
+            with self._mapped("Scan"):
+                page = self.client.scan(**params)
+            for item in page.get("Items", []):
+                yield self._record(item)
+            if not page.get("LastEvaluatedKey"):
+                return
+            params["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        if self._owns_client:
+            self.client.close()
+
+    # ---- helpers -------------------------------------------------------------------------
+
+    def _get_one(self, key: str) -> dict[str, Any] | None:
+        with self._mapped("GetItem"):
+            return self.client.get_item(TableName=self.table, Key=_key(key), ConsistentRead=True).get("Item")
+
+    def _batch(self, operation: str, call: Callable[..., Mapping[str, Any]], request: dict[str, Any],
+               leftover: str, on_response: Callable[[Mapping[str, Any]], None]) -> None:
+        """Send one batch request, resubmitting its unprocessed part with bounded backoff."""
+        for attempt in range(self.retry.attempts):
+            if attempt:
+                time.sleep(self.retry.delay(attempt - 1))
+            with self._mapped(operation):
+                response = call(RequestItems=request)
+            on_response(response)
+            request = {table: rest for table, rest in (response.get(leftover) or {}).items()
+                       if rest and (not isinstance(rest, Mapping) or rest.get("Keys"))}
+            if not request:
+                return
+        left = sum(len(rest["Keys"]) if isinstance(rest, Mapping) else len(rest) for rest in request.values())
+        raise StoreError(f"DynamoDB {operation} on table {self.table!r}: {left} item(s) still "
+                         f"unprocessed after {self.retry.attempts} attempts (throttled?)")
+
+    def _record(self, item: Mapping[str, Any]) -> Record:
+        try:
+            members = item.get(MEMBERS, {}).get("M", {})
+            return Record(
+                key=item[KEY]["S"],
+                kind=Kind(item[KIND]["S"]),
+                workflow=item[WORKFLOW]["S"],
+                expires_at=int(item[TTL]["N"]),
+                value=item[VALUE]["B"] if VALUE in item else None,
+                size=int(item[SIZE]["N"]) if SIZE in item else None,
+                members={int(slot): entry["S"] for slot, entry in members.items()},
+            )
+        except (KeyError, ValueError, TypeError) as exc:
+            raise StoreError(f"item {item.get(KEY, {}).get('S', '?')!r} in DynamoDB table {self.table!r} "
+                             f"is not a unum record ({type(exc).__name__}: {exc}); "
+                             f"found attributes {sorted(item)}") from exc
+
+    @contextlib.contextmanager
+    def _mapped(self, operation: str) -> Iterator[None]:
+        """Turn botocore errors escaping the block into StoreError naming operation and table."""
+        try:
+            yield
+        except (ClientError, BotoCoreError) as exc:
+            raise self._failed(operation, exc) from exc
+
+    def _failed(self, operation: str, exc: Exception) -> StoreError:
+        if isinstance(exc, ClientError):
+            detail = f"{_code(exc)}: {_message(exc)}"
+            if _code(exc) == "ResourceNotFoundException":
+                detail += " (does the table exist? open the store with create=1 or call ensure_table())"
+        else:
+            detail = f"{type(exc).__name__}: {exc}"
+        return StoreError(f"DynamoDB {operation} on table {self.table!r} failed: {detail}")
+
+
+# ---- module helpers ---------------------------------------------------------------------------
+
+def _item(record: Record) -> dict[str, Any]:
+    item: dict[str, Any] = {
+        KEY: {"S": record.key},
+        WORKFLOW: {"S": record.workflow},
+        KIND: {"S": record.kind.value},
+        TTL: {"N": str(record.expires_at)},
+    }
+    if record.value is not None:
+        item[VALUE] = {"B": record.value}
+    if record.kind is Kind.SET:
+        item[SIZE] = {"N": str(record.size)}
+        item[MEMBERS] = {"M": {}}
+    return item
+
+
+def _key(key: str) -> dict[str, Any]:
+    return {KEY: {"S": key}}
+
+
+def _chunks(items: list[str], size: int) -> Iterable[list[str]]:
+    for start in range(0, len(items), size):
+        yield items[start:start + size]
+
+
+def _code(exc: ClientError) -> str:
+    return exc.response.get("Error", {}).get("Code", "")
+
+
+def _message(exc: ClientError) -> str:
+    return exc.response.get("Error", {}).get("Message", "")
+
+
+def _parse_url(url: str) -> tuple[str, dict[str, str]]:
+    parts = urlsplit(url)
+    if parts.scheme != "dynamodb" or not parts.netloc or parts.path not in ("", "/"):
+        raise StoreError(f"DynamoDB store URL {url!r} is malformed: "
+                         "expected dynamodb://TABLE?endpoint=URL&region=REGION&create=1")
+    query = parse_qs(parts.query, keep_blank_values=True)
+    unknown = sorted(set(query) - set(_URL_OPTIONS))
+    if unknown:
+        raise StoreError(f"DynamoDB store URL {url!r}: unknown option(s) {', '.join(unknown)}; "
+                         f"expected any of {', '.join(_URL_OPTIONS)}")
+    repeated = sorted(name for name, values in query.items() if len(values) > 1)
+    if repeated:
+        raise StoreError(f"DynamoDB store URL {url!r}: option(s) {', '.join(repeated)} given more than once")
+    return parts.netloc, {name: values[0] for name, values in query.items()}
+
+
+def _flag(url: str, name: str, raw: str) -> bool:
+    lowered = raw.strip().lower()
+    if lowered in ("1", "true", "yes"):
+        return True
+    if lowered in ("", "0", "false", "no"):
+        return False
+    raise StoreError(f"DynamoDB store URL {url!r}: {name}={raw!r} is not a flag (use 1 or 0)")
+
+
+def _is_loopback(endpoint: str) -> bool:
+    host = urlsplit(endpoint).hostname or ""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _build_client(*, endpoint: str | None, region: str) -> Any:
+    import boto3  # lazy: heavy (see the import note at the top)
+    from botocore.config import Config
+
+    options: dict[str, Any] = {"region_name": region}
+    config: dict[str, Any] = {
+        "retries": {"mode": "standard", "max_attempts": 5},
+        "max_pool_connections": 32,  # one client is shared by every thread of the process
+        "connect_timeout": 5,
+        "read_timeout": 30,
+    }
+    if endpoint:
+        options["endpoint_url"] = endpoint
+        if _is_loopback(endpoint):
+            config["proxies"] = {}  # never route a local emulator through $HTTP_PROXY
+        if not (os.environ.get("AWS_ACCESS_KEY_ID") or os.environ.get("AWS_PROFILE")):
+            # Emulators accept any credentials, and looking further (IMDS) would leave loopback.
+            options.update(aws_access_key_id="testing", aws_secret_access_key="testing")
+    # A private session: boto3's default session is module-level state and not thread-safe.
+    return boto3.session.Session().client("dynamodb", config=Config(**config), **options)
