@@ -7,6 +7,7 @@ a workflow that ran and failed prints its failure record (exit 1).
 from __future__ import annotations
 
 import argparse
+import base64
 import json
 import sys
 from collections.abc import Sequence
@@ -30,9 +31,28 @@ def _parse_input(raw: str) -> Any:
     else:
         source = "--input"
     try:
-        return json.loads(raw)
+        return json.loads(raw, parse_constant=_reject_constant)
     except json.JSONDecodeError as exc:
         raise UnumError(f"{source}: not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})") from exc
+    except ValueError as exc:
+        raise UnumError(f"{source}: {exc}") from exc
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def _to_json(value: Any, compact: bool) -> str:
+    """Results as strict JSON. Bytes print as {"$bytes": base64}; NaN/Infinity are refused."""
+    def default(obj: Any) -> Any:
+        if isinstance(obj, (bytes, bytearray)):
+            return {"$bytes": base64.b64encode(obj).decode()}
+        raise TypeError(f"{type(obj).__name__} is not JSON")
+
+    try:
+        return json.dumps(value, indent=None if compact else 2, allow_nan=False, default=default)
+    except ValueError as exc:
+        raise UnumError(f"the workflow result cannot be printed as JSON: {exc}") from exc
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -54,7 +74,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                              f"after {f['Attempts']} attempt(s): {f['Error']}: {f['Cause']}")
     if not outcome.results:
         raise UnumError(f"workflow {outcome.workflow_id} finished without a result (see warnings above)")
-    print(json.dumps(outcome.result, indent=None if args.compact else 2, sort_keys=False))
+    print(_to_json(outcome.result, args.compact), flush=True)
     print(f"workflow {outcome.workflow_id}: {platform.stats['committed']} invocations, "
           f"{platform.stats['invokes']} invokes", file=sys.stderr)
     return 0

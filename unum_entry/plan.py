@@ -136,13 +136,7 @@ def _fan_out(env: Envelope, out: Committed, frames: tuple[Frame, ...], functions
     if out.checkpoint is None:  # IR validation rejects this; keep the plan total anyway
         raise PlanError("a fan-out needs the origin's checkpoint (set \"checkpoint\": true)")
     if n == 0:
-        if not pending_sets:
-            return Plan(terminal=True)
-        # An empty map still owes its join a call: the aggregate of nothing is [].
-        target = pending_sets[0].function
-        empty = Envelope(workflow=env.workflow, frames=frames, inputs=(), gathered=True,
-                         gc=GcDuty(delete=(out.checkpoint,)))
-        return Plan(calls=(Call(target, empty),))
+        return _empty_fan_out(env, out.checkpoint, frames, pending_sets)
     gc_set = naming.gc_set_key(out.checkpoint)
     calls = tuple(
         Call(fn, Envelope(workflow=env.workflow, frames=frames + (Frame(i, n, 0),), inputs=(refs[i],),
@@ -150,6 +144,21 @@ def _fan_out(env: Envelope, out: Committed, frames: tuple[Frame, ...], functions
         for i, fn in enumerate(functions)
     )
     return Plan(sets=(NewSet(gc_set, n), *join_sets), calls=calls)
+
+
+def _empty_fan_out(env: Envelope, checkpoint: str, frames: tuple[Frame, ...],
+                   pending_sets: Sequence[CreateSet]) -> Plan:
+    """A map over nothing: with no join the origin is terminal; an aggregate join still owes
+    its target a call (the aggregate of nothing is []); a neighbour join has nothing to fold."""
+    if not pending_sets:
+        return Plan(terminal=True)
+    if any(cs.shape is Shape.NEIGHBOUR for cs in pending_sets):
+        names = ", ".join(repr(cs.function) for cs in pending_sets if cs.shape is Shape.NEIGHBOUR)
+        raise PlanError(f"map over zero items cannot feed the neighbour join of {names} (a fold needs at least one item)")
+    if len(pending_sets) > 1:
+        raise PlanError(f"map over zero items has {len(pending_sets)} join targets; only one can own the origin's checkpoint")
+    empty = Envelope(workflow=env.workflow, frames=frames, inputs=(), gathered=True, gc=GcDuty(delete=(checkpoint,)))
+    return Plan(calls=(Call(pending_sets[0].function, empty),))
 
 
 def _join_sets(workflow: str, cs: CreateSet, frames: tuple[Frame, ...], n: int) -> list[NewSet]:

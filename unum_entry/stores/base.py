@@ -1,7 +1,7 @@
 """The store contract: the only coordination point of a workflow.
 
 `Store` holds every rule once (TTL stamping, expiry on read, what counts as a full set); a
-backend implements six small primitives whose docstrings state the contract. Keys are short
+backend implements five small primitives whose docstrings state the contract. Keys are short
 ASCII names made by `unum_entry.naming` (`c-…` checkpoint, `s-…` set, `r-…` result,
 `f-…` failure); values are opaque bytes (msgpack, encoded by the runtime).
 
@@ -120,8 +120,8 @@ class Store(ABC):
         """Put `member` in `slot` (idempotent) and return the set after the add.
 
         Raises SetGone when the set does not exist: it was collected, so whoever saw it full
-        has already acted and the caller has nothing to coordinate. A slot outside the set is
-        stored but never counted (see SetState.has_slot).
+        has already acted and the caller has nothing to coordinate. A slot keeps its first
+        member. A slot outside the set is stored but never counted (see SetState.has_slot).
         """
         return self._add_to_set(key, slot, member)
 

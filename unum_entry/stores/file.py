@@ -116,21 +116,25 @@ class FileStore(Store):
 
     def _create_set_dir(self, record: Record) -> Record | None:
         target = self._set_path(record.key)
-        staging = self._scratch()
-        staging.mkdir()
-        (staging / _SIZE_FILE).write_text(str(record.size))
-        (staging / _META_FILE).write_bytes(_pack(record))
-        try:
-            os.rename(staging, target)
-            return None
-        except OSError as exc:
-            shutil.rmtree(staging, ignore_errors=True)
-            if exc.errno not in (errno.EEXIST, errno.ENOTEMPTY):
-                raise
+        for _ in range(3):
+            staging = self._scratch()
+            staging.mkdir()
+            (staging / _SIZE_FILE).write_text(str(record.size))
+            (staging / _META_FILE).write_bytes(_pack(record))
+            try:
+                os.rename(staging, target)
+                return None
+            except OSError as exc:
+                shutil.rmtree(staging, ignore_errors=True)
+                if exc.errno not in (errno.EEXIST, errno.ENOTEMPTY):
+                    raise
             existing = self._read_set_record(target)
-            # A set deleted between our rename and this read counts as "existed": the caller
-            # (the fan-out origin) only needs to know it must not assume ownership.
-            return existing or record
+            if existing is None or existing.expires_at > self._clock():
+                # A set deleted between our rename and this read counts as "existed": the
+                # caller (the fan-out origin) must not assume it owns a fresh set.
+                return existing or record
+            self._delete([record.key])  # expired: TTL says it is gone
+        raise StoreError(f"could not create set {record.key!r}: it keeps reappearing")
 
     def _read_object(self, path: Path) -> Record | None:
         try:

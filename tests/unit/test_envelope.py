@@ -1,0 +1,70 @@
+"""The request envelope: wire round trip and errors naming the field."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from unum_entry.envelope import DataRef, Envelope, Frame, GcDuty, is_envelope
+from unum_entry.errors import EnvelopeError
+
+pytestmark = pytest.mark.unit
+
+json_values = st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=5),
+                           lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=3), inner, max_size=3),
+                           max_leaves=8)
+
+
+@given(value=json_values, index=st.integers(0, 9), attempt=st.integers(0, 5))
+def test_round_trip(value, index, attempt):
+    env = Envelope(workflow="wf-1", frames=(Frame(), Frame(index, 10, 2)),
+                   inputs=(DataRef(ref="c-1", value=value, item=3, path="$.xs"),),
+                   gc=GcDuty(delete=("c-0",), set="s-1", slot=index, on_full=("c-9",)), attempt=attempt)
+    wire = env.to_wire()
+    assert is_envelope(wire)
+    assert Envelope.from_wire(wire) == env
+
+
+def test_gathered_inputs_and_refs_without_values():
+    env = Envelope(workflow="w", inputs=(DataRef(ref="c-1"), DataRef(ref="c-2")), gathered=True)
+    back = Envelope.from_wire(env.to_wire())
+    assert back.gathered and [d.inline for d in back.inputs] == [False, False]
+
+
+def good():
+    return {"unum": 1, "workflow": "w", "frames": [[0, 1, 0]], "inputs": [{"value": 1}]}
+
+
+@pytest.mark.parametrize("mutate, field", [
+    (lambda w: w.update(unum=9), "envelope.unum"),
+    (lambda w: w.update(workflow=""), "envelope.workflow"),
+    (lambda w: w.update(frames=[]), "envelope.frames"),
+    (lambda w: w.update(frames=[[0, 1]]), "envelope.frames[0]"),
+    (lambda w: w.update(frames=[[2, 2, 0]]), "envelope.frames[0]"),
+    (lambda w: w.update(frames=[[0, 1, -1]]), "envelope.frames[0]"),
+    (lambda w: w.update(inputs="x"), "envelope.inputs"),
+    (lambda w: w.update(inputs=[]), "envelope.inputs"),
+    (lambda w: w.update(inputs=[{}]), "envelope.inputs[0]"),
+    (lambda w: w.update(inputs=[{"ref": 5}]), "envelope.inputs[0].ref"),
+    (lambda w: w.update(inputs=[{"ref": "c", "item": -1}]), "envelope.inputs[0].item"),
+    (lambda w: w.update(inputs=[{"ref": "c", "path": "xs"}]), "envelope.inputs[0].path"),
+    (lambda w: w.update(inputs=[{"value": 1, "junk": 2}]), "envelope.inputs[0].junk"),
+    (lambda w: w.update(gathered="yes"), "envelope.gathered"),
+    (lambda w: w.update(attempt=True), "envelope.attempt"),
+    (lambda w: w.update(gc=[]), "envelope.gc"),
+    (lambda w: w.update(gc={"delete": "c-1"}), "envelope.gc.delete"),
+    (lambda w: w.update(gc={"set": "s-1"}), "envelope.gc"),
+])
+def test_malformed_envelopes_name_the_field(mutate, field):
+    wire = good()
+    mutate(wire)
+    with pytest.raises(EnvelopeError) as caught:
+        Envelope.from_wire(wire)
+    assert str(caught.value).startswith(field)
+
+
+def test_not_an_object():
+    with pytest.raises(EnvelopeError, match="expected an object"):
+        Envelope.from_wire([1])
+    assert not is_envelope({"name": "ada"})

@@ -1,0 +1,78 @@
+"""In-process store: a dict guarded by one lock. No I/O, so it measures the runtime's own CPU
+(bench) and gives unit tests a store without a file system. Objects live as long as the store.
+
+Sets are kept as a `Record(kind=SET, size, members)` whose members dict is private to the store;
+every record handed out carries a copy, so callers never see later adds. An expired object
+counts as absent everywhere: `_create` replaces it and `_add_to_set` raises SetGone for it.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable
+from dataclasses import replace
+
+from unum_entry.errors import SetGone, StoreError
+from unum_entry.stores.base import Kind, Record, SetState, Store
+
+
+class MemoryStore(Store):
+    """Store over an in-process dict; atomic because every primitive holds `_lock`."""
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self._records: dict[str, Record] = {}
+        self._lock = threading.Lock()
+
+    # ---- primitives ----------------------------------------------------------------------
+
+    def _create(self, record: Record) -> Record | None:
+        stored = replace(record, members=dict(record.members)) if record.kind is Kind.SET else record
+        with self._lock:
+            existing = self._live(record.key)
+            if existing is not None:
+                return _snapshot(existing)
+            self._records[record.key] = stored
+            return None
+
+    def _get_many(self, keys: list[str]) -> dict[str, Record]:
+        with self._lock:
+            return {key: _snapshot(self._records[key]) for key in keys if key in self._records}
+
+    def _delete(self, keys: list[str]) -> None:
+        with self._lock:
+            for key in keys:
+                self._records.pop(key, None)
+
+    def _add_to_set(self, key: str, slot: int, member: str) -> SetState:
+        with self._lock:
+            record = self._live(key)
+            if record is None:
+                raise SetGone(f"set {key!r} does not exist")
+            if record.kind is not Kind.SET or record.size is None:
+                raise StoreError(f"store key {key!r} holds a {record.kind.value}, not a set")
+            members = record.members
+            assert isinstance(members, dict)  # created by _create above: always a private dict
+            members.setdefault(slot, member)  # a slot keeps its first member (idempotent add)
+            return SetState(size=record.size, members=dict(members))
+
+    def _scan(self, workflow: str | None) -> Iterable[Record]:
+        with self._lock:
+            found = [_snapshot(r) for r in self._records.values() if workflow is None or r.workflow == workflow]
+        return found
+
+    # ---- helpers -------------------------------------------------------------------------
+
+    def _live(self, key: str) -> Record | None:
+        """The record under `key` unless missing or expired (an expired one is dropped, as TTL
+        would). Call with `_lock` held."""
+        record = self._records.get(key)
+        if record is not None and record.expires_at <= self._clock():
+            del self._records[key]
+            return None
+        return record
+
+
+def _snapshot(record: Record) -> Record:
+    """A record safe to hand out: sets get a copy of their members."""
+    return replace(record, members=dict(record.members)) if record.kind is Kind.SET else record
