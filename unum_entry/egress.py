@@ -70,7 +70,16 @@ def egress(ctx: EgressContext, env: Envelope, invocation: str, checkpoint: str |
     value = decode(stored)
     the_plan = plan(ctx.ir, env, Committed(value, len(stored), checkpoint),
                     invocation=invocation, inline_limit=ctx.inline_limit)
-    _create_sets(ctx, env, the_plan)
+    if env.start and checkpoint is not None:
+        # Before anyone can consume (and collect) our checkpoint: the witness for late
+        # duplicates of the workflow's first invocation (see ingress).
+        ctx.store.create(naming.started_key(env.workflow), b"", workflow=env.workflow, kind=Kind.MARKER)
+    fresh_sets = _create_sets(ctx, env, the_plan, replay=not created)
+    if fresh_sets and checkpoint is not None and ctx.store.get(checkpoint) is None:
+        # Our checkpoint was collected while we worked: every branch already committed and
+        # the sets we just made are zombies nobody will fill. Remove them and stop.
+        ctx.store.delete(fresh_sets)
+        return EgressReport(value=value, created=created, invoked=0, terminal=False)
     # Collect our inputs BEFORE invoking anyone: then a consumer can only have committed (and
     # collected our checkpoint) after our inputs are gone, so a retry of ours that finds its
     # checkpoint gone also finds its inputs gone and is dropped as stale instead of re-running.
@@ -82,8 +91,10 @@ def egress(ctx: EgressContext, env: Envelope, invocation: str, checkpoint: str |
     if the_plan.terminal:
         record = encode({"at": [f.index for f in env.frames[1:]], "value": value})
         ctx.store.create(naming.result_key(env.workflow, env.frames), record, workflow=env.workflow, kind=Kind.RESULT)
-        if checkpoint is not None:
-            ctx.store.delete([checkpoint])  # the result record now holds the value
+        done = [checkpoint] if checkpoint is not None else []
+        if len(env.frames) == 1:  # the workflow's one root-level result: it has finished
+            done.append(naming.started_key(env.workflow))
+        ctx.store.delete(done)  # the result record now holds the value
     return EgressReport(value=value, created=created, invoked=invoked, terminal=the_plan.terminal)
 
 
@@ -97,15 +108,24 @@ def collect(store: Store, gc: GcDuty) -> None:
         except SetGone:
             return  # another branch saw it full and collected the origin already
         if state.has_slot(gc.slot) and state.full:
-            store.delete([*gc.on_full, gc.set])
+            # The origin's checkpoint strictly before its set: an origin replay that finds
+            # its checkpoint gone knows any set it just re-created is a zombie (see egress).
+            store.delete(gc.on_full)
+            store.delete([gc.set])
 
 
-def _create_sets(ctx: EgressContext, env: Envelope, the_plan: Plan) -> None:
-    """The origin creates every set its branches will use, before any branch can run."""
-    if not the_plan.sets:
-        return
-    _run_all(ctx.executor, [lambda s=s: ctx.store.create_set(s.key, s.size, workflow=env.workflow)
-                            for s in the_plan.sets])
+def _create_sets(ctx: EgressContext, env: Envelope, the_plan: Plan, *, replay: bool) -> list[str]:
+    """The origin creates every set its branches will use, before any branch can run: the join
+    sets first, the fan-out GC set last, so an existing GC set means the step was completed.
+    A replay that finds the GC set skips the step (no zombie sets after branches consumed them).
+    Returns the keys this call created."""
+    gc_set, join_sets = the_plan.gc_set, the_plan.join_sets
+    if gc_set is None or (replay and ctx.store.read([gc_set.key])):
+        return []
+    created = _run_all(ctx.executor, [lambda s=s: ctx.store.create_set(s.key, s.size, workflow=env.workflow)
+                                      for s in join_sets])
+    created.append(ctx.store.create_set(gc_set.key, gc_set.size, workflow=env.workflow))
+    return [s.key for s, fresh in zip([*join_sets, gc_set], created) if fresh]
 
 
 def _dispatch(ctx: EgressContext, invocation: str, calls: Sequence[Call]) -> int:
@@ -147,8 +167,9 @@ def _join(ctx: EgressContext, env: Envelope, invocation: str, checkpoint: str | 
     return _dispatch(ctx, invocation, [Call(join.target, target_env)])
 
 
-def _run_all(executor: Executor, tasks: Sequence[Callable[[], Any]]) -> None:
-    """Run tasks concurrently; wait for all; re-raise the first failure after all finished."""
+def _run_all(executor: Executor, tasks: Sequence[Callable[[], Any]]) -> list[Any]:
+    """Run tasks concurrently; wait for all; re-raise the first failure after all finished.
+    Returns their results in order."""
     futures = [executor.submit(task) for task in tasks]
     first_error: BaseException | None = None
     for future in futures:
@@ -157,3 +178,4 @@ def _run_all(executor: Executor, tasks: Sequence[Callable[[], Any]]) -> None:
             first_error = error
     if first_error is not None:
         raise first_error
+    return [future.result() for future in futures]

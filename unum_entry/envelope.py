@@ -12,6 +12,7 @@ Wire form (JSON-compatible, so it can be a Lambda event; msgpack on Pub/Sub and 
   workflow's own input); `path` then `item` pick one element of that checkpoint (a map branch); `value` is
   the value inline, left out when it is too large (the consumer reads `ref`).
 - `gathered`: the handler receives the list of inputs (a fan-in) instead of the single input.
+- `start`: this is the workflow's first invocation (its input came from outside).
 - `gc`: what this invocation must collect once it has committed (seed 003 §3.5): `delete` keys
   outright; and for the first hop after a fan-out, add `slot` to the origin's `set`, deleting
   `on_full` and the set when it is full.
@@ -79,6 +80,7 @@ class Envelope:
     gathered: bool = False
     gc: GcDuty = field(default_factory=GcDuty)
     attempt: int = 0
+    start: bool = False
 
     @property
     def top(self) -> Frame:
@@ -105,6 +107,8 @@ class Envelope:
             wire["gc"] = gc
         if self.attempt:
             wire["attempt"] = self.attempt
+        if self.start:
+            wire["start"] = True
         return wire
 
     @classmethod
@@ -130,8 +134,11 @@ class Envelope:
         attempt = wire.get("attempt", 0)
         if not _is_count(attempt):
             raise EnvelopeError(f"envelope.attempt: expected an integer >= 0, found {attempt!r}")
+        start = wire.get("start", False)
+        if not isinstance(start, bool):
+            raise EnvelopeError(f"envelope.start: expected a boolean, found {start!r}")
         return cls(workflow=workflow, frames=frames, inputs=inputs, gathered=gathered,
-                   gc=_gc_from_wire(wire.get("gc")), attempt=attempt)
+                   gc=_gc_from_wire(wire.get("gc")), attempt=attempt, start=start)
 
 
 def is_envelope(event: Any) -> bool:

@@ -9,11 +9,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from unum_entry import naming
 from unum_entry.codec import decode
 from unum_entry.conditions import resolve_path
 from unum_entry.envelope import Envelope
 from unum_entry.errors import EnvelopeError, StaleInvocation
-from unum_entry.stores.base import Store
+from unum_entry.stores.base import Record, Store
 
 
 @dataclass(frozen=True)
@@ -32,25 +33,48 @@ class Ready:
 
 def ingress(env: Envelope, store: Store, checkpoint: str | None) -> AlreadyCommitted | Ready:
     """Decide whether to run the handler and with what, in ONE consistent batch read of our
-    checkpoint and our input references.
+    checkpoint, our inputs and the witnesses that tell a late duplicate from a first delivery.
 
-    Raises StaleInvocation when an input reference is gone: a checkpoint is deleted only after
-    every consumer of it committed, and egress collects its inputs before invoking anyone, so
-    this invocation committed long ago and its own checkpoint was collected downstream; the
-    delivery is a late duplicate and re-running it would only repeat work.
-
-    Inline inputs are checked too (their reference is the same small value), except map items,
-    whose reference is the origin's whole list and may be large.
+    Raises StaleInvocation when a witness shows this invocation already committed and its own
+    checkpoint was collected downstream (re-running it would only repeat work):
+    - an input reference is gone: a checkpoint is deleted only after every consumer of it
+      committed (inline inputs are checked too: their reference is the same small value;
+      map items are not, their reference is the origin's whole list);
+    - our slot in the fan-out's GC set is filled, or the set is gone: a branch fills its slot
+      after committing and before invoking anyone;
+    - we start the workflow and its start marker exists: the entry writes it after committing.
+    Egress collects before it invokes, so no consumer can commit while these witnesses still
+    say "not yet".
     """
-    witnesses = [d.ref for d in env.inputs if d.ref is not None and (not d.inline or d.item is None)]
-    keys = ([checkpoint] if checkpoint is not None else []) + witnesses
-    fetched = store.get_many(keys) if keys else {}
-    if checkpoint is not None and checkpoint in fetched:
-        return AlreadyCommitted(fetched[checkpoint])
-    missing = [ref for ref in witnesses if ref not in fetched]
-    if missing:
-        raise StaleInvocation(f"input {missing[0]} of workflow {env.workflow} is gone (already consumed)")
+    refs = [d.ref for d in env.inputs if d.ref is not None and (not d.inline or d.item is None)]
+    keys = refs + ([env.gc.set] if env.gc.set is not None else [])
+    if checkpoint is not None:
+        keys.insert(0, checkpoint)
+        if env.start:
+            keys.append(naming.started_key(env.workflow))
+    records = store.read(keys)
+    if checkpoint is not None and checkpoint in records and records[checkpoint].value is not None:
+        return AlreadyCommitted(records[checkpoint].value)
+    reason = _stale_reason(env, refs, records, checkpoint)
+    if reason:
+        raise StaleInvocation(f"workflow {env.workflow}: {reason}")
+    fetched = {key: record.value for key, record in records.items() if record.value is not None}
     return Ready(resolve_inputs(env, fetched))
+
+
+def _stale_reason(env: Envelope, refs: list[str], records: dict[str, Record], checkpoint: str | None) -> str | None:
+    missing = [ref for ref in refs if ref not in records]
+    if missing:
+        return f"input {missing[0]} is gone (already consumed)"
+    if env.gc.set is not None:
+        gc_set = records.get(env.gc.set)
+        if gc_set is None:
+            return "the fan-out's GC set is gone (every branch committed)"
+        if env.gc.slot in gc_set.members:
+            return f"slot {env.gc.slot} of the fan-out's GC set is filled (this branch committed)"
+    if checkpoint is not None and env.start and naming.started_key(env.workflow) in records:
+        return "the workflow already started (its entry committed)"
+    return None
 
 
 def resolve_inputs(env: Envelope, fetched: dict[str, bytes]) -> Any:

@@ -51,3 +51,9 @@ def result_key(workflow: str, frames: Sequence[Frame]) -> str:
 def failure_key(workflow: str) -> str:
     """The one failure record of a workflow."""
     return "f-" + _digest("failure", workflow)
+
+
+def started_key(workflow: str) -> str:
+    """The marker the entry writes once it committed: a late duplicate of the entry that finds
+    the marker but not the entry's (collected) checkpoint is stale. Removed with the result."""
+    return "m-" + _digest("started", workflow)

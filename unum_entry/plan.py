@@ -51,7 +51,8 @@ class Join:
 
 @dataclass(frozen=True)
 class Plan:
-    sets: tuple[NewSet, ...] = ()
+    gc_set: NewSet | None = None        # the fan-out's GC set (seed 003 §3.5)
+    join_sets: tuple[NewSet, ...] = ()  # fan-in sets the origin owns
     calls: tuple[Call, ...] = ()
     join: Join | None = None
     terminal: bool = False
@@ -143,7 +144,7 @@ def _fan_out(env: Envelope, out: Committed, frames: tuple[Frame, ...], functions
                           gc=GcDuty(set=gc_set, slot=i, on_full=(out.checkpoint,))))
         for i, fn in enumerate(functions)
     )
-    return Plan(sets=(NewSet(gc_set, n), *join_sets), calls=calls)
+    return Plan(gc_set=NewSet(gc_set, n), join_sets=join_sets, calls=calls)
 
 
 def _empty_fan_out(env: Envelope, checkpoint: str, frames: tuple[Frame, ...],

@@ -54,7 +54,7 @@ class RuntimeConfig:
 
 def new_workflow(input_value: Any, workflow_id: str | None = None) -> Envelope:
     """The envelope that starts a workflow at its entry function."""
-    return Envelope(workflow=workflow_id or f"wf-{uuid.uuid4().hex}", inputs=(DataRef(value=input_value),))
+    return Envelope(workflow=workflow_id or f"wf-{uuid.uuid4().hex}", inputs=(DataRef(value=input_value),), start=True)
 
 
 class Runtime:
@@ -108,6 +108,7 @@ class Runtime:
         }
         self.store.create(naming.failure_key(env.workflow), encode(record), workflow=env.workflow, kind=Kind.FAILURE)
         collect(self.store, env.gc)
+        self.store.delete([naming.started_key(env.workflow)])
 
     def close(self) -> None:
         if self._own_executor:

@@ -28,6 +28,7 @@ class Kind(str, enum.Enum):
     SET = "set"
     RESULT = "result"
     FAILURE = "failure"
+    MARKER = "marker"
 
 
 @dataclass(frozen=True)
@@ -103,6 +104,14 @@ class Store(ABC):
             if record.value is not None and record.expires_at > now
         }
 
+    def read(self, keys: Iterable[str]) -> dict[str, Record]:
+        """Live records (values and sets) of the keys that exist, in one consistent batch."""
+        wanted = list(dict.fromkeys(keys))
+        if not wanted:
+            return {}
+        now = self._clock()
+        return {key: record for key, record in self._get_many(wanted).items() if record.expires_at > now}
+
     def delete(self, keys: Iterable[str]) -> None:
         """Delete objects (checkpoints or sets); missing keys are fine (GC is idempotent)."""
         wanted = list(dict.fromkeys(keys))
@@ -141,7 +150,8 @@ class Store(ABC):
 
     @abstractmethod
     def _get_many(self, keys: list[str]) -> dict[str, Record]:
-        """Strongly consistent read of the given keys; absent keys are left out."""
+        """Strongly consistent read of the given keys (values and sets, with their members);
+        absent keys are left out."""
 
     @abstractmethod
     def _delete(self, keys: list[str]) -> None:

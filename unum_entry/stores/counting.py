@@ -32,6 +32,11 @@ class CountingStore(Store):
         self._count("read", len(wanted))
         return self.inner.get_many(wanted)
 
+    def read(self, keys: Iterable[str]) -> dict[str, Record]:
+        wanted = list(dict.fromkeys(keys))
+        self._count("read", len(wanted))
+        return self.inner.read(wanted)
+
     def delete(self, keys: Iterable[str]) -> None:
         wanted = list(dict.fromkeys(keys))
         self._count("delete", len(wanted))

@@ -68,7 +68,7 @@ class FileStore(Store):
     def _get_many(self, keys: list[str]) -> dict[str, Record]:
         found: dict[str, Record] = {}
         for key in keys:
-            record = self._read_object(self._object_path(key))
+            record = self._read_object(self._object_path(key)) or self._read_set_record(self._set_path(key))
             if record is not None:
                 found[key] = record
         return found
