@@ -125,7 +125,7 @@ def _create_sets(ctx: EgressContext, env: Envelope, the_plan: Plan, *, replay: b
     created = _run_all(ctx.executor, [lambda s=s: ctx.store.create_set(s.key, s.size, workflow=env.workflow)
                                       for s in join_sets])
     created.append(ctx.store.create_set(gc_set.key, gc_set.size, workflow=env.workflow))
-    return [s.key for s, fresh in zip([*join_sets, gc_set], created) if fresh]
+    return [s.key for s, fresh in zip([*join_sets, gc_set], created, strict=True) if fresh]
 
 
 def _dispatch(ctx: EgressContext, invocation: str, calls: Sequence[Call]) -> int:

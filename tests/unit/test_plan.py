@@ -1,0 +1,131 @@
+"""Egress planning: the pure function from (IR, envelope, committed output) to actions."""
+
+from __future__ import annotations
+
+import pytest
+
+from unum_entry import naming
+from unum_entry.codec import encode
+from unum_entry.envelope import ROOT, DataRef, Envelope, Frame, GcDuty
+from unum_entry.ir import parse_ir
+from unum_entry.plan import Committed, PlanError, plan
+
+pytestmark = pytest.mark.unit
+
+CKPT = "c-origin"
+
+
+def make(instructions, **ir_fields):
+    return parse_ir({"unum_ir": 1, "function": "F", "handler": "app.handler", "instructions": instructions, **ir_fields})
+
+
+def run(ir, value, env=None, limit=1024, checkpoint=CKPT):
+    env = env or Envelope(workflow="wf", inputs=(DataRef(value=None),))
+    return plan(ir, env, Committed(value, len(encode(value)), checkpoint), invocation=CKPT, inline_limit=limit)
+
+
+def test_chain_passes_value_inline_with_its_reference_and_gc_duty():
+    p = run(make([{"op": "invoke", "function": "G"}]), {"x": 1})
+    (call,) = p.calls
+    assert call.function == "G"
+    assert call.envelope.inputs == (DataRef(ref=CKPT, value={"x": 1}),)
+    assert call.envelope.gc == GcDuty(delete=(CKPT,))
+    assert call.envelope.frames == ROOT and not p.terminal
+
+
+def test_large_values_travel_by_reference_only():
+    (call,) = run(make([{"op": "invoke", "function": "G"}]), "x" * 5000, limit=100).calls
+    assert call.envelope.inputs == (DataRef(ref=CKPT),)
+
+
+def test_first_transition_whose_condition_holds_fires():
+    ir = make([{"op": "invoke", "function": "Big", "when": {"Variable": "$.n", "NumericGreaterThan": 10}},
+               {"op": "invoke", "function": "Small"}])
+    assert run(ir, {"n": 11}).calls[0].function == "Big"
+    assert run(ir, {"n": 3}).calls[0].function == "Small"
+
+
+def test_nothing_fires_means_terminal():
+    ir = make([{"op": "invoke", "function": "G", "when": {"Variable": "$.go", "BooleanEquals": True}}])
+    assert run(ir, {"go": False}).terminal
+
+
+def test_conditions_see_request_metadata():
+    ir = make([{"op": "invoke", "function": "Last", "when": {"Variable": "$$.Fanout.Index", "NumericEquals": 2}}])
+    env = Envelope(workflow="wf", frames=(Frame(), Frame(2, 3, 0)), inputs=(DataRef(value=1),))
+    assert run(ir, 1, env).calls[0].function == "Last"
+
+
+def test_map_pushes_frames_and_creates_gc_and_join_sets():
+    ir = make([{"op": "create_set", "function": "Sum"}, {"op": "map", "function": "W", "items": "$.xs"}])
+    p = run(ir, {"xs": [10, 20, 30]})
+    gc_set = naming.gc_set_key(CKPT)
+    assert p.gc_set.key == gc_set and p.gc_set.size == 3
+    assert [(s.key, s.size) for s in p.join_sets] == [(naming.fan_in_set_key("wf", "Sum", ROOT), 3)]
+    for i, call in enumerate(p.calls):
+        assert call.envelope.frames == (Frame(), Frame(i, 3, 0))
+        assert call.envelope.inputs == (DataRef(ref=CKPT, value=[10, 20, 30][i], item=i, path="$.xs"),)
+        assert call.envelope.gc == GcDuty(set=gc_set, slot=i, on_full=(CKPT,))
+
+
+def test_neighbour_sets_hold_one_slot_for_the_first_index_and_two_after():
+    ir = make([{"op": "create_set", "function": "Fold", "shape": "neighbour"}, {"op": "map", "function": "C"}])
+    p = run(ir, [1, 2, 3])
+    assert [s.size for s in p.join_sets] == [1, 2, 2]
+    assert p.join_sets[1].key == naming.fan_in_set_key("wf", "Fold", (Frame(), Frame(1, 3, 0)))
+
+
+def test_fan_out_gives_every_branch_the_whole_output():
+    p = run(make([{"op": "fan_out", "branches": ["A", "B"]}]), {"v": 1})
+    assert [c.function for c in p.calls] == ["A", "B"]
+    assert all(c.envelope.inputs == (DataRef(ref=CKPT, value={"v": 1}),) for c in p.calls)
+
+
+def test_aggregate_fan_in_pops_the_frame_and_uses_the_index_as_slot():
+    env = Envelope(workflow="wf", frames=(Frame(), Frame(1, 4, 0)), inputs=(DataRef(value=1),))
+    join = run(make([{"op": "fan_in", "function": "Sum"}]), 1, env).join
+    assert join.slot == 1 and join.target_frames == ROOT
+    assert join.set_key == naming.fan_in_set_key("wf", "Sum", ROOT)
+
+
+def test_neighbour_fan_in_past_the_last_index_falls_through():
+    ir = make([{"op": "fan_in", "function": "Fold", "shape": "neighbour", "slot": 1, "offset": 1},
+               {"op": "pop"}, {"op": "invoke", "function": "Final"}])
+    middle = Envelope(workflow="wf", frames=(Frame(), Frame(1, 3, 0)), inputs=(DataRef(value=1),))
+    last = Envelope(workflow="wf", frames=(Frame(), Frame(2, 3, 0)), inputs=(DataRef(value=1),))
+    assert run(ir, 1, middle).join.target_frames == (Frame(), Frame(2, 3, 0))
+    p = run(ir, 1, last)
+    assert p.join is None and p.calls[0].function == "Final" and p.calls[0].envelope.frames == ROOT
+
+
+def test_next_increments_the_iteration_for_what_follows():
+    ir = make([{"op": "next"}, {"op": "invoke", "function": "F"}])
+    env = Envelope(workflow="wf", frames=(Frame(0, 1, 4),), inputs=(DataRef(value=1),))
+    assert run(ir, 1, env).calls[0].envelope.frames == (Frame(0, 1, 5),)
+
+
+def test_empty_map_calls_the_aggregate_target_with_nothing():
+    ir = make([{"op": "create_set", "function": "Sum"}, {"op": "map", "function": "W"}])
+    (call,) = run(ir, []).calls
+    assert call.function == "Sum" and call.envelope.gathered and call.envelope.inputs == ()
+    assert call.envelope.gc == GcDuty(delete=(CKPT,))
+
+
+@pytest.mark.parametrize("instructions, value, env, words", [
+    ([{"op": "pop"}], 1, None, "pop at the root"),
+    ([{"op": "map", "function": "W"}], {"not": "a list"}, None, "needs a list"),
+    ([{"op": "fan_in", "function": "J"}], 1, None, "outside any fan-out"),
+    ([{"op": "create_set", "function": "F", "shape": "neighbour"}, {"op": "map", "function": "W"}], [], None,
+     "neighbour join"),
+])
+def test_outputs_that_do_not_fit_the_ir_are_plan_errors(instructions, value, env, words):
+    with pytest.raises(PlanError, match=words):
+        run(make(instructions), value, env)
+
+
+def test_without_a_checkpoint_values_go_inline_and_gc_duty_passes_on():
+    ir = make([{"op": "invoke", "function": "G"}], checkpoint=False)
+    env = Envelope(workflow="wf", inputs=(DataRef(ref="c-prev", value=1),), gc=GcDuty(delete=("c-prev",)))
+    (call,) = run(ir, "x" * 5000, env, limit=10, checkpoint=None).calls
+    assert call.envelope.inputs == (DataRef(value="x" * 5000),)
+    assert call.envelope.gc == GcDuty(delete=("c-prev",))
