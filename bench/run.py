@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import gc
-import json
 import math
 import os
 import platform
@@ -46,7 +45,8 @@ from unum_entry.runtime import (
 from unum_entry.stores.base import Kind, Store
 from unum_entry.stores.counting import CountingStore
 from unum_entry.stores.memory import MemoryStore
-from unum_entry.workflow import Workflow, load_workflow
+from unum_entry.workflow import FunctionSource, Workflow
+from unum_entry.workflow import write_workflow as write_workflow_folder
 
 T = TypeVar("T")
 
@@ -148,16 +148,8 @@ def map_aggregate(m: int) -> Pattern:
 
 def write_workflow(root: Path, pattern: Pattern) -> Workflow:
     """Write `pattern` as a workflow folder under root and load it."""
-    folder = root / pattern.name
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "unum-workflow.json").write_text(json.dumps({"unum_workflow": 1, "name": pattern.name, "entry": pattern.entry}))
-    for name, fn in pattern.functions.items():
-        fdir = folder / name
-        fdir.mkdir(exist_ok=True)
-        (fdir / "app.py").write_text(fn.code)
-        (fdir / "unum-ir.json").write_text(json.dumps({"unum_ir": 1, "function": name, "handler": "app.handler",
-                                                       "instructions": list(fn.instructions)}))
-    return load_workflow(folder)
+    return write_workflow_folder(root / pattern.name, name=pattern.name, entry=pattern.entry,
+                                 functions={n: FunctionSource(fn.code, fn.instructions) for n, fn in pattern.functions.items()})
 
 
 def make_runtime(workflow: Workflow, function: str, store: Store, invoker: Any,

@@ -12,8 +12,10 @@ images/chain/
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from unum_entry.errors import IRError, WorkflowDefinitionError
 from unum_entry.ir import IR_FILE_NAME, FunctionIR, instruction_targets, load_ir
@@ -50,9 +52,9 @@ def load_workflow(folder: str | Path) -> Workflow:
         raise WorkflowDefinitionError(f"{manifest_path}: not valid JSON (line {exc.lineno}: {exc.msg})") from exc
     if not isinstance(manifest, dict) or manifest.get("unum_workflow") != 1:
         raise WorkflowDefinitionError(f"{manifest_path}: unum_workflow: expected version 1")
-    for field in ("name", "entry"):
-        if not isinstance(manifest.get(field), str) or not manifest[field]:
-            raise WorkflowDefinitionError(f"{manifest_path}: {field}: expected a non-empty string, found {manifest.get(field)!r}")
+    for key in ("name", "entry"):
+        if not isinstance(manifest.get(key), str) or not manifest[key]:
+            raise WorkflowDefinitionError(f"{manifest_path}: {key}: expected a non-empty string, found {manifest.get(key)!r}")
 
     functions: dict[str, FunctionSpec] = {}
     for ir_path in sorted(folder.glob(f"*/{IR_FILE_NAME}")):
@@ -71,3 +73,29 @@ def load_workflow(folder: str | Path) -> Workflow:
                     raise IRError(spec.ir.source, f"instructions[{i}]", f"unknown target function {target!r} (functions: {', '.join(sorted(functions))})")
     return Workflow(name=manifest["name"], entry=manifest["entry"], folder=folder, functions=functions)
 
+
+
+@dataclass(frozen=True)
+class FunctionSource:
+    """What `write_workflow` writes for one function: its `app.py` (exporting `handler`) and
+    its IR instructions, plus any other IR fields (`checkpoint`, `max_attempts`)."""
+
+    code: str
+    instructions: Sequence[Mapping[str, Any]] = ()
+    ir_fields: Mapping[str, Any] = field(default_factory=dict)
+
+
+def write_workflow(folder: str | Path, *, name: str, entry: str, functions: Mapping[str, FunctionSource]) -> Workflow:
+    """Write a workflow folder (manifest, one sub-folder per function) and load it back, so what
+    was written is validated exactly as `builder run` would."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / WORKFLOW_FILE_NAME).write_text(json.dumps({"unum_workflow": 1, "name": name, "entry": entry}))
+    for function, source in functions.items():
+        function_dir = folder / function
+        function_dir.mkdir(exist_ok=True)
+        (function_dir / "app.py").write_text(source.code)
+        ir = {"unum_ir": 1, "function": function, "handler": "app.handler",
+              "instructions": list(source.instructions), **source.ir_fields}
+        (function_dir / IR_FILE_NAME).write_text(json.dumps(ir, indent=1))
+    return load_workflow(folder)

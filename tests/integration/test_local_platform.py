@@ -5,27 +5,22 @@ workflow, and leave nothing corrupted (no result, no stray checkpoints or sets).
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
 
 from unum_entry.local.platform import local_platform
 from unum_entry.stores.file import FileStore
-from unum_entry.workflow import load_workflow
+from unum_entry.workflow import FunctionSource, load_workflow, write_workflow
 
 pytestmark = pytest.mark.integration
 
 
-def write_workflow(root: Path, functions: dict[str, tuple[str, list]], entry: str = "A", **ir_extra) -> Path:
-    root.mkdir(parents=True)
-    (root / "unum-workflow.json").write_text(json.dumps({"unum_workflow": 1, "name": "t", "entry": entry}))
-    for name, (body, instructions) in functions.items():
-        folder = root / name
-        folder.mkdir()
-        (folder / "app.py").write_text(f"def handler(event, context):\n    {body}\n")
-        (folder / "unum-ir.json").write_text(json.dumps({"unum_ir": 1, "function": name, "handler": "app.handler",
-                                                         "instructions": instructions, **ir_extra.get(name, {})}))
+def write(root: Path, functions: dict[str, tuple[str, list]], **ir_fields: dict) -> Path:
+    """A workflow with entry A whose functions are one-line handler bodies."""
+    sources = {name: FunctionSource(f"def handler(event, context):\n    {body}\n", instructions, ir_fields.get(name, {}))
+               for name, (body, instructions) in functions.items()}
+    write_workflow(root, name="t", entry="A", functions=sources)
     return root
 
 
@@ -34,7 +29,7 @@ def kinds(store: FileStore) -> list[str]:
 
 
 def test_handler_that_always_fails_marks_the_workflow_failed(tmp_path):
-    folder = write_workflow(tmp_path / "wf", {
+    folder = write(tmp_path / "wf", {
         "A": ("return {'n': event}", [{"op": "invoke", "function": "B"}]),
         "B": ("raise ValueError(f'bad n {event[\"n\"]}')", []),
     }, B={"max_attempts": 2})
@@ -49,7 +44,7 @@ def test_handler_that_always_fails_marks_the_workflow_failed(tmp_path):
 
 
 def test_handler_that_recovers_on_retry_sees_the_attempt_number(tmp_path):
-    folder = write_workflow(tmp_path / "wf", {
+    folder = write(tmp_path / "wf", {
         "A": ("return context.attempt if context.attempt >= 2 else 1 / 0", []),
     })
     store = FileStore(tmp_path / "store")
@@ -60,7 +55,7 @@ def test_handler_that_recovers_on_retry_sees_the_attempt_number(tmp_path):
 
 
 def test_output_that_cannot_be_stored_fails_with_the_function_named(tmp_path):
-    folder = write_workflow(tmp_path / "wf", {"A": ("return {1, 2}", [])})
+    folder = write(tmp_path / "wf", {"A": ("return {1, 2}", [])})
     with local_platform(load_workflow(folder), FileStore(tmp_path / "store")) as platform:
         outcome = platform.run(None, timeout=30)
     assert outcome.failure["Function"] == "A"
@@ -68,7 +63,7 @@ def test_output_that_cannot_be_stored_fails_with_the_function_named(tmp_path):
 
 
 def test_map_over_a_non_list_fails_without_a_retry(tmp_path):
-    folder = write_workflow(tmp_path / "wf", {
+    folder = write(tmp_path / "wf", {
         "A": ("return {'xs': 3}", [{"op": "map", "function": "B", "items": "$.xs"}]),
         "B": ("return event", []),
     })
@@ -85,7 +80,7 @@ def test_map_over_a_non_list_fails_without_a_retry(tmp_path):
     ({"hello": "world"}, "envelope.unum"),
 ])
 def test_malformed_envelopes_are_dead_lettered_with_the_field(tmp_path, payload, words):
-    folder = write_workflow(tmp_path / "wf", {"A": ("return event", [])})
+    folder = write(tmp_path / "wf", {"A": ("return event", [])})
     store = FileStore(tmp_path / "store")
     with local_platform(load_workflow(folder), store) as platform:
         platform.submit("A", payload)
@@ -95,7 +90,7 @@ def test_malformed_envelopes_are_dead_lettered_with_the_field(tmp_path, payload,
 
 
 def test_invoke_of_an_unknown_function_is_dead_lettered(tmp_path):
-    folder = write_workflow(tmp_path / "wf", {"A": ("return event", [])})
+    folder = write(tmp_path / "wf", {"A": ("return event", [])})
     with local_platform(load_workflow(folder), FileStore(tmp_path / "store")) as platform:
         platform.submit("Nope", {"unum": 1, "workflow": "wf-x", "frames": [[0, 1, 0]], "inputs": [{"value": 1}]})
         platform.wait_idle(10)
@@ -103,7 +98,7 @@ def test_invoke_of_an_unknown_function_is_dead_lettered(tmp_path):
 
 
 def test_duplicate_start_after_the_workflow_ran_does_not_change_the_result(tmp_path):
-    folder = write_workflow(tmp_path / "wf", {
+    folder = write(tmp_path / "wf", {
         "A": ("import random; return random.random()", [{"op": "invoke", "function": "B"}]),
         "B": ("return event", []),
     })

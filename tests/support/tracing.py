@@ -15,7 +15,6 @@ the input the fault-free replay gives it (every consumer saw the same output of 
 
 from __future__ import annotations
 
-import json
 import textwrap
 import threading
 from collections import Counter, defaultdict
@@ -27,7 +26,7 @@ from unum_entry.local.platform import LocalPlatform, RunResult
 from unum_entry.runtime import Handler, InvocationContext
 from unum_entry.stores.base import Kind, Store
 from unum_entry.stores.counting import CountingStore
-from unum_entry.workflow import Workflow, load_workflow
+from unum_entry.workflow import FunctionSource, Workflow, write_workflow
 
 PRELUDE = textwrap.dedent('''
     import random
@@ -153,17 +152,13 @@ SHAPES: dict[str, tuple[str, dict[str, Fn]]] = {
 def write_shape(root: Path, shape: str) -> Workflow:
     """Write the tracing workflow `shape` under root/shape and load it."""
     entry, functions = SHAPES[shape]
-    folder = root / shape
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "unum-workflow.json").write_text(json.dumps({"unum_workflow": 1, "name": shape, "entry": entry}))
-    for name, fn in functions.items():
-        fdir = folder / name
-        fdir.mkdir(exist_ok=True)
-        code = PRELUDE + f"\ndef step(v, ctx):\n    {fn.body}\n\nhandler = traced(step, gathered={fn.gathered}, items={fn.items})\n"
-        (fdir / "app.py").write_text(code)
-        (fdir / "unum-ir.json").write_text(json.dumps({"unum_ir": 1, "function": name, "handler": "app.handler",
-                                                       "instructions": fn.instructions}))
-    return load_workflow(folder)
+    sources = {
+        name: FunctionSource(PRELUDE + f"\ndef step(v, ctx):\n    {fn.body}\n\n"
+                                       f"handler = traced(step, gathered={fn.gathered}, items={fn.items})\n",
+                             fn.instructions)
+        for name, fn in functions.items()
+    }
+    return write_workflow(root / shape, name=shape, entry=entry, functions=sources)
 
 
 @dataclass
