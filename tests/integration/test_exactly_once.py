@@ -24,6 +24,7 @@ from tests.support.tracing import NESTED_RESULTS_ONLY, SHAPES, ExecutionLog, Rec
 from unum_entry.hooks import FaultPoint
 from unum_entry.local.faults import FaultInjector, FaultRates
 from unum_entry.local.platform import LocalPlatform
+from unum_entry.runtime import RuntimeConfig
 from unum_entry.stores import open_store
 from unum_entry.stores.file import FileStore
 
@@ -57,13 +58,13 @@ def store_factory(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempP
         store.close()
 
 
-def run_schedule(workflow, store, seed: int, rates: FaultRates, replay_store) -> dict:
+def run_schedule(workflow, store, seed: int, rates: FaultRates, replay_store, config: RuntimeConfig | None = None) -> dict:
     """One faulty run and its checks; returns the injected fault counts."""
     store = RecommitWatch(store)
     log = ExecutionLog()
     faults = FaultInjector(rates, seed)
     input_value = {"v": {"seed": seed}, "t": {}}  # traced like every other value
-    with_platform = LocalPlatform(workflow, store, workers=4, faults=faults, wrap=log.wrap)
+    with_platform = LocalPlatform(workflow, store, workers=4, faults=faults, wrap=log.wrap, config=config)
     try:
         outcome = with_platform.run(input_value, timeout=60)
         assert not with_platform.dead_letters, with_platform.dead_letters
@@ -128,6 +129,15 @@ def test_late_duplicates_of_every_delivery(shapes, shape, tmp_path):
     injected = run_schedule(shapes[shape], FileStore(tmp_path / "s"), seed=11, rates=rates,
                             replay_store=FileStore(tmp_path / "r"))
     assert injected["duplicate"] >= 1
+
+
+@pytest.mark.parametrize("shape", sorted(SHAPES))
+def test_everything_by_reference_under_faults(shapes, shape, tmp_path):
+    """inline_limit=0: every value travels as a reference to its producer's checkpoint (the
+    plan's choice is unit-tested; this checks exactly-once and GC hold when inputs are read)."""
+    injected = run_schedule(shapes[shape], FileStore(tmp_path / "s"), seed=3, rates=FaultRates.everything(0.2),
+                            replay_store=FileStore(tmp_path / "r"), config=RuntimeConfig(inline_limit=0))
+    assert injected.get("crash", 0) > 0
 
 
 def test_shapes_cover_every_pattern():
