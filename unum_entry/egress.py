@@ -70,16 +70,26 @@ def egress(ctx: EgressContext, env: Envelope, invocation: str, checkpoint: str |
     value = decode(stored)
     the_plan = plan(ctx.ir, env, Committed(value, len(stored), checkpoint),
                     invocation=invocation, inline_limit=ctx.inline_limit)
-    if env.start and checkpoint is not None:
+    gc_set = the_plan.gc_set.key if the_plan.gc_set is not None else None
+    marker = naming.started_key(env.workflow) if env.start and checkpoint is not None else None
+    missing = {gc_set, marker} - {None}
+    if not created and missing and checkpoint is not None:
+        # A replay: our consumers may have committed and collected our checkpoint (and then
+        # the sets and marker) while we replayed. Look again: if the checkpoint is gone,
+        # creating anything now would only make zombies nobody removes. The GC set is deleted
+        # only after the origin's checkpoint, so a GC set missing while the checkpoint still
+        # exists was never made (its origin crashed first) and must be made now.
+        # Two reads, in this order: a batch read is not a snapshot, and the argument needs the
+        # set's absence observed *before* the checkpoint's presence.
+        missing -= set(ctx.store.read(missing))
+        if missing and ctx.store.get(checkpoint) is None:
+            return EgressReport(value=value, created=created, invoked=0, terminal=False)
+    if gc_set in missing:
+        _create_sets(ctx, env, the_plan)
+    if marker in missing:
         # Before anyone can consume (and collect) our checkpoint: the witness for late
         # duplicates of the workflow's first invocation (see ingress).
-        ctx.store.create(naming.started_key(env.workflow), b"", workflow=env.workflow, kind=Kind.MARKER)
-    fresh_sets = _create_sets(ctx, env, the_plan, replay=not created)
-    if fresh_sets and checkpoint is not None and ctx.store.get(checkpoint) is None:
-        # Our checkpoint was collected while we worked: every branch already committed and
-        # the sets we just made are zombies nobody will fill. Remove them and stop.
-        ctx.store.delete(fresh_sets)
-        return EgressReport(value=value, created=created, invoked=0, terminal=False)
+        ctx.store.create(marker, b"", workflow=env.workflow, kind=Kind.MARKER)
     # Collect our inputs BEFORE invoking anyone: then a consumer can only have committed (and
     # collected our checkpoint) after our inputs are gone, so a retry of ours that finds its
     # checkpoint gone also finds its inputs gone and is dropped as stale instead of re-running.
@@ -114,18 +124,14 @@ def collect(store: Store, gc: GcDuty) -> None:
             store.delete([gc.set])
 
 
-def _create_sets(ctx: EgressContext, env: Envelope, the_plan: Plan, *, replay: bool) -> list[str]:
+def _create_sets(ctx: EgressContext, env: Envelope, the_plan: Plan) -> None:
     """The origin creates every set its branches will use, before any branch can run: the join
-    sets first, the fan-out GC set last, so an existing GC set means the step was completed.
-    A replay that finds the GC set skips the step (no zombie sets after branches consumed them).
-    Returns the keys this call created."""
+    sets first, the fan-out GC set last, so an existing GC set means all were made."""
     gc_set, join_sets = the_plan.gc_set, the_plan.join_sets
-    if gc_set is None or (replay and ctx.store.read([gc_set.key])):
-        return []
-    created = _run_all(ctx.executor, [lambda s=s: ctx.store.create_set(s.key, s.size, workflow=env.workflow)
-                                      for s in join_sets])
-    created.append(ctx.store.create_set(gc_set.key, gc_set.size, workflow=env.workflow))
-    return [s.key for s, fresh in zip([*join_sets, gc_set], created, strict=True) if fresh]
+    if gc_set is None:
+        return
+    _run_all(ctx.executor, [lambda s=s: ctx.store.create_set(s.key, s.size, workflow=env.workflow) for s in join_sets])
+    ctx.store.create_set(gc_set.key, gc_set.size, workflow=env.workflow)
 
 
 def _dispatch(ctx: EgressContext, invocation: str, calls: Sequence[Call]) -> int:

@@ -31,14 +31,16 @@ def checkpoint_key(workflow: str, function: str, frames: Sequence[Frame]) -> str
     return "c-" + _digest("checkpoint", workflow, function, _frames(frames))
 
 
-def fan_in_set_key(workflow: str, target: str, target_frames: Sequence[Frame]) -> str:
-    """The set that branches joining invocation (target, target_frames) coordinate through."""
-    return "s-" + _digest("fan-in", workflow, target, _frames(target_frames))
+def fan_in_set_key(workflow: str, target: str, target_frames: Sequence[Frame], fan_out_size: int) -> str:
+    """The set that the `fan_out_size` branches joining invocation (target, target_frames)
+    coordinate through. The size is part of the name: a late re-run of the origin that fans
+    out to a different number of branches gets sets of its own instead of mixing members."""
+    return "s-" + _digest("fan-in", workflow, target, _frames(target_frames), fan_out_size)
 
 
-def gc_set_key(origin_checkpoint: str) -> str:
+def gc_set_key(origin_checkpoint: str, fan_out_size: int) -> str:
     """The set a fan-out's branches fill so the last one can delete the origin's checkpoint."""
-    return "s-" + _digest("fan-out-gc", origin_checkpoint)
+    return "s-" + _digest("fan-out-gc", origin_checkpoint, fan_out_size)
 
 
 def result_key(workflow: str, frames: Sequence[Frame]) -> str:

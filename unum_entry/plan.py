@@ -138,7 +138,7 @@ def _fan_out(env: Envelope, out: Committed, frames: tuple[Frame, ...], functions
         raise PlanError("a fan-out needs the origin's checkpoint (set \"checkpoint\": true)")
     if n == 0:
         return _empty_fan_out(env, out.checkpoint, frames, pending_sets)
-    gc_set = naming.gc_set_key(out.checkpoint)
+    gc_set = naming.gc_set_key(out.checkpoint, n)
     calls = tuple(
         Call(fn, Envelope(workflow=env.workflow, frames=frames + (Frame(i, n, 0),), inputs=(refs[i],),
                           gc=GcDuty(set=gc_set, slot=i, on_full=(out.checkpoint,))))
@@ -166,9 +166,9 @@ def _join_sets(workflow: str, cs: CreateSet, frames: tuple[Frame, ...], n: int) 
     if n == 0:
         return []
     if cs.shape is Shape.AGGREGATE:
-        return [NewSet(naming.fan_in_set_key(workflow, cs.function, frames), n)]
+        return [NewSet(naming.fan_in_set_key(workflow, cs.function, frames, n), n)]
     # neighbour: target i joins branch i (slot 0) and its own output at i-1 (slot 1)
-    return [NewSet(naming.fan_in_set_key(workflow, cs.function, frames + (Frame(i, n, 0),)), 1 if i == 0 else 2)
+    return [NewSet(naming.fan_in_set_key(workflow, cs.function, frames + (Frame(i, n, 0),), n), 1 if i == 0 else 2)
             for i in range(n)]
 
 
@@ -183,7 +183,7 @@ def _fan_in(ins: FanIn, env: Envelope, frames: tuple[Frame, ...]) -> Plan | None
         if index >= top.size:
             return None  # no neighbour to the right: this transition does not fire
         target_frames, slot = frames[:-1] + (Frame(index, top.size, 0),), ins.slot
-    set_key = naming.fan_in_set_key(env.workflow, ins.function, target_frames)
+    set_key = naming.fan_in_set_key(env.workflow, ins.function, target_frames, top.size)
     return Plan(join=Join(set_key=set_key, slot=slot, target=ins.function, target_frames=target_frames))
 
 

@@ -23,7 +23,7 @@ def test_deterministic_and_fixed_length(wf, fn, frames):
     a = naming.checkpoint_key(wf, fn, frames)
     assert a == naming.checkpoint_key(wf, fn, frames)
     assert len(a) == 34 and a.startswith("c-")
-    for key in (naming.fan_in_set_key(wf, fn, frames), naming.gc_set_key(a), naming.result_key(wf, frames),
+    for key in (naming.fan_in_set_key(wf, fn, frames, 3), naming.gc_set_key(a, 3), naming.result_key(wf, frames),
                 naming.failure_key(wf)):
         assert len(key) == 34
 
@@ -41,7 +41,7 @@ def test_every_invocation_of_a_workflow_gets_its_own_name():
 
 def test_kinds_never_collide():
     frames = (Frame(), Frame(1, 3, 0))
-    keys = {naming.checkpoint_key("w", "F", frames), naming.fan_in_set_key("w", "F", frames),
+    keys = {naming.checkpoint_key("w", "F", frames), naming.fan_in_set_key("w", "F", frames, 3),
             naming.result_key("w", frames), naming.failure_key("w")}
     assert len(keys) == 4
 

@@ -59,9 +59,9 @@ def test_conditions_see_request_metadata():
 def test_map_pushes_frames_and_creates_gc_and_join_sets():
     ir = make([{"op": "create_set", "function": "Sum"}, {"op": "map", "function": "W", "items": "$.xs"}])
     p = run(ir, {"xs": [10, 20, 30]})
-    gc_set = naming.gc_set_key(CKPT)
+    gc_set = naming.gc_set_key(CKPT, 3)
     assert p.gc_set.key == gc_set and p.gc_set.size == 3
-    assert [(s.key, s.size) for s in p.join_sets] == [(naming.fan_in_set_key("wf", "Sum", ROOT), 3)]
+    assert [(s.key, s.size) for s in p.join_sets] == [(naming.fan_in_set_key("wf", "Sum", ROOT, 3), 3)]
     for i, call in enumerate(p.calls):
         assert call.envelope.frames == (Frame(), Frame(i, 3, 0))
         assert call.envelope.inputs == (DataRef(ref=CKPT, value=[10, 20, 30][i], item=i, path="$.xs"),)
@@ -72,7 +72,7 @@ def test_neighbour_sets_hold_one_slot_for_the_first_index_and_two_after():
     ir = make([{"op": "create_set", "function": "Fold", "shape": "neighbour"}, {"op": "map", "function": "C"}])
     p = run(ir, [1, 2, 3])
     assert [s.size for s in p.join_sets] == [1, 2, 2]
-    assert p.join_sets[1].key == naming.fan_in_set_key("wf", "Fold", (Frame(), Frame(1, 3, 0)))
+    assert p.join_sets[1].key == naming.fan_in_set_key("wf", "Fold", (Frame(), Frame(1, 3, 0)), 3)
 
 
 def test_fan_out_gives_every_branch_the_whole_output():
@@ -85,7 +85,7 @@ def test_aggregate_fan_in_pops_the_frame_and_uses_the_index_as_slot():
     env = Envelope(workflow="wf", frames=(Frame(), Frame(1, 4, 0)), inputs=(DataRef(value=1),))
     join = run(make([{"op": "fan_in", "function": "Sum"}]), 1, env).join
     assert join.slot == 1 and join.target_frames == ROOT
-    assert join.set_key == naming.fan_in_set_key("wf", "Sum", ROOT)
+    assert join.set_key == naming.fan_in_set_key("wf", "Sum", ROOT, 4)
 
 
 def test_neighbour_fan_in_past_the_last_index_falls_through():
