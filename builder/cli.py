@@ -80,6 +80,17 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_inspect(args: argparse.Namespace) -> int:
+    from unum_entry.outcome import read_outcome
+    from unum_entry.stores import open_store
+
+    outcome = read_outcome(open_store(args.store), args.workflow_id)
+    report = {"workflow": outcome.workflow_id, "status": outcome.status, "results": outcome.results,
+              "failure": outcome.failure, "pending_objects": outcome.pending}
+    print(_to_json(report, compact=False))
+    return 1 if outcome.status == "failed" else 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m builder", description="unum: serverless workflows without an orchestrator")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -93,6 +104,11 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--workflow-id", default=None, help="workflow id (default: a new one)")
     run.add_argument("--compact", action="store_true", help="print the result on one line")
     run.set_defaults(func=cmd_run)
+
+    inspect = sub.add_parser("inspect", help="show what a workflow left in the store: status, results, failure")
+    inspect.add_argument("workflow_id", help="the workflow id (printed by run)")
+    inspect.add_argument("--store", default=DEFAULT_STORE, help=f"store URL or folder (default: {DEFAULT_STORE})")
+    inspect.set_defaults(func=cmd_inspect)
     return parser
 
 

@@ -45,6 +45,7 @@ class EgressContext:
     executor: Executor
     hooks: Hooks
     inline_limit: int
+    dispatch_workers: int = 64
 
 
 @dataclass(frozen=True)
@@ -135,18 +136,22 @@ def _create_sets(ctx: EgressContext, env: Envelope, the_plan: Plan) -> None:
 
 
 def _dispatch(ctx: EgressContext, invocation: str, calls: Sequence[Call]) -> int:
-    """Invoke every call concurrently. A crash injected before one invoke leaves the others sent."""
+    """Invoke every call concurrently: one task per worker, each sending its share, so a wide
+    fan-out pays for `dispatch_workers` tasks, not one per branch. A crash injected before one
+    invoke leaves the others sent."""
     if not calls:
         return 0
 
-    def send(call: Call) -> None:
-        ctx.hooks.at(FaultPoint.BEFORE_INVOKE, invocation)
-        ctx.invoker.invoke(call.function, call.envelope.to_wire())
+    def send(share: Sequence[Call]) -> None:
+        for call in share:
+            ctx.hooks.at(FaultPoint.BEFORE_INVOKE, invocation)
+            ctx.invoker.invoke(call.function, call.envelope.to_wire())
 
-    if len(calls) == 1:
-        send(calls[0])
+    tasks = min(len(calls), ctx.dispatch_workers)
+    if tasks == 1:
+        send(calls)
     else:
-        _run_all(ctx.executor, [lambda c=c: send(c) for c in calls])
+        _run_all(ctx.executor, [lambda i=i: send(calls[i::tasks]) for i in range(tasks)])
     return len(calls)
 
 
@@ -175,7 +180,9 @@ def _join(ctx: EgressContext, env: Envelope, invocation: str, checkpoint: str | 
 
 def _run_all(executor: Executor, tasks: Sequence[Callable[[], Any]]) -> list[Any]:
     """Run tasks concurrently; wait for all; re-raise the first failure after all finished.
-    Returns their results in order."""
+    Returns their results in order. A single task runs on the calling thread."""
+    if len(tasks) == 1:
+        return [tasks[0]()]
     futures = [executor.submit(task) for task in tasks]
     first_error: BaseException | None = None
     for future in futures:

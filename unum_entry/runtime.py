@@ -71,7 +71,8 @@ class Runtime:
         self._own_executor = executor is None
         self.executor = executor or ThreadPoolExecutor(self.config.dispatch_workers, thread_name_prefix=f"unum-{ir.function}")
         self._egress = EgressContext(ir=ir, store=store, invoker=invoker, executor=self.executor,
-                                     hooks=self.hooks, inline_limit=self.config.inline_limit)
+                                     hooks=self.hooks, inline_limit=self.config.inline_limit,
+                                     dispatch_workers=self.config.dispatch_workers)
 
     def handle(self, env: Envelope) -> EgressReport | None:
         """Process one delivery. Returns None when it was a stale duplicate (dropped).

@@ -22,7 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from unum_entry.local.platform import LocalPlatform, RunResult
+from unum_entry.local.platform import LocalPlatform
+from unum_entry.outcome import RunResult
 from unum_entry.runtime import Handler, InvocationContext
 from unum_entry.stores.base import Kind, Store
 from unum_entry.stores.counting import CountingStore

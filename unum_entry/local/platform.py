@@ -25,26 +25,13 @@ from unum_entry.envelope import Envelope
 from unum_entry.errors import EnvelopeError, HandlerFailed, UnumError, WorkflowTimeout
 from unum_entry.local.faults import FaultInjector, InjectedCrash
 from unum_entry.runtime import Handler, Runtime, RuntimeConfig, load_handler, new_workflow
-from unum_entry.stores.base import Kind, Store
+from unum_entry.outcome import RunResult, read_outcome
+from unum_entry.stores.base import Store
 from unum_entry.workflow import Workflow
 
 log = logging.getLogger("unum.local")
 
 HandlerWrapper = Callable[[str, Handler], Handler]
-
-
-@dataclass(frozen=True)
-class RunResult:
-    """What a finished workflow left: its results (ordered by fan-out position) or its failure."""
-
-    workflow_id: str
-    results: list[Any]
-    failure: dict[str, Any] | None
-
-    @property
-    def result(self) -> Any:
-        """The single result of a workflow with one output (a list when there are several)."""
-        return self.results[0] if len(self.results) == 1 else self.results
 
 
 @dataclass(order=True)
@@ -84,7 +71,7 @@ class LocalPlatform:
         self._outstanding = 0
         self._cv = threading.Condition()
         self._stopping = False
-        self._executor = ThreadPoolExecutor(32, thread_name_prefix="unum-dispatch")
+        self._executor = ThreadPoolExecutor((config or RuntimeConfig()).dispatch_workers, thread_name_prefix="unum-dispatch")
         invoker = _LocalInvoker(self)
         self.runtimes: dict[str, Runtime] = {}
         for name, spec in workflow.functions.items():
@@ -114,15 +101,7 @@ class LocalPlatform:
 
     def outcome(self, workflow_id: str) -> RunResult:
         """Results and failure recorded for a workflow (reads the store)."""
-        results: list[dict[str, Any]] = []
-        failure = None
-        for record in self.store.records(workflow_id):
-            if record.kind is Kind.RESULT and record.value is not None:
-                results.append(decode(record.value))
-            elif record.kind is Kind.FAILURE and record.value is not None:
-                failure = decode(record.value)
-        results.sort(key=lambda r: r["at"])
-        return RunResult(workflow_id=workflow_id, results=[r["value"] for r in results], failure=failure)
+        return read_outcome(self.store, workflow_id)
 
     def wait_idle(self, timeout: float) -> None:
         """Block until no delivery is queued or running. Raises WorkflowTimeout."""

@@ -1,0 +1,47 @@
+"""`python -m builder inspect`: what a workflow left, through the real CLI."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.integration
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "builder", *args], cwd=REPO, capture_output=True, text=True, timeout=120)
+
+
+def test_inspect_a_finished_workflow(tmp_path):
+    store = str(tmp_path / "store")
+    assert cli("run", "images/chain", "--input", '{"name": "ada"}', "--store", store, "--workflow-id", "wf-1").returncode == 0
+    shown = cli("inspect", "wf-1", "--store", store)
+    assert shown.returncode == 0, shown.stderr
+    report = json.loads(shown.stdout)
+    assert report["status"] == "succeeded" and report["pending_objects"] == {}
+    assert report["results"][0]["greeting"] == "HELLO, ADA!"
+
+
+def test_inspect_a_failed_workflow(tmp_path):
+    folder = tmp_path / "wf"
+    (folder / "A").mkdir(parents=True)
+    (folder / "unum-workflow.json").write_text(json.dumps({"unum_workflow": 1, "name": "f", "entry": "A"}))
+    (folder / "A" / "app.py").write_text("def handler(event, context):\n    raise KeyError('missing field')\n")
+    (folder / "A" / "unum-ir.json").write_text(json.dumps({"unum_ir": 1, "function": "A", "handler": "app.handler", "max_attempts": 1}))
+    store = str(tmp_path / "store")
+    assert cli("run", str(folder), "--store", store, "--workflow-id", "wf-2").returncode == 1
+    shown = cli("inspect", "wf-2", "--store", store)
+    report = json.loads(shown.stdout)
+    assert shown.returncode == 1 and report["status"] == "failed"
+    assert report["failure"]["Function"] == "A" and report["failure"]["Error"] == "KeyError"
+
+
+def test_inspect_an_unknown_workflow(tmp_path):
+    report = json.loads(cli("inspect", "wf-nope", "--store", str(tmp_path / "store")).stdout)
+    assert report["status"] == "unknown" and report["results"] == []
