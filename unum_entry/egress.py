@@ -75,15 +75,8 @@ def egress(ctx: EgressContext, env: Envelope, invocation: str, checkpoint: str |
     marker = naming.started_key(env.workflow) if env.start and checkpoint is not None else None
     missing = {gc_set, marker} - {None}
     if not created and missing and checkpoint is not None:
-        # A replay: our consumers may have committed and collected our checkpoint (and then
-        # the sets and marker) while we replayed. Look again: if the checkpoint is gone,
-        # creating anything now would only make zombies nobody removes. The GC set is deleted
-        # only after the origin's checkpoint, so a GC set missing while the checkpoint still
-        # exists was never made (its origin crashed first) and must be made now.
-        # Two reads, in this order: a batch read is not a snapshot, and the argument needs the
-        # set's absence observed *before* the checkpoint's presence.
-        missing -= set(ctx.store.read(missing))
-        if missing and ctx.store.get(checkpoint) is None:
+        missing = _still_missing(ctx, checkpoint, missing)
+        if missing is None:
             return EgressReport(value=value, created=created, invoked=0, terminal=False)
     if gc_set in missing:
         _create_sets(ctx, env, the_plan)
@@ -107,6 +100,23 @@ def egress(ctx: EgressContext, env: Envelope, invocation: str, checkpoint: str |
             done.append(naming.started_key(env.workflow))
         ctx.store.delete(done)  # the result record now holds the value
     return EgressReport(value=value, created=created, invoked=invoked, terminal=the_plan.terminal)
+
+
+def _still_missing(ctx: EgressContext, checkpoint: str, wanted: set[str]) -> set[str] | None:
+    """For a replay about to create its fan-out sets or the start marker: which of `wanted`
+    still have to be made, or None when our checkpoint is gone and we must stop.
+
+    Our consumers may have committed and collected our checkpoint (and then the sets and the
+    marker) while we replayed; creating anything then would only make zombies nobody removes.
+    The GC set and the marker are deleted only after our checkpoint, so one still missing
+    while the checkpoint exists was never made (the first execution crashed first). Two reads,
+    in this order: a batch read is no snapshot, and the argument needs the absence observed
+    *before* the checkpoint's presence.
+    """
+    missing = wanted - set(ctx.store.read(wanted))
+    if missing and ctx.store.get(checkpoint) is None:
+        return None
+    return missing
 
 
 def collect(store: Store, gc: GcDuty) -> None:
