@@ -94,62 +94,55 @@ class Prices:
 # ---- workflows -----------------------------------------------------------------------------
 
 @dataclass(frozen=True)
-class Fn:
-    """One function of a bench workflow: its IR instructions and handler source."""
-
-    instructions: tuple[Mapping[str, Any], ...] = ()
-    code: str = IDENTITY
-
-
-@dataclass(frozen=True)
 class Pattern:
     """A tiny workflow of one shape, with the input that runs it."""
 
     name: str
     label: str
     entry: str
-    functions: Mapping[str, Fn]
+    functions: Mapping[str, FunctionSource]
     input: Any
 
 
 def chain(n: int) -> Pattern:
     """F0 → F1 → … → F(n-1)."""
-    functions = {f"F{i}": Fn(({"op": "invoke", "function": f"F{i + 1}"},)) for i in range(n - 1)}
-    functions[f"F{n - 1}"] = Fn()
+    functions = {f"F{i}": FunctionSource(IDENTITY, [{"op": "invoke", "function": f"F{i + 1}"}]) for i in range(n - 1)}
+    functions[f"F{n - 1}"] = FunctionSource(IDENTITY)
     return Pattern("chain", f"chain ({n} functions)", "F0", functions, {"n": 1})
 
 
 def fan_out(k: int) -> Pattern:
     """Origin → k different terminal branches, no join."""
     branches = [f"B{i}" for i in range(k)]
-    functions = {"Origin": Fn(({"op": "fan_out", "branches": branches},))}
-    functions.update({b: Fn() for b in branches})
+    functions = {"Origin": FunctionSource(IDENTITY, [{"op": "fan_out", "branches": branches}])}
+    functions.update({b: FunctionSource(IDENTITY) for b in branches})
     return Pattern("fan-out", f"fan-out (1 -> {k})", "Origin", functions, {"x": 1})
 
 
 def fan_in(k: int) -> Pattern:
     """Origin → k different branches → aggregate Join."""
     branches = [f"B{i}" for i in range(k)]
-    functions = {"Origin": Fn(({"op": "create_set", "function": "Join"}, {"op": "fan_out", "branches": branches}))}
-    functions.update({b: Fn(({"op": "fan_in", "function": "Join"},)) for b in branches})
-    functions["Join"] = Fn(code=COUNT)
+    functions = {"Origin": FunctionSource(IDENTITY, [{"op": "create_set", "function": "Join"},
+                                                    {"op": "fan_out", "branches": branches}])}
+    functions.update({b: FunctionSource(IDENTITY, [{"op": "fan_in", "function": "Join"}]) for b in branches})
+    functions["Join"] = FunctionSource(COUNT)
     return Pattern("fan-in", f"fan-in ({k} -> join)", "Origin", functions, {"x": 1})
 
 
 def map_aggregate(m: int) -> Pattern:
     """Split → map Work over m items → aggregate Sum."""
     functions = {
-        "Split": Fn(({"op": "create_set", "function": "Sum"}, {"op": "map", "function": "Work", "items": "$.items"}), SPLIT),
-        "Work": Fn(({"op": "fan_in", "function": "Sum"},), DOUBLE),
-        "Sum": Fn(code=SUM),
+        "Split": FunctionSource(SPLIT, [{"op": "create_set", "function": "Sum"},
+                                        {"op": "map", "function": "Work", "items": "$.items"}]),
+        "Work": FunctionSource(DOUBLE, [{"op": "fan_in", "function": "Sum"}]),
+        "Sum": FunctionSource(SUM),
     }
     return Pattern("map", f"map ({m} items + sum)", "Split", functions, {"m": m})
 
 
 def write_workflow(root: Path, pattern: Pattern) -> Workflow:
     """Write `pattern` as a workflow folder under root and load it."""
-    return write_workflow_folder(root / pattern.name, name=pattern.name, entry=pattern.entry,
-                                 functions={n: FunctionSource(fn.code, fn.instructions) for n, fn in pattern.functions.items()})
+    return write_workflow_folder(root / pattern.name, name=pattern.name, entry=pattern.entry, functions=pattern.functions)
 
 
 def make_runtime(workflow: Workflow, function: str, store: Store, invoker: Any,

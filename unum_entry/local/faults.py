@@ -36,10 +36,6 @@ class FaultRates:
     max_crashes: int = 40
 
     @classmethod
-    def none(cls) -> FaultRates:
-        return cls()
-
-    @classmethod
     def everything(cls, p: float = 0.15) -> FaultRates:
         return cls(crash={point: p for point in FaultPoint}, duplicate=p, concurrent_duplicate=p / 2, delay=p)
 

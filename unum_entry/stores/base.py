@@ -94,15 +94,7 @@ class Store(ABC):
 
     def get_many(self, keys: Iterable[str]) -> dict[str, bytes]:
         """Values of the keys that exist (strongly consistent); missing keys are left out."""
-        wanted = list(dict.fromkeys(keys))
-        if not wanted:
-            return {}
-        now = self._clock()
-        return {
-            key: record.value
-            for key, record in self._get_many(wanted).items()
-            if record.value is not None and record.expires_at > now
-        }
+        return {key: record.value for key, record in self.read(keys).items() if record.value is not None}
 
     def read(self, keys: Iterable[str]) -> dict[str, Record]:
         """Live records (values and sets) of the keys that exist, in one consistent batch."""
