@@ -60,7 +60,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     from unum_entry.stores import open_store
     from unum_entry.workflow import load_workflow
 
-    workflow = load_workflow(args.workflow)
+    from builder.compile_cmd import runnable_workflow
+    workflow = load_workflow(runnable_workflow(args.workflow, getattr(args, "functions", None), getattr(args, "handler", None)))
     input_value = _parse_input(args.input)
     store = open_store(args.store)
     with local_platform(workflow, store, workers=args.workers) as platform:
@@ -109,6 +110,10 @@ def build_parser() -> argparse.ArgumentParser:
     inspect.add_argument("workflow_id", help="the workflow id (printed by run)")
     inspect.add_argument("--store", default=DEFAULT_STORE, help=f"store URL or folder (default: {DEFAULT_STORE})")
     inspect.set_defaults(func=cmd_inspect)
+    from builder import compile_cmd
+    compile_cmd.register(sub)
+    from builder import deploy_cmd
+    deploy_cmd.register(sub)
     return parser
 
 

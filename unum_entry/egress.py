@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from concurrent.futures import Executor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from unum_entry import naming
@@ -46,6 +46,9 @@ class EgressContext:
     hooks: Hooks
     inline_limit: int
     dispatch_workers: int = 64
+    # Steps the invocation being egressed recorded (unum_entry.steps; 0 for most functions): its
+    # step journal is collected together with its checkpoint, by whoever collects that.
+    steps: int = 0
 
 
 @dataclass(frozen=True)
@@ -71,6 +74,9 @@ def egress(ctx: EgressContext, env: Envelope, invocation: str, checkpoint: str |
     value = decode(stored)
     the_plan = plan(ctx.ir, env, Committed(value, len(stored), checkpoint),
                     invocation=invocation, inline_limit=ctx.inline_limit)
+    journal = naming.journal_keys(checkpoint, ctx.steps) if ctx.steps and checkpoint is not None else []
+    if journal:
+        the_plan = _collect_journal_with(the_plan, checkpoint, journal)
     gc_set = the_plan.gc_set.key if the_plan.gc_set is not None else None
     marker = naming.started_key(env.workflow) if env.start and checkpoint is not None else None
     missing = {gc_set, marker} - {None}
@@ -92,14 +98,25 @@ def egress(ctx: EgressContext, env: Envelope, invocation: str, checkpoint: str |
     invoked = _dispatch(ctx, invocation, the_plan.calls)
     if the_plan.join is not None:
         invoked += _join(ctx, env, invocation, checkpoint, the_plan.join)
-    if the_plan.terminal:
-        record = encode({"at": [f.index for f in env.frames[1:]], "value": value})
+    if the_plan.terminal and the_plan.failure is not None:
+        _record_failure(ctx, env, invocation, the_plan.failure)
+    elif the_plan.terminal:
+        result = value if the_plan.result is None else the_plan.result.value
+        record = encode({"at": [f.index for f in env.frames[1:]], "value": result})
         ctx.store.create(naming.result_key(env.workflow, env.frames), record, workflow=env.workflow, kind=Kind.RESULT)
-        done = [checkpoint] if checkpoint is not None else []
-        if len(env.frames) == 1:  # the workflow's one root-level result: it has finished
+    if the_plan.terminal:
+        done = [checkpoint, *journal] if checkpoint is not None else []
+        if len(env.frames) == 1 or the_plan.failure is not None:  # the workflow has finished
             done.append(naming.started_key(env.workflow))
         ctx.store.delete(done)  # the result record now holds the value
     return EgressReport(value=value, created=created, invoked=invoked, terminal=the_plan.terminal)
+
+
+def _record_failure(ctx: EgressContext, env: Envelope, invocation: str, failure: dict[str, Any]) -> None:
+    """An IR `fail` (a Step Functions Fail state): the workflow's failure record, first one wins,
+    in the same shape `Runtime.fail` writes after a handler's last attempt."""
+    record = {**failure, "Function": ctx.ir.function, "Invocation": invocation, "Attempts": env.attempt + 1}
+    ctx.store.create(naming.failure_key(env.workflow), encode(record), workflow=env.workflow, kind=Kind.FAILURE)
 
 
 def _still_missing(ctx: EgressContext, checkpoint: str, wanted: set[str]) -> set[str] | None:
@@ -169,23 +186,44 @@ def _join(ctx: EgressContext, env: Envelope, invocation: str, checkpoint: str | 
     """Add our checkpoint to the fan-in set; invoke the target if we see it full (seed 003 §3.4)."""
     if checkpoint is None:  # IR validation rejects fan_in without a checkpoint
         return 0
+    member = f"{checkpoint}+{ctx.steps}" if ctx.steps else checkpoint  # the target collects our steps too
     try:
-        state = ctx.store.add_to_set(join.set_key, join.slot, checkpoint)
+        state = ctx.store.add_to_set(join.set_key, join.slot, member)
     except SetGone:
         state = None
     if state is None or not state.has_slot(join.slot):
         # Either the target committed and collected the set (and the branch checkpoints), or
         # the set belongs to a fan-out of another size: our checkpoint is the leftover of a
         # late, divergent re-execution that nobody else will ever delete.
-        ctx.store.delete([checkpoint])
+        ctx.store.delete(_member_keys(member))
         return 0
     if not state.full:
         return 0
     members = state.ordered_members()
+    refs = [m.partition("+")[0] for m in members]
     target_env = Envelope(workflow=env.workflow, frames=join.target_frames,
-                          inputs=tuple(DataRef(ref=m) for m in members), gathered=True,
-                          gc=GcDuty(delete=(*members, join.set_key)))
+                          inputs=tuple(DataRef(ref=r) for r in refs), gathered=True,
+                          gc=GcDuty(delete=(*(k for m in members for k in _member_keys(m)), join.set_key)))
     return _dispatch(ctx, invocation, [Call(join.target, target_env)])
+
+
+def _member_keys(member: str) -> list[str]:
+    """A fan-in set member `checkpoint[+steps]`: the checkpoint and its step journal's keys."""
+    checkpoint, _, steps = member.partition("+")
+    return [checkpoint, *naming.journal_keys(checkpoint, int(steps))] if steps else [checkpoint]
+
+
+def _collect_journal_with(the_plan: Plan, checkpoint: str, journal: Sequence[str]) -> Plan:
+    """Whoever is told to collect our checkpoint (a consumer's `gc.delete`, the fan-out GC
+    set's `on_full`) collects our step journal with it: not earlier, since a concurrent
+    execution of ours still inside its handler must keep finding its step records."""
+    def extended(keys: tuple[str, ...]) -> tuple[str, ...]:
+        return (*keys, *journal) if checkpoint in keys else keys
+
+    calls = tuple(replace(call, envelope=replace(call.envelope, gc=replace(
+        call.envelope.gc, delete=extended(call.envelope.gc.delete), on_full=extended(call.envelope.gc.on_full))))
+        for call in the_plan.calls)
+    return replace(the_plan, calls=calls)
 
 
 def _run_all(executor: Executor, tasks: Sequence[Callable[[], Any]]) -> list[Any]:

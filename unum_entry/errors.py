@@ -71,3 +71,58 @@ class WorkflowTimeout(UnumError):
 class ConditionEvaluationError(UnumError):
     """A valid condition could not be evaluated against this output (e.g. a comparison on a
     path that is not present, as Step Functions' States.Runtime)."""
+
+
+class StatesRuntimeError(UnumError):
+    """A Step Functions runtime error raised while evaluating a state's data flow: `error` is the
+    States error name (`States.Runtime`, `States.ResultPathMatchFailure`,
+    `States.IntrinsicFailure`, `States.QueryEvaluationError`), `cause` the human-readable
+    explanation. Retry/Catch match it by name; as in Step Functions, `States.Runtime` is not
+    matched by `States.ALL`."""
+
+    def __init__(self, error: str, cause: str) -> None:
+        self.error = error
+        self.cause = cause
+        super().__init__(f"{error}: {cause}")
+
+
+class AslDefinitionError(UnumError):
+    """A state machine definition is invalid; the message names the source, state and field."""
+
+    def __init__(self, source: str, state: str | None, field: str, problem: str) -> None:
+        self.source = source
+        self.state = state
+        self.field = field
+        self.problem = problem
+        where = f"state {state!r}: " if state is not None else ""
+        super().__init__(f"{source}: {where}{field}: {problem}")
+
+
+class ConfigurationError(UnumError):
+    """A function image or process is misconfigured (a missing environment variable, an unknown
+    invoker URL); the message names the variable or URL."""
+
+
+class InvokeError(UnumError):
+    """The platform refused or failed an asynchronous invoke (retryable by the caller's platform)."""
+
+
+class BuildError(UnumError):
+    """Building, pushing or deploying images failed; the message names the function and step."""
+
+
+class TransactionConflict(StoreError):
+    """A transactional step's application item changed between its read and its commit (another
+    writer got there first). `unum_entry.steps` re-reads and retries the step."""
+
+
+class StepError(UnumError):
+    """A step (`ctx.step`, `ctx.transact`, `ctx.now`, …) cannot be used as written: the handler is
+    not declared `@durable`, a compensation is not a module-level function, a re-execution
+    called a different step at the same position (non-deterministic handler), or a value
+    cannot be recorded. The message names the function, the step and what was found."""
+
+
+class GuardFailed(StoreError):
+    """A step transaction's guard did not hold (a witness key present or absent, a set slot
+    filled): the invocation committed and was collected meanwhile, so the step must not run."""

@@ -16,6 +16,16 @@ class FaultPoint(str, enum.Enum):
     BEFORE_GC = "before_gc"                  # everything invoked, nothing collected
 
 
+class StepPoint(str, enum.Enum):
+    """Boundaries inside one step (`unum_entry.steps`), reported to the same `Hooks.at`. Kept
+    apart from FaultPoint: only functions that use steps ever reach them."""
+
+    BEFORE_EFFECT = "step_before_effect"    # no record found; the step's function is about to run
+    AFTER_EFFECT = "step_after_effect"      # it ran (a plain step's effect happened), not yet recorded
+    AFTER_RECORD = "step_after_record"      # recorded (a transactional step: effect and record committed)
+    BEFORE_COMPENSATE = "step_before_compensate"  # a compensation is about to run
+
+
 class Hooks(Protocol):
     def at(self, point: FaultPoint, invocation: str) -> None:
         """Called at each point; raising simulates the execution dying there."""

@@ -19,7 +19,10 @@ Instructions are a tiny straight-line program that egress runs over the committe
 - Transitions: `invoke` (one invocation), `map` (one per element of the output, or of the list at
   `items`), `fan_out` (each of `branches` gets the whole output), `fan_in` (join `function`:
   `aggregate` pops the top frame and uses the branch index as slot; `neighbour` joins the target
-  at index + `offset` in `slot`). Each may carry `when`, a Step Functions Choice rule over the
+  at index + `offset` in `slot`), `succeed` (terminal: the workflow result is the value at `path`,
+  default the whole output) and `fail` (terminal: the workflow fails with the `{"Error", "Cause"}`
+  object at `path`; a compiled Step Functions Fail state). `invoke` may carry `path`: the successor
+  gets only the value at `path` of the output (a routing wrapper stays behind). Each may carry `when`, a Step Functions Choice rule over the
   output (`$`) and the request metadata (`$$`). The first transition whose `when` holds fires and
   ends the program; if none fires the function is terminal and its output is a workflow result.
 """
@@ -33,8 +36,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from unum_entry.conditions import validate_condition
-from unum_entry.errors import IRError
+from unum_entry.conditions import resolve_path, validate_condition
+from unum_entry.errors import ConditionEvaluationError, IRError
 
 IR_VERSION = 1
 IR_FILE_NAME = "unum-ir.json"
@@ -69,6 +72,23 @@ class CreateSet:
 class Invoke:
     function: str
     when: Mapping[str, Any] | None = None
+    path: str | None = None  # send only this part of the output
+
+
+@dataclass(frozen=True)
+class Succeed:
+    """End the workflow with the value at `path` of the output (the whole output when None)."""
+
+    path: str | None = None
+    when: Mapping[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class Fail:
+    """End the workflow as failed with the `{"Error", "Cause"}` object at `path` (the whole output when None)."""
+
+    path: str | None = None
+    when: Mapping[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -93,8 +113,8 @@ class FanIn:
     when: Mapping[str, Any] | None = None
 
 
-Instruction = Pop | Next | CreateSet | Invoke | Map | FanOut | FanIn
-Transition = Invoke | Map | FanOut | FanIn
+Instruction = Pop | Next | CreateSet | Invoke | Map | FanOut | FanIn | Succeed | Fail
+Transition = Invoke | Map | FanOut | FanIn | Succeed | Fail
 
 
 @dataclass(frozen=True)
@@ -129,10 +149,12 @@ _OP_FIELDS: dict[str, set[str]] = {
     "pop": set(),
     "next": set(),
     "create_set": {"function", "shape"},
-    "invoke": {"function", "when"},
+    "invoke": {"function", "when", "path"},
     "map": {"function", "items", "when"},
     "fan_out": {"branches", "when"},
     "fan_in": {"function", "shape", "slot", "offset", "when"},
+    "succeed": {"path", "when"},
+    "fail": {"path", "when"},
 }
 
 
@@ -235,6 +257,20 @@ class _Validator:
             raise self.error(field, f"expected one of {allowed}, found {value!r}")
         return value
 
+    def path(self, obj: dict, key: str, field: str) -> str | None:
+        """An optional reference path (`$`, `$.a.b`, `$.a[0]`) selecting one value of the output."""
+        value = obj.get(key)
+        if value is None:
+            return None
+        if not isinstance(value, str) or not value.startswith("$") or value.startswith("$$"):
+            raise self.error(f"{field}.{key}", f"expected a path starting with '$', found {value!r}")
+        try:
+            resolve_path(value, None, {})
+        except ConditionEvaluationError as exc:
+            if "no value is present" not in str(exc):
+                raise self.error(f"{field}.{key}", str(exc)) from None
+        return value
+
     def when(self, obj: dict, field: str) -> Mapping[str, Any] | None:
         if "when" not in obj:
             return None
@@ -256,7 +292,12 @@ class _Validator:
             return CreateSet(function=self.name(raw, "function", f"{field}.function"),
                              shape=self.shape(raw, f"{field}.shape", Shape.AGGREGATE))
         if op == "invoke":
-            return Invoke(function=self.name(raw, "function", f"{field}.function"), when=self.when(raw, field))
+            return Invoke(function=self.name(raw, "function", f"{field}.function"), when=self.when(raw, field),
+                          path=self.path(raw, "path", field))
+        if op == "succeed":
+            return Succeed(path=self.path(raw, "path", field), when=self.when(raw, field))
+        if op == "fail":
+            return Fail(path=self.path(raw, "path", field), when=self.when(raw, field))
         if op == "map":
             items = raw.get("items")
             if items is not None and (not isinstance(items, str) or not items.startswith("$")):

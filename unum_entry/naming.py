@@ -59,3 +59,31 @@ def started_key(workflow: str) -> str:
     """The marker the entry writes once it committed: a late duplicate of the entry that finds
     the marker but not the entry's (collected) checkpoint is stale. Removed with the result."""
     return "m-" + _digest("started", workflow)
+
+
+# ---- step journal and compensations (unum_entry.steps) ------------------------------------------
+
+def step_key(invocation: str, seq: int) -> str:
+    """The record of step number `seq` (0, 1, …) of one invocation (its checkpoint name)."""
+    return "t-" + _digest("step", invocation, seq)
+
+
+def step_manifest_key(invocation: str) -> str:
+    """How many steps an invocation recorded; written just before its checkpoint, so whoever
+    collects the checkpoint can collect the step records too."""
+    return "t-" + _digest("step-manifest", invocation)
+
+
+def journal_keys(invocation: str, steps: int) -> list[str]:
+    """Every key of an invocation's step journal: its manifest and its `steps` step records."""
+    return [step_manifest_key(invocation), *(step_key(invocation, seq) for seq in range(steps))]
+
+
+def compensation_key(workflow: str, index: int) -> str:
+    """Entry `index` of a workflow's compensation log (appended in completion order)."""
+    return "k-" + _digest("compensation", workflow, index)
+
+
+def compensation_invocation(workflow: str, index: int) -> str:
+    """The invocation name under which compensation `index` of a workflow runs (its step journal)."""
+    return "x-" + _digest("compensating", workflow, index)

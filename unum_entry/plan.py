@@ -15,7 +15,7 @@ from unum_entry.codec import encode
 from unum_entry.conditions import evaluate, resolve_path
 from unum_entry.envelope import DataRef, Envelope, Frame, GcDuty
 from unum_entry.errors import UnumError
-from unum_entry.ir import CreateSet, FanIn, FanOut, FunctionIR, Invoke, Map, Next, Pop, Shape
+from unum_entry.ir import CreateSet, Fail, FanIn, FanOut, FunctionIR, Invoke, Map, Next, Pop, Shape, Succeed
 
 
 class PlanError(UnumError):
@@ -50,12 +50,21 @@ class Join:
 
 
 @dataclass(frozen=True)
+class Selected:
+    """A part of the committed output picked by an IR path (the terminal result of `succeed`)."""
+
+    value: Any
+
+
+@dataclass(frozen=True)
 class Plan:
     gc_set: NewSet | None = None        # the fan-out's GC set (seed 003 §3.5)
     join_sets: tuple[NewSet, ...] = ()  # fan-in sets the origin owns
     calls: tuple[Call, ...] = ()
     join: Join | None = None
     terminal: bool = False
+    result: Selected | None = None        # terminal: the workflow result, when not the whole output
+    failure: dict[str, Any] | None = None  # terminal: the workflow fails with this {"Error", "Cause"}
 
 
 @dataclass(frozen=True)
@@ -106,7 +115,11 @@ def plan(ir: FunctionIR, env: Envelope, out: Committed, *, invocation: str, inli
 def _transition(ins, ir: FunctionIR, env: Envelope, out: Committed, frames: tuple[Frame, ...],
                 pending_sets: Sequence[CreateSet], inline_limit: int) -> Plan | None:
     if isinstance(ins, Invoke):
-        return Plan(calls=(Call(ins.function, _chain_envelope(env, out, frames, inline_limit)),))
+        return Plan(calls=(Call(ins.function, _chain_envelope(env, out, frames, inline_limit, ins.path)),))
+    if isinstance(ins, Succeed):
+        return Plan(terminal=True, result=None if ins.path is None else Selected(resolve_path(ins.path, out.value, {})))
+    if isinstance(ins, Fail):
+        return Plan(terminal=True, failure=_failure(ins, ir, out.value))
     if isinstance(ins, FanIn):
         return _fan_in(ins, env, frames)
     if isinstance(ins, Map):
@@ -121,12 +134,15 @@ def _transition(ins, ir: FunctionIR, env: Envelope, out: Committed, frames: tupl
     raise PlanError(f"{ir.source}: unsupported instruction {ins!r}")  # pragma: no cover
 
 
-def _chain_envelope(env: Envelope, out: Committed, frames: tuple[Frame, ...], inline_limit: int) -> Envelope:
+def _chain_envelope(env: Envelope, out: Committed, frames: tuple[Frame, ...], inline_limit: int,
+                    path: str | None = None) -> Envelope:
+    sent = out.value if path is None else resolve_path(path, out.value, {})
     if out.checkpoint is None:
         # No checkpoint of ours to reference: the value must travel inline, and our own GC
         # duties pass to the successor (it commits the first checkpoint downstream of our inputs).
-        return Envelope(workflow=env.workflow, frames=frames, inputs=(DataRef(value=out.value),), gc=env.gc)
-    data = DataRef(ref=out.checkpoint, **_inline_if_small(out, inline_limit))
+        return Envelope(workflow=env.workflow, frames=frames, inputs=(DataRef(value=sent),), gc=env.gc)
+    inline = _inline_if_small(out, inline_limit) if path is None else _small(sent, inline_limit)
+    data = DataRef(ref=out.checkpoint, path=path, **inline)
     return Envelope(workflow=env.workflow, frames=frames, inputs=(data,), gc=GcDuty(delete=(out.checkpoint,)))
 
 
@@ -185,6 +201,15 @@ def _fan_in(ins: FanIn, env: Envelope, frames: tuple[Frame, ...]) -> Plan | None
         target_frames, slot = frames[:-1] + (Frame(index, top.size, 0),), ins.slot
     set_key = naming.fan_in_set_key(env.workflow, ins.function, target_frames, top.size)
     return Plan(join=Join(set_key=set_key, slot=slot, target=ins.function, target_frames=target_frames))
+
+
+def _failure(ins: Fail, ir: FunctionIR, value: Any) -> dict[str, Any]:
+    """The `{"Error", "Cause"}` a `fail` transition ends the workflow with (strings or null, as Step Functions)."""
+    error = value if ins.path is None else resolve_path(ins.path, value, {})
+    if not isinstance(error, dict):
+        raise PlanError(f"function {ir.function!r}: fail needs an object with Error and Cause, found {type(error).__name__}")
+    # Step Functions allows a Fail without Error/Cause: they stay null then.
+    return {key: None if error.get(key) is None else str(error[key]) for key in ("Error", "Cause")}
 
 
 def _map_items(ins: Map, ir: FunctionIR, value: Any) -> list[Any]:

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import importlib.util
 import inspect
+import logging
 import sys
 import uuid
 from collections.abc import Callable
 from concurrent.futures import Executor, ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -25,14 +26,19 @@ from unum_entry.errors import HandlerFailed, HandlerLoadError, StaleInvocation, 
 from unum_entry.hooks import FaultPoint, Hooks, NoHooks
 from unum_entry.ingress import AlreadyCommitted, ingress
 from unum_entry.ir import FunctionIR
-from unum_entry.stores.base import Kind, Store
+from unum_entry.steps import Aborted, HookRaised, Journal, StepEnv, StepsAPI, abort_workflow, advance, compensation_request
+from unum_entry.steps import drop_compensations, recorded_steps, run_compensation, witnesses
+from unum_entry.stores.base import Store
 
 Handler = Callable[[Any, "InvocationContext"], Any]
+log = logging.getLogger("unum.runtime")
 
 
 @dataclass(frozen=True)
-class InvocationContext:
-    """What a handler may know about its invocation (the second handler argument)."""
+class InvocationContext(StepsAPI):
+    """What a handler may know about its invocation (the second handler argument), and the step
+    API of `@durable` handlers (`step`, `transact`, `now`, `random`, `uuid4`, `abort`;
+    unum_entry.steps). Building one does no I/O; only calling a step does."""
 
     workflow_id: str
     function_name: str
@@ -41,6 +47,7 @@ class InvocationContext:
     index: int
     size: int
     iteration: int
+    _journal: Journal | None = field(default=None, repr=False, compare=False)
 
 
 @dataclass(frozen=True)
@@ -73,41 +80,81 @@ class Runtime:
         self._egress = EgressContext(ir=ir, store=store, invoker=invoker, executor=self.executor,
                                      hooks=self.hooks, inline_limit=self.config.inline_limit,
                                      dispatch_workers=self.config.dispatch_workers)
+        self._steps = StepEnv(store=store, invoker=invoker, hooks=self.hooks, function=ir.function, handler=handler)
 
     def handle(self, env: Envelope) -> EgressReport | None:
         """Process one delivery. Returns None when it was a stale duplicate (dropped).
 
         Raises HandlerFailed when user code raised (retryable), other UnumErrors when the
         request or output does not fit the IR (not retryable), and whatever a hook raises.
+        A handler's `ctx.abort` fails the workflow and starts its compensations (returns None);
+        a compensation request (unum_entry.steps) runs one compensation (returns None).
         """
+        request = compensation_request(env)
+        if request is not None:
+            try:
+                run_compensation(self._steps, env.workflow, request)
+            except HookRaised as escape:
+                raise escape.original from None
+            return None
         invocation = naming.checkpoint_key(env.workflow, self.ir.function, env.frames)
         checkpoint = invocation if self.ir.checkpoint else None
         try:
             before = ingress(env, self.store, checkpoint)
         except StaleInvocation:
             return None
+        steps = 0
         if isinstance(before, AlreadyCommitted):
             stored, created = before.stored, False
+            if self._steps.durable and checkpoint is not None:
+                steps = recorded_steps(self.store, invocation)
         else:
             self.hooks.at(FaultPoint.BEFORE_HANDLER, invocation)
-            output = self._call_handler(before.event, env, invocation)
+            journal = Journal(self._steps, env.workflow, invocation, recheck=lambda: self._recheck(env, checkpoint),
+                              guards=witnesses(env, checkpoint) if self._steps.durable else ())
+            try:
+                output = self._call_handler(before.event, env, invocation, journal)
+            except Aborted as abort:
+                self._give_up(env, {"Error": abort.error, "Cause": abort.cause}, invocation)
+                return None
+            except StaleInvocation:  # a step found the workflow ended: a late re-run (steps.py)
+                return None
             self.hooks.at(FaultPoint.AFTER_HANDLER, invocation)
             encoded = encode(output, what=f"output of function {self.ir.function!r}")
+            if checkpoint is not None:
+                steps = journal.gc_count()  # before the commit: a replay must find it
             stored, created = commit(self._egress, env, checkpoint, encoded)
         self.hooks.at(FaultPoint.AFTER_CHECKPOINT, invocation)
-        return egress(self._egress, env, invocation, checkpoint, stored, created)
+        context = replace(self._egress, steps=steps) if steps else self._egress
+        report = egress(context, env, invocation, checkpoint, stored, created)
+        if report.terminal and len(env.frames) == 1 and self._steps.durable:
+            drop_compensations(self.store, env.workflow)  # the workflow succeeded: nothing to undo
+        return report
 
     def fail(self, env: Envelope, error: UnumError) -> None:
-        """Give up on this invocation: record the workflow's failure (first one wins) and
-        collect what it consumed so retries of it find nothing to do."""
+        """Give up on this invocation: record the workflow's failure (first one wins), start the
+        compensations of its completed steps, and collect what it consumed so retries of it
+        find nothing to do."""
+        request = compensation_request(env)
+        if request is not None:
+            # A compensation that keeps failing: skip it so the older ones still run.
+            log.error("workflow %s: compensation %d failed for good: %s", env.workflow, request.index, error)
+            advance(self.store, self._egress.invoker, env.workflow, request)
+            return
         record = {
             "Error": getattr(error, "error_type", type(error).__name__),
             "Cause": getattr(error, "message", str(error)),
-            "Function": self.ir.function,
-            "Invocation": naming.checkpoint_key(env.workflow, self.ir.function, env.frames),
-            "Attempts": env.attempt + 1,
         }
-        self.store.create(naming.failure_key(env.workflow), encode(record), workflow=env.workflow, kind=Kind.FAILURE)
+        self._give_up(env, record, naming.checkpoint_key(env.workflow, self.ir.function, env.frames))
+
+    def _recheck(self, env: Envelope, checkpoint: str | None) -> None:
+        """Ingress's stale check again (before a step runs afresh): raises StaleInvocation when
+        this invocation committed and was collected while this execution was running."""
+        ingress(env, self.store, checkpoint)
+
+    def _give_up(self, env: Envelope, error: dict[str, Any], invocation: str) -> None:
+        record = {**error, "Function": self.ir.function, "Invocation": invocation, "Attempts": env.attempt + 1}
+        abort_workflow(self.store, self._egress.invoker, env.workflow, record)
         collect(self.store, env.gc)
         self.store.delete([naming.started_key(env.workflow)])
 
@@ -115,13 +162,17 @@ class Runtime:
         if self._own_executor:
             self.executor.shutdown(wait=False)
 
-    def _call_handler(self, event: Any, env: Envelope, invocation: str) -> Any:
+    def _call_handler(self, event: Any, env: Envelope, invocation: str, journal: Journal | None = None) -> Any:
         top = env.top
         context = InvocationContext(workflow_id=env.workflow, function_name=self.ir.function,
                                     invocation=invocation, attempt=env.attempt,
-                                    index=top.index, size=top.size, iteration=top.iteration)
+                                    index=top.index, size=top.size, iteration=top.iteration, _journal=journal)
         try:
             return self.handler(event, context)
+        except Aborted:
+            raise
+        except HookRaised as escape:  # a hook inside a step: not the handler's failure
+            raise escape.original from None
         except Exception as exc:  # user code: anything can come out
             raise HandlerFailed(self.ir.function, type(exc).__name__, str(exc)) from exc
 

@@ -11,15 +11,21 @@ def open_store(url: str, **kwargs) -> Store:
 
     - `file:///abs/path` or a bare path: the embedded file store.
     - `dynamodb://TABLE?endpoint=http://127.0.0.1:PORT&region=us-east-1`: DynamoDB (boto3).
+    - `firestore://COLLECTION?project=PROJECT&database=(default)`: Firestore (honours
+      `FIRESTORE_EMULATOR_HOST`).
     """
     if url.startswith("dynamodb://"):
         from unum_entry.stores.dynamodb import DynamoDBStore  # lazy: boto3 is heavy
 
         return DynamoDBStore.from_url(url, **kwargs)
+    if url.startswith("firestore://"):
+        from unum_entry.stores.firestore import FirestoreStore  # lazy: google-cloud-firestore is heavy
+
+        return FirestoreStore.from_url(url, **kwargs)
     if url.startswith("file://"):
         url = url[len("file://"):]
     if "://" in url:
-        raise StoreError(f"unknown store URL {url!r}: use file:///path or dynamodb://TABLE")
+        raise StoreError(f"unknown store URL {url!r}: use file:///path, dynamodb://TABLE or firestore://COLLECTION")
     from unum_entry.stores.file import FileStore
 
     return FileStore(url, **kwargs)

@@ -18,6 +18,8 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
+from unum_entry.errors import StoreError
+
 DEFAULT_TTL_SECONDS = 7 * 24 * 3600
 
 
@@ -29,6 +31,8 @@ class Kind(str, enum.Enum):
     RESULT = "result"
     FAILURE = "failure"
     MARKER = "marker"
+    STEP = "step"                  # a step's recorded result, or an invocation's step manifest
+    COMPENSATION = "compensation"  # an entry of a workflow's compensation log
 
 
 @dataclass(frozen=True)
@@ -42,6 +46,38 @@ class Record:
     value: bytes | None = None
     size: int | None = None
     members: Mapping[int, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Versioned:
+    """An application item (transactional steps): its bytes and its version (>= 1; an absent
+    item has version 0)."""
+
+    value: bytes
+    version: int
+
+
+@dataclass(frozen=True)
+class AppOp:
+    """One application item in a step transaction: it must still have version `expected`
+    (0 = absent) when the transaction commits; if `write`, it then becomes `value` with version
+    `expected + 1` (or is deleted when `value` is None)."""
+
+    table: str
+    key: str
+    expected: int
+    write: bool = False
+    value: bytes | None = None
+
+
+@dataclass(frozen=True)
+class Guard:
+    """A condition on a unum key that a step transaction also requires: `present` (the key
+    exists) or not; with `slot`, the key is a set that exists and whose `slot` is still empty."""
+
+    key: str
+    present: bool
+    slot: int | None = None
 
 
 @dataclass(frozen=True)
@@ -126,6 +162,30 @@ class Store(ABC):
         """
         return self._add_to_set(key, slot, member)
 
+    def app_read(self, table: str, keys: Iterable[str]) -> dict[str, Versioned]:
+        """Application items of `table` (strongly consistent); absent keys are left out.
+        Application tables hold the user's own data next to unum's (transactional steps)."""
+        wanted = list(dict.fromkeys(keys))
+        return self._app_read(table, wanted) if wanted else {}
+
+    def transact(self, key: str, value: bytes, ops: Iterable[AppOp], *, workflow: str,
+                 kind: Kind = Kind.STEP, guards: Iterable[Guard] = ()) -> tuple[bytes, bool]:
+        """Create `key` holding `value` AND apply the application writes in `ops`, atomically:
+        all or nothing, even if the caller dies half-way. Returns (stored value, created?).
+
+        If `key` already exists nothing is written and its value comes back (created=False):
+        the step was recorded by an earlier execution. Otherwise, if any op's item no longer has
+        its expected version, nothing is written and TransactionConflict is raised (re-read and
+        retry); if a guard does not hold, nothing is written and GuardFailed is raised.
+        """
+        record = Record(key=key, kind=kind, workflow=workflow, expires_at=self._expiry(), value=value)
+        existing = self._transact(record, list(ops), list(guards))
+        if existing is None:
+            return value, True
+        if existing.value is None:
+            raise TypeError(f"store key {key!r} holds a {existing.kind.value}, not a value")
+        return existing.value, False
+
     def records(self, workflow: str | None = None) -> Iterator[Record]:
         """Every live object (of one workflow if given). For inspect, tests and cleanup; O(table)."""
         now = self._clock()
@@ -157,6 +217,23 @@ class Store(ABC):
     @abstractmethod
     def _scan(self, workflow: str | None) -> Iterable[Record]:
         """All records (optionally of one workflow), in no particular order."""
+
+    # Transactional steps (unum_entry.steps). Optional: a backend without multi-item
+    # transactions keeps these defaults, and only `ctx.transact` is unavailable on it.
+
+    def _app_read(self, table: str, keys: list[str]) -> dict[str, Versioned]:
+        """Strongly consistent read of application items; absent keys are left out."""
+        raise StoreError(f"{type(self).__name__} has no application tables: transactional steps need "
+                         "a store with multi-item transactions (file, memory, dynamodb)")
+
+    def _transact(self, record: Record, ops: list[AppOp], guards: list[Guard]) -> Record | None:
+        """Atomically (crash-safe, isolated from concurrent callers): if `record.key` exists
+        (and has not expired) return that record and write nothing; else if a guard does not
+        hold raise GuardFailed, or if some op's item has a version other than `op.expected`
+        raise TransactionConflict, writing nothing; else store `record`, apply every `write`
+        op (version `expected + 1`, or delete when `value` is None) and return None. Check the
+        record first and the guards after it (a collector deletes witnesses before records)."""
+        raise StoreError(f"{type(self).__name__} cannot run transactional steps (no multi-item transactions)")
 
     def close(self) -> None:
         """Release clients and handles. Idempotent."""

@@ -6,7 +6,7 @@ import threading
 from collections import Counter
 from collections.abc import Iterable, Iterator
 
-from unum_entry.stores.base import Kind, Record, SetState, Store
+from unum_entry.stores.base import AppOp, Guard, Kind, Record, SetState, Store, Versioned
 
 
 class CountingStore(Store):
@@ -49,6 +49,20 @@ class CountingStore(Store):
     def add_to_set(self, key: str, slot: int, member: str) -> SetState:
         self._count("add_to_set")
         return self.inner.add_to_set(key, slot, member)
+
+    def app_read(self, table: str, keys: Iterable[str]) -> dict[str, Versioned]:
+        wanted = list(dict.fromkeys(keys))
+        self._count("read", len(wanted))
+        return self.inner.app_read(table, wanted)
+
+    def transact(self, key: str, value: bytes, ops: Iterable[AppOp], *, workflow: str,
+                 kind: Kind = Kind.STEP, guards: Iterable[Guard] = ()) -> tuple[bytes, bool]:
+        """Counted as one `transact` plus one `transact_item` per item it touches (DynamoDB
+        bills transactional writes at twice the normal rate, per item)."""
+        ops, guards = list(ops), list(guards)
+        self._count("transact")
+        self._count("transact_item", 1 + len(ops) + len(guards))
+        return self.inner.transact(key, value, ops, workflow=workflow, kind=kind, guards=guards)
 
     def records(self, workflow: str | None = None) -> Iterator[Record]:
         return self.inner.records(workflow)

@@ -20,6 +20,10 @@ attribute  type  meaning
                  write also treats ``ttl <= now`` as absent.
 =========  ====  ===================================================================
 
+Application tables (transactional steps, `unum_entry.steps`) are separate tables the user owns,
+partition key ``k`` (S), holding ``v`` (B, the item's bytes) and ``ver`` (N, its version); one
+`TransactWriteItems` writes the step record here and the application items there.
+
 Open with `open_store("dynamodb://TABLE?endpoint=http://127.0.0.1:PORT&region=us-east-1&create=1")`
 or build the client yourself and pass it to `DynamoDBStore(client, "TABLE")`.
 """
@@ -42,11 +46,12 @@ from urllib.parse import parse_qs, urlsplit
 # imported only where a client is built (`_build_client`).
 from botocore.exceptions import BotoCoreError, ClientError
 
-from unum_entry.errors import SetGone, StoreError
-from unum_entry.stores.base import Kind, Record, SetState, Store
+from unum_entry.errors import GuardFailed, SetGone, StoreError, TransactionConflict
+from unum_entry.stores.base import AppOp, Guard, Kind, Record, SetState, Store, Versioned
 
 # Attribute names (see the module docstring).
 KEY, WORKFLOW, KIND, VALUE, SIZE, MEMBERS, TTL = "k", "w", "t", "v", "n", "m", "ttl"
+VERSION = "ver"  # application items only
 
 _CONDITION_FAILED = "ConditionalCheckFailedException"
 _GET_CHUNK = 100  # BatchGetItem limit
@@ -253,6 +258,48 @@ class DynamoDBStore(Store):
             raise StoreError(f"store key {key!r} holds a {record.kind.value}, not a set")
         return SetState(size=record.size, members=record.members)
 
+    def _app_read(self, table: str, keys: list[str]) -> dict[str, Versioned]:
+        found: dict[str, Versioned] = {}
+
+        def collect(response: Mapping[str, Any]) -> None:
+            for item in response.get("Responses", {}).get(table, []):
+                found[item[KEY]["S"]] = Versioned(item[VALUE]["B"], int(item[VERSION]["N"]))
+
+        for chunk in _chunks(keys, _GET_CHUNK):
+            request = {table: {"Keys": [_key(key) for key in chunk], "ConsistentRead": True}}
+            self._batch("BatchGetItem", self.client.batch_get_item, request, "UnprocessedKeys", collect)
+        return found
+
+    def _transact(self, record: Record, ops: list[AppOp], guards: list[Guard]) -> Record | None:
+        # One TransactWriteItems: item 0 creates the step record (the same condition as
+        # `_create`), the others check or write application items under a version condition.
+        # DynamoDB applies all or none, so "effect done" and "effect recorded" cannot diverge;
+        # a concurrent execution of the same step fails item 0's condition and gets the record.
+        now = int(self._clock())
+        items: list[dict[str, Any]] = [{"Put": {
+            "TableName": self.table, "Item": _item(record), "ConditionExpression": _CREATE_CONDITION,
+            "ExpressionAttributeNames": {"#ttl": TTL}, "ExpressionAttributeValues": {":now": {"N": str(now)}},
+        }}]
+        for guard in guards:
+            items.append({"ConditionCheck": {"TableName": self.table, "Key": _key(guard.key), **_guard_condition(guard)}})
+        for op in ops:
+            items.append(_app_operation(op))
+        with self._mapped("TransactWriteItems"):
+            try:
+                self.client.transact_write_items(TransactItems=items)
+                return None
+            except ClientError as exc:
+                if _code(exc) != "TransactionCanceledException":
+                    raise
+                reasons = [r.get("Code", "None") for r in exc.response.get("CancellationReasons", [])]
+        if reasons and reasons[0] == "ConditionalCheckFailed":
+            old = self._get_one(record.key)
+            if old is not None:
+                return self._record(old)
+        if "ConditionalCheckFailed" in reasons[1:1 + len(guards)]:
+            raise GuardFailed(f"step {record.key!r}: a guard does not hold ({', '.join(reasons)})")
+        raise TransactionConflict(f"step {record.key!r}: transaction cancelled ({', '.join(reasons) or 'no reason given'})")
+
     def _scan(self, workflow: str | None) -> Iterator[Record]:
         params: dict[str, Any] = {"TableName": self.table, "ConsistentRead": True}
         if workflow is not None:
@@ -347,6 +394,32 @@ def _item(record: Record) -> dict[str, Any]:
         item[SIZE] = {"N": str(record.size)}
         item[MEMBERS] = {"M": {}}
     return item
+
+
+def _guard_condition(guard: Guard) -> dict[str, Any]:
+    """The condition of a step transaction's guard on a unum item."""
+    if guard.slot is not None:
+        return {"ConditionExpression": f"attribute_exists({KEY}) AND attribute_not_exists(#m.#slot)",
+                "ExpressionAttributeNames": {"#m": MEMBERS, "#slot": str(guard.slot)}}
+    return {"ConditionExpression": f"attribute_exists({KEY})" if guard.present else f"attribute_not_exists({KEY})"}
+
+
+def _app_operation(op: AppOp) -> dict[str, Any]:
+    """One application item of a step transaction: a version check, put or delete."""
+    if op.expected == 0:
+        condition, values = f"attribute_not_exists({KEY})", {}
+    else:
+        condition, values = "#ver = :ver", {":ver": {"N": str(op.expected)}}
+    names = {"#ver": VERSION} if values else {}
+    common: dict[str, Any] = {"TableName": op.table, "ConditionExpression": condition}
+    if names:
+        common.update(ExpressionAttributeNames=names, ExpressionAttributeValues=values)
+    if not op.write:
+        return {"ConditionCheck": {**common, "Key": _key(op.key)}}
+    if op.value is None:
+        return {"Delete": {**common, "Key": _key(op.key)}}
+    item = {KEY: {"S": op.key}, VALUE: {"B": op.value}, VERSION: {"N": str(op.expected + 1)}}
+    return {"Put": {**common, "Item": item}}
 
 
 def _key(key: str) -> dict[str, Any]:

@@ -9,21 +9,26 @@ Layout under `root`:
   non-empty directory). Adding links a slot file in; deleting renames the directory away
   first, so a concurrent add either lands before the delete or sees the set gone.
 - `tmp/`: scratch space for the two steps above.
+- `app/<table>/<key>`: application items of transactional steps (msgpack `{v, ver}`), outside
+  `objects/` so `records()` never lists them. `app/.lock` (fcntl) serialises transactions and
+  application reads; `app/.redo/<step key>` is a transaction's redo record (see `_transact`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
+import fcntl
 import os
 import shutil
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import msgpack
 
-from unum_entry.errors import SetGone, StoreError
-from unum_entry.stores.base import Kind, Record, SetState, Store
+from unum_entry.errors import GuardFailed, SetGone, StoreError, TransactionConflict
+from unum_entry.stores.base import AppOp, Guard, Kind, Record, SetState, Store, Versioned
 
 _SIZE_FILE = "size"
 _META_FILE = "meta"
@@ -38,6 +43,8 @@ class FileStore(Store):
         self._objects = self.root / "objects"
         self._sets = self.root / "sets"
         self._tmp = self.root / "tmp"
+        self._app = self.root / "app"
+        self._redo = self._app / ".redo"
         for folder in (self._objects, self._sets, self._tmp):
             folder.mkdir(parents=True, exist_ok=True)
 
@@ -112,7 +119,107 @@ class FileStore(Store):
             if record is not None and (workflow is None or record.workflow == workflow):
                 yield record
 
+    def _app_read(self, table: str, keys: list[str]) -> dict[str, Versioned]:
+        with self._app_locked():
+            found = {key: self._app_item(table, key) for key in keys}
+        return {key: item for key, item in found.items() if item is not None}
+
+    def _transact(self, record: Record, ops: list[AppOp], guards: list[Guard]) -> Record | None:
+        # Crash-atomic without a database: under one exclusive fcntl lock (released by the OS
+        # if the holder dies), (1) finish or discard whatever a dead holder left (`_recover`),
+        # (2) validate, (3) write the redo record (every application write) by rename,
+        # (4) link the step record into objects/ — the commit point, (5) apply the writes,
+        # (6) drop the redo record. Dying before (4) leaves a redo record without its step
+        # record: discarded. Dying after (4) leaves one with it: its writes are (re)applied.
+        # Either both the step record and the writes exist, or neither; nobody reads
+        # application items without the lock, so nobody sees a half-applied transaction.
+        with self._app_locked():
+            existing = self._read_object(self._object_path(record.key))
+            if existing is not None:
+                if existing.expires_at > self._clock():
+                    return existing
+                _unlink(self._object_path(record.key))
+            # Guards after the record: witnesses are deleted before records, and whoever deletes
+            # them does so with one atomic unlink/rename, so this order cannot be fooled.
+            for guard in guards:
+                if not self._guard_holds(guard):
+                    raise GuardFailed(f"step {record.key!r}: guard on {guard.key!r} does not hold")
+            for op in ops:
+                current = self._app_item(op.table, op.key)
+                if (current.version if current else 0) != op.expected:
+                    raise TransactionConflict(f"application item {op.table}/{op.key} changed since it was read")
+            writes = [[op.table, op.key, op.value, op.expected + 1] for op in ops if op.write]
+            redo = self._redo / _safe(record.key)
+            self._prepare_redo(redo, writes)
+            self._commit_record(record)
+            self._apply(writes)
+            _unlink(redo)
+        return None
+
     # ---- helpers -------------------------------------------------------------------------
+
+    def _guard_holds(self, guard: Guard) -> bool:
+        if guard.slot is not None:
+            set_dir = self._set_path(guard.key)
+            return set_dir.is_dir() and not (set_dir / str(guard.slot)).exists()
+        found = self._read_object(self._object_path(guard.key)) is not None or self._set_path(guard.key).is_dir()
+        return found == guard.present
+
+    def _prepare_redo(self, redo: Path, writes: list[list]) -> None:
+        tmp = self._scratch()
+        tmp.write_bytes(msgpack.packb(writes, use_bin_type=True))
+        os.replace(tmp, redo)
+
+    def _commit_record(self, record: Record) -> None:
+        tmp = self._scratch()
+        tmp.write_bytes(_pack(record))
+        try:
+            os.link(tmp, self._object_path(record.key))
+        finally:
+            _unlink(tmp)
+
+    def _apply(self, writes: list[list]) -> None:
+        for table, key, value, version in writes:
+            path = self._app_path(table, key)
+            if value is None:
+                _unlink(path)
+                continue
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = self._scratch()
+            tmp.write_bytes(msgpack.packb({"v": value, "ver": version}, use_bin_type=True))
+            os.replace(tmp, path)
+
+    def _recover(self) -> None:
+        """Under the app lock: finish committed transactions a dead holder left half-applied,
+        discard uncommitted ones."""
+        for name in os.listdir(self._redo):
+            redo = self._redo / name
+            if self._object_path(name).exists():
+                self._apply(msgpack.unpackb(redo.read_bytes(), raw=False))
+            _unlink(redo)
+
+    @contextlib.contextmanager
+    def _app_locked(self) -> Iterator[None]:
+        self._redo.mkdir(parents=True, exist_ok=True)
+        # One open file description per acquisition: flock then excludes other threads of this
+        # process as well as other processes.
+        with open(self._app / ".lock", "a+b") as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            try:
+                self._recover()
+                yield
+            finally:
+                fcntl.flock(handle, fcntl.LOCK_UN)
+
+    def _app_item(self, table: str, key: str) -> Versioned | None:
+        try:
+            raw = msgpack.unpackb(self._app_path(table, key).read_bytes(), raw=False)
+        except FileNotFoundError:
+            return None
+        return Versioned(raw["v"], raw["ver"])
+
+    def _app_path(self, table: str, key: str) -> Path:
+        return self._app / _safe(table) / _safe(key)
 
     def _create_set_dir(self, record: Record) -> Record | None:
         target = self._set_path(record.key)

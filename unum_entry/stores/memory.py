@@ -12,8 +12,8 @@ import threading
 from collections.abc import Iterable
 from dataclasses import replace
 
-from unum_entry.errors import SetGone, StoreError
-from unum_entry.stores.base import Kind, Record, SetState, Store
+from unum_entry.errors import GuardFailed, SetGone, StoreError, TransactionConflict
+from unum_entry.stores.base import AppOp, Guard, Kind, Record, SetState, Store, Versioned
 
 
 class MemoryStore(Store):
@@ -22,6 +22,7 @@ class MemoryStore(Store):
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
         self._records: dict[str, Record] = {}
+        self._app: dict[tuple[str, str], Versioned] = {}
         self._lock = threading.Lock()
 
     # ---- primitives ----------------------------------------------------------------------
@@ -55,6 +56,36 @@ class MemoryStore(Store):
             assert isinstance(members, dict)  # created by _create above: always a private dict
             members.setdefault(slot, member)  # a slot keeps its first member (idempotent add)
             return SetState(size=record.size, members=dict(members))
+
+    def _app_read(self, table: str, keys: list[str]) -> dict[str, Versioned]:
+        with self._lock:
+            return {key: self._app[(table, key)] for key in keys if (table, key) in self._app}
+
+    def _transact(self, record: Record, ops: list[AppOp], guards: list[Guard]) -> Record | None:
+        with self._lock:
+            existing = self._live(record.key)
+            if existing is not None:
+                return _snapshot(existing)
+            for guard in guards:
+                found = self._live(guard.key)
+                holds = (found is not None) == guard.present
+                if holds and guard.slot is not None:
+                    holds = found is not None and guard.slot not in found.members
+                if not holds:
+                    raise GuardFailed(f"step {record.key!r}: guard on {guard.key!r} does not hold")
+            for op in ops:
+                current = self._app.get((op.table, op.key))
+                if (current.version if current else 0) != op.expected:
+                    raise TransactionConflict(f"application item {op.table}/{op.key} changed since it was read")
+            self._records[record.key] = record
+            for op in ops:
+                if not op.write:
+                    continue
+                if op.value is None:
+                    self._app.pop((op.table, op.key), None)
+                else:
+                    self._app[(op.table, op.key)] = Versioned(op.value, op.expected + 1)
+            return None
 
     def _scan(self, workflow: str | None) -> Iterable[Record]:
         with self._lock:

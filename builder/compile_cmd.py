@@ -1,0 +1,72 @@
+"""`python -m builder compile`, and state machines accepted by `python -m builder run`."""
+
+from __future__ import annotations
+
+import argparse
+import atexit
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+from builder.compiler.load import STATE_MACHINE_SUFFIXES, find_definition
+
+WORKFLOW_FILE = "unum-workflow.json"
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add `compile`, and the compile options of `run` (run accepts a state machine directly)."""
+    parser = sub.add_parser("compile", help="compile a Step Functions state machine (JSON/YAML) into a unum workflow folder")
+    parser.add_argument("statemachine", help="state machine file (.json, .asl.json, .yaml) or a folder holding one")
+    parser.add_argument("--out", default=None, help="output folder (default: <name>.unum next to the state machine)")
+    _add_compile_options(parser)
+    parser.set_defaults(func=cmd_compile)
+    run = sub.choices.get("run")
+    if run is not None:
+        _add_compile_options(run)
+
+
+def _add_compile_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--functions", default=None,
+                        help="folder with one sub-folder of code per Lambda function name (default: ./functions next to the state machine, else its folder)")
+    parser.add_argument("--handler", default=None,
+                        help="handler of every function as MODULE.FUNCTION (default: detect app.handler or lambda_function.lambda_handler)")
+
+
+def cmd_compile(args: argparse.Namespace) -> int:
+    from builder.compiler import compile_state_machine
+
+    source = Path(args.statemachine)
+    out = Path(args.out) if args.out else _default_out(source)
+    result = compile_state_machine(source, out, functions=args.functions, handler=args.handler)
+    print(f"compiled {result.name}: {result.states} states -> {len(result.functions)} functions in {result.out} (entry {result.entry})")
+    for name, info in sorted(result.functions.items()):
+        what = f"Task {info['task']!r} -> {info['lambda']} ({info['handler']})" if info["task"] else info["kind"]
+        print(f"  {name:<28} starts at {info['head']!r}; {what}")
+    return 0
+
+
+def runnable_workflow(path: str, functions: str | None = None, handler: str | None = None) -> str:
+    """The workflow folder `run` should load: `path` itself, or a temporary folder compiled from
+    the state machine file `path` is (or holds). The temporary folder is removed at exit."""
+    target = Path(path)
+    if target.is_dir() and (target / WORKFLOW_FILE).is_file():
+        return path
+    if target.is_dir():
+        if find_definition(target) is None:
+            return path  # let load_workflow explain what is missing
+    elif not (target.is_file() and target.suffix in STATE_MACHINE_SUFFIXES):
+        return path
+    from builder.compiler import compile_state_machine
+
+    out = Path(tempfile.mkdtemp(prefix="unum-asl-")) / "workflow"
+    atexit.register(shutil.rmtree, out.parent, True)
+    result = compile_state_machine(target, out, functions=functions, handler=handler)
+    print(f"compiled {result.name}: {len(result.functions)} functions", file=sys.stderr)
+    return str(result.out)
+
+
+def _default_out(source: Path) -> Path:
+    base = source if source.is_dir() else source.parent
+    stem = source.name.split(".")[0] if source.is_file() else "statemachine"
+    return base / f"{stem}.unum"

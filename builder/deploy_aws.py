@@ -1,0 +1,139 @@
+"""`python -m builder deploy <workflow> --target aws`: a CloudFormation (SAM) template.
+
+What it declares, per workflow:
+- the DynamoDB table (key `k`, on-demand, TTL on `ttl`): the store every function coordinates in;
+- one `AWS::Serverless::Function` per unum function: `PackageType: Image` (the image `builder
+  build` made, pushed under `--image-prefix`), named `${AWS::StackName}-<function>` so invokers
+  and policies can name each other without creating dependency cycles (loops invoke themselves);
+- least privilege per function: the table's item operations on the table only, and
+  `lambda:InvokeFunction` on exactly its successors (from its IR) plus itself (handler retries);
+- asynchronous invoke configuration: Lambda's retries (`--aws-retries`, default 2), the maximum
+  event age, and an on-failure destination (the function itself: the unum adapter turns the
+  destination record into the workflow's failure record).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from builder.images import image_repository
+from unum_entry.errors import BuildError
+from unum_entry.workflow import Workflow, load_workflow
+
+TABLE = "UnumTable"
+ITEM_ACTIONS = ["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem",
+                "dynamodb:BatchGetItem", "dynamodb:BatchWriteItem", "dynamodb:ConditionCheckItem"]
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    aws = parser.add_argument_group("--target aws")
+    aws.add_argument("--aws-tag-prefix", default="unum/", help="repository prefix the images were built with (default: unum/)")
+    aws.add_argument("--aws-memory", type=int, default=512, help="MemorySize in MB (default: 512)")
+    aws.add_argument("--aws-timeout", type=int, default=60, help="function Timeout in seconds (default: 60)")
+    aws.add_argument("--aws-retries", type=int, default=2, choices=(0, 1, 2),
+                     help="Lambda's asynchronous retries after a function error (default: 2)")
+    aws.add_argument("--aws-max-event-age", type=int, default=21600,
+                     help="seconds an event may wait in Lambda's async queue (60-21600, default: 21600)")
+
+
+def deploy_aws(args: argparse.Namespace) -> int:
+    workflow = load_workflow(args.workflow)
+    if not args.image_prefix:
+        raise BuildError("deploy --target aws: --image-prefix is required (the ECR registry the images were pushed to, "
+                         "e.g. 123456789012.dkr.ecr.us-east-1.amazonaws.com)")
+    template = sam_template(workflow, image_prefix=args.image_prefix, tag=args.tag, tag_prefix=args.aws_tag_prefix,
+                            memory=args.aws_memory, timeout=args.aws_timeout, retries=args.aws_retries,
+                            max_event_age=args.aws_max_event_age)
+    text = render(template)
+    if args.out:
+        Path(args.out).write_text(text)
+        print(f"wrote {args.out}: {len(workflow.functions)} functions; deploy with "
+              f"`sam deploy --template-file {args.out} --stack-name <name> --capabilities CAPABILITY_IAM "
+              f"--image-repositories ...` or `aws cloudformation deploy`", file=sys.stderr)
+    else:
+        print(text, end="")
+    return 0
+
+
+def logical_id(function: str) -> str:
+    """A CloudFormation logical id (alphanumeric) for a function."""
+    cleaned = "".join(c for c in function.title() if c.isalnum())
+    return f"Fn{cleaned}"
+
+
+def sam_template(workflow: Workflow, *, image_prefix: str, tag: str = "latest", tag_prefix: str = "unum/",
+                 memory: int = 512, timeout: int = 60, retries: int = 2, max_event_age: int = 21600) -> dict[str, Any]:
+    """The template as a dict (render with `render`)."""
+    if not 60 <= max_event_age <= 21600:
+        raise BuildError(f"--aws-max-event-age: expected 60..21600 seconds, found {max_event_age}")
+    ids = {name: logical_id(name) for name in workflow.functions}
+    if len(set(ids.values())) != len(ids):
+        raise BuildError(f"{workflow.folder}: function names {sorted(ids)} map to clashing CloudFormation ids")
+    resources: dict[str, Any] = {TABLE: {
+        "Type": "AWS::DynamoDB::Table",
+        "Properties": {
+            "BillingMode": "PAY_PER_REQUEST",
+            "AttributeDefinitions": [{"AttributeName": "k", "AttributeType": "S"}],
+            "KeySchema": [{"AttributeName": "k", "KeyType": "HASH"}],
+            "TimeToLiveSpecification": {"AttributeName": "ttl", "Enabled": True},
+        },
+    }}
+    for name, spec in sorted(workflow.functions.items()):
+        invokes = sorted(spec.ir.targets() | {name})
+        repository = image_repository(tag_prefix, workflow.name, name)
+        resources[ids[name]] = {
+            "Type": "AWS::Serverless::Function",
+            "Properties": {
+                "FunctionName": {"Fn::Sub": f"${{AWS::StackName}}-{name}"},
+                "Description": f"unum workflow {workflow.name}: function {name}",
+                "PackageType": "Image",
+                "ImageUri": f"{image_prefix.rstrip('/')}/{repository}:{tag}",
+                "MemorySize": memory,
+                "Timeout": timeout,
+                "Environment": {"Variables": {
+                    "UNUM_STORE": {"Fn::Sub": f"dynamodb://${{{TABLE}}}?region=${{AWS::Region}}"},
+                    "UNUM_INVOKER": {"Fn::Sub": "lambda://?prefix=${AWS::StackName}-&region=${AWS::Region}"},
+                }},
+                "Policies": [{"Statement": [
+                    {"Effect": "Allow", "Action": list(ITEM_ACTIONS), "Resource": {"Fn::GetAtt": [TABLE, "Arn"]}},
+                    {"Effect": "Allow", "Action": ["lambda:InvokeFunction"],
+                     "Resource": [_function_arn(target) for target in invokes]},
+                ]}],
+                "EventInvokeConfig": {
+                    "MaximumRetryAttempts": retries,
+                    "MaximumEventAgeInSeconds": max_event_age,
+                    "DestinationConfig": {"OnFailure": {"Type": "Lambda", "Destination": _function_arn(name)}},
+                },
+            },
+        }
+    return {
+        "AWSTemplateFormatVersion": "2010-09-09",
+        "Transform": "AWS::Serverless-2016-10-31",
+        "Description": f"unum workflow {workflow.name} (entry: {workflow.entry}), generated by python -m builder deploy",
+        "Resources": resources,
+        "Outputs": {
+            "EntryFunction": {"Description": "invoke this function with the workflow input",
+                              "Value": {"Ref": ids[workflow.entry]}},
+            "StoreTable": {"Description": "the DynamoDB table (use with builder inspect --store dynamodb://TABLE)",
+                           "Value": {"Ref": TABLE}},
+        },
+    }
+
+
+def _function_arn(function: str) -> dict[str, str]:
+    return {"Fn::Sub": f"arn:${{AWS::Partition}}:lambda:${{AWS::Region}}:${{AWS::AccountId}}:function:${{AWS::StackName}}-{function}"}
+
+
+def render(template: dict[str, Any]) -> str:
+    """YAML when PyYAML is installed (the template's intrinsics are in long form), else JSON;
+    CloudFormation accepts both."""
+    try:
+        import yaml
+    except ImportError:
+        import json
+
+        return json.dumps(template, indent=2) + "\n"
+    return yaml.safe_dump(template, sort_keys=False, default_flow_style=False, width=120)

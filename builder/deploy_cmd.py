@@ -1,0 +1,47 @@
+"""`python -m builder deploy <workflow> --target gcp|aws`: emit what deploying needs.
+
+One sub-command for every cloud; each target lives in its own module (`builder.deploy_gcp`,
+`builder.deploy_aws`) exposing `add_arguments(parser)` (its options, named so they do not clash)
+and `deploy_<target>(args) -> int`. A target whose module is absent is refused by name.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+from typing import Any
+
+from unum_entry.errors import BuildError
+
+TARGETS = ("gcp", "aws")
+
+
+def _target_module(target: str) -> Any | None:
+    try:
+        return importlib.import_module(f"builder.deploy_{target}")
+    except ModuleNotFoundError as exc:
+        if exc.name == f"builder.deploy_{target}":
+            return None
+        raise
+
+
+def cmd_deploy(args: argparse.Namespace) -> int:
+    module = _target_module(args.target)
+    if module is None:
+        raise BuildError(f"deploy --target {args.target}: this installation has no builder.deploy_{args.target}")
+    return getattr(module, f"deploy_{args.target}")(args)
+
+
+def register(sub: Any) -> None:
+    deploy = sub.add_parser("deploy", help="emit a deploy script/template for a workflow's function images")
+    deploy.add_argument("workflow", help="workflow folder (unum-workflow.json + one folder per function)")
+    deploy.add_argument("--target", required=True, choices=TARGETS, help="cloud to deploy to")
+    deploy.add_argument("--out", default=None, help="file to write (default: print to stdout)")
+    deploy.add_argument("--image-prefix", default="", help="registry/repository the images were pushed to "
+                        "(e.g. us-docker.pkg.dev/PROJECT/unum)")
+    deploy.add_argument("--tag", default="latest", help="image tag (default: latest)")
+    for target in TARGETS:
+        module = _target_module(target)
+        if module is not None and hasattr(module, "add_arguments"):
+            module.add_arguments(deploy)
+    deploy.set_defaults(func=cmd_deploy)

@@ -1,0 +1,443 @@
+"""A local Lambda Invoke endpoint with Lambda's asynchronous semantics, in front of function
+containers running the Runtime Interface Emulator (RIE).
+
+The RIE serves one function, synchronously, one request at a time. This endpoint speaks Lambda's
+Invoke API (`POST /2015-03-31/functions/NAME/invocations`, so boto3's Lambda client works with
+`endpoint_url=`) and adds what Lambda does for `InvocationType=Event`:
+
+- answers 202 at once and delivers in the background, at most one request per container;
+- a *function error* (the RIE's 200 with an `errorMessage` body, a non-200, or the connection
+  dropping mid-request because the container died) is retried `max_retries` times (Lambda: 2)
+  after `delays` (Lambda: about 1 and 2 minutes; tests pass fractions of a second);
+- *no capacity* (nothing listens: the container is stopped or starting) is retried with backoff
+  without counting as an attempt, until the event is `max_event_age` old (Lambda: throttles and
+  system errors are retried for up to 6 hours);
+- then the event goes to the function's on-failure destination as Lambda's destination record
+  (`requestContext.condition`, `requestPayload`, `responsePayload`), itself an async invoke.
+
+`RequestResponse` invokes are passed through synchronously (with `X-Amz-Function-Error`).
+Everything listens on 127.0.0.1 only.
+"""
+
+from __future__ import annotations
+
+import heapq
+import http.client
+import itertools
+import json
+import logging
+import threading
+import time
+import urllib.error
+import urllib.request
+import uuid
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from types import TracebackType
+from typing import Any
+
+from builder.localstack import LOOPBACK
+
+log = logging.getLogger("unum.lambda_endpoint")
+
+ASYNC_PAYLOAD_LIMIT = 256 * 1024
+SYNC_PAYLOAD_LIMIT = 6 * 1024 * 1024
+_DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+_SELF = "<self>"
+
+
+@dataclass(frozen=True)
+class LambdaRetry:
+    """Lambda's asynchronous retry behaviour, with delays a test can shrink."""
+
+    max_retries: int = 2
+    delays: tuple[float, ...] = (60.0, 120.0)
+    unavailable_delay: float = 1.0
+    max_event_age: float = 6 * 3600.0
+    request_timeout: float = 900.0
+
+    def delay(self, retry: int) -> float:
+        return self.delays[min(retry, len(self.delays) - 1)] if self.delays else 0.0
+
+
+@dataclass
+class _Function:
+    name: str
+    urls: list[str]
+    on_failure: str | None
+    free: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.free = list(self.urls)
+
+
+@dataclass(order=True)
+class _Event:
+    ready_at: float
+    seq: int
+    function: str = field(compare=False)
+    body: bytes = field(compare=False)
+    request_id: str = field(compare=False)
+    accepted_at: float = field(compare=False)
+    retries: int = field(default=0, compare=False)
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """One delivery attempt, for tests and logs."""
+
+    function: str
+    request_id: str
+    outcome: str  # ok | function_error | unavailable | destination | expired
+    detail: str = ""
+
+
+class AsyncInvokeEndpoint:
+    """Lambda's Invoke API on a loopback port; a context manager.
+
+    `register(name, urls)` routes a function to its RIE container(s); `wait_idle()` blocks until
+    no event is queued or running. `attempts` lists every delivery attempt.
+    """
+
+    def __init__(self, *, retry: LambdaRetry = LambdaRetry(), port: int = 0, workers: int = 8) -> None:
+        self.retry = retry
+        self.stats: Counter[str] = Counter()
+        self.attempts: list[Attempt] = []
+        self._functions: dict[str, _Function] = {}
+        self._queue: list[_Event] = []
+        self._seq = itertools.count()
+        self._outstanding = 0
+        self._running: Counter[str] = Counter()
+        self._duplicates: Counter[str] = Counter()
+        self._cv = threading.Condition()
+        self._stopping = False
+        self._port = port
+        self._workers_count = workers
+        self._server: ThreadingHTTPServer | None = None
+        self._threads: list[threading.Thread] = []
+
+    # ---- configuration -------------------------------------------------------------------
+
+    def register(self, name: str, urls: str | Sequence[str], *, on_failure: str | None = _SELF) -> None:
+        """Route `name` to RIE invocation URL(s) (one request at a time per URL). `on_failure`
+        names the destination function (default: the function itself; None drops the event)."""
+        url_list = [urls] if isinstance(urls, str) else list(urls)
+        with self._cv:
+            self._functions[name] = _Function(name, url_list, name if on_failure == _SELF else on_failure)
+            self._cv.notify_all()
+
+    def duplicate_next(self, function: str, count: int = 1) -> None:
+        """Fault injection: the next `count` Event invokes of `function` are each delivered twice."""
+        with self._cv:
+            self._duplicates[function] += count
+
+    # ---- lifecycle -----------------------------------------------------------------------
+
+    def start(self) -> AsyncInvokeEndpoint:
+        endpoint = self
+
+        class Handler(_InvokeHandler):
+            owner = endpoint
+
+        self._server = ThreadingHTTPServer((LOOPBACK, self._port), Handler)
+        self._server.daemon_threads = True
+        self._threads = [threading.Thread(target=self._server.serve_forever, name="lambda-endpoint-http", daemon=True)]
+        self._threads += [threading.Thread(target=self._work, name=f"lambda-endpoint-{i}", daemon=True)
+                          for i in range(self._workers_count)]
+        for thread in self._threads:
+            thread.start()
+        return self
+
+    def stop(self) -> None:
+        with self._cv:
+            self._stopping = True
+            self._cv.notify_all()
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+        for thread in self._threads:
+            thread.join(timeout=5)
+        self._threads = []
+
+    def __enter__(self) -> AsyncInvokeEndpoint:
+        return self.start()
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.stop()
+
+    @property
+    def endpoint(self) -> str:
+        if self._server is None:
+            raise RuntimeError("the endpoint is not started")
+        return f"http://{LOOPBACK}:{self._server.server_address[1]}"
+
+    def wait_idle(self, timeout: float) -> bool:
+        """True once nothing is queued or running; False when `timeout` passed first."""
+        deadline = time.monotonic() + timeout
+        with self._cv:
+            while self._outstanding:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return False
+                self._cv.wait(min(remaining, 0.1))
+        return True
+
+    def wait_running(self, function: str, timeout: float) -> bool:
+        """True once a delivery to `function` is in flight (for fault tests)."""
+        deadline = time.monotonic() + timeout
+        with self._cv:
+            while not self._running[function]:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return False
+                self._cv.wait(min(remaining, 0.05))
+        return True
+
+    # ---- the Invoke API ------------------------------------------------------------------
+
+    def accept(self, function: str, body: bytes) -> str:
+        """Queue one Event invoke (the 202 path); returns its request id."""
+        request_id = str(uuid.uuid4())
+        now = time.monotonic()
+        with self._cv:
+            copies = 1
+            if self._duplicates[function] > 0:
+                self._duplicates[function] -= 1
+                copies = 2
+                self.stats["duplicated"] += 1
+            for _ in range(copies):
+                heapq.heappush(self._queue, _Event(now, next(self._seq), function, body, request_id, now))
+                self._outstanding += 1
+            self.stats["accepted"] += 1
+            self._cv.notify_all()
+        return request_id
+
+    def invoke_sync(self, function: str, body: bytes) -> tuple[int, bytes, bool]:
+        """RequestResponse: one delivery now. Returns (status, body, function_error?)."""
+        target = self._functions[function]
+        url = self._acquire_url(target, deadline=time.monotonic() + self.retry.request_timeout)
+        if url is None:
+            return 429, json.dumps({"message": f"no free container for {function}"}).encode(), False
+        try:
+            outcome, response = self._post(url, body)
+        finally:
+            self._release_url(target, url)
+        if outcome == "unavailable":
+            return 502, json.dumps({"message": f"function {function} is not reachable: {response!r}"}).encode(), False
+        return 200, response, outcome == "function_error"
+
+    def known(self, function: str) -> bool:
+        with self._cv:
+            return function in self._functions
+
+    # ---- delivery ------------------------------------------------------------------------
+
+    def _take(self) -> tuple[_Event, str] | None:
+        """The earliest ready event whose function has a free container, with that container."""
+        with self._cv:
+            while not self._stopping:
+                now = time.monotonic()
+                next_ready = now + 0.1
+                for event in sorted(self._queue):
+                    if event.ready_at > now:
+                        next_ready = min(next_ready, event.ready_at)
+                        break
+                    target = self._functions.get(event.function)
+                    if target is None:
+                        self._queue.remove(event)
+                        heapq.heapify(self._queue)
+                        self._outstanding -= 1
+                        self._record(Attempt(event.function, event.request_id, "expired", "function not registered"))
+                        continue
+                    if target.free:
+                        self._queue.remove(event)
+                        heapq.heapify(self._queue)
+                        self._running[event.function] += 1
+                        self._cv.notify_all()
+                        return event, target.free.pop(0)
+                self._cv.wait(max(0.001, min(next_ready - now, 0.1)))
+            return None
+
+    def _work(self) -> None:
+        while (taken := self._take()) is not None:
+            event, url = taken
+            try:
+                self._deliver(event, url)
+            except Exception:  # keep the endpoint alive; the event is lost, loudly
+                log.exception("delivery of %s to %s failed", event.request_id, event.function)
+            finally:
+                with self._cv:
+                    self._running[event.function] -= 1
+                    self._functions[event.function].free.append(url)
+                    self._outstanding -= 1
+                    self._cv.notify_all()
+
+    def _deliver(self, event: _Event, url: str) -> None:
+        outcome, response = self._post(url, event.body)
+        self.stats[outcome] += 1
+        self._record(Attempt(event.function, event.request_id, outcome, response[:200].decode(errors="replace")))
+        now = time.monotonic()
+        if outcome == "ok":
+            return
+        if outcome == "unavailable":
+            if now - event.accepted_at < self.retry.max_event_age:
+                self._requeue(event, self.retry.unavailable_delay, retries=event.retries)
+                return
+            self._destination(event, "EventAgeExceeded", response)
+            return
+        if event.retries < self.retry.max_retries:
+            self.stats["retries"] += 1
+            self._requeue(event, self.retry.delay(event.retries), retries=event.retries + 1)
+            return
+        self._destination(event, "RetriesExhausted", response)
+
+    def _requeue(self, event: _Event, delay: float, *, retries: int) -> None:
+        with self._cv:
+            heapq.heappush(self._queue, _Event(time.monotonic() + delay, next(self._seq), event.function, event.body,
+                                               event.request_id, event.accepted_at, retries))
+            self._outstanding += 1
+            self._cv.notify_all()
+
+    def _destination(self, event: _Event, condition: str, response: bytes) -> None:
+        target = self._functions.get(event.function)
+        destination = target.on_failure if target is not None else None
+        self._record(Attempt(event.function, event.request_id, "destination", f"{condition} -> {destination}"))
+        if destination is None:
+            return
+        try:
+            payload = json.loads(event.body)
+        except ValueError:
+            payload = event.body.decode(errors="replace")
+        try:
+            response_payload = json.loads(response) if response else None
+        except ValueError:
+            response_payload = {"errorMessage": response.decode(errors="replace"), "errorType": "Runtime.Unknown"}
+        record = {
+            "version": "1.0",
+            "timestamp": datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+            "requestContext": {
+                "requestId": event.request_id,
+                "functionArn": f"arn:aws:lambda:us-east-1:000000000000:function:{event.function}:$LATEST",
+                "condition": condition,
+                "approximateInvokeCount": event.retries + 1,
+            },
+            "requestPayload": payload,
+            "responseContext": {"statusCode": 200, "executedVersion": "$LATEST", "functionError": "Unhandled"},
+            "responsePayload": response_payload,
+        }
+        self.accept(destination, json.dumps(record).encode())
+
+    def _post(self, url: str, body: bytes) -> tuple[str, bytes]:
+        """One request to a RIE: (ok | function_error | unavailable, response body)."""
+        request = urllib.request.Request(url, data=body, method="POST", headers={"Content-Type": "application/json"})
+        sent = False
+        try:
+            with _DIRECT.open(request, timeout=self.retry.request_timeout) as response:
+                sent = True
+                data = response.read()
+        except urllib.error.HTTPError as exc:
+            return "function_error", exc.read() or str(exc).encode()
+        except (urllib.error.URLError, ConnectionError, http.client.HTTPException, TimeoutError, OSError) as exc:
+            reason = getattr(exc, "reason", exc)
+            if isinstance(reason, ConnectionRefusedError) and not sent:
+                return "unavailable", str(reason).encode()
+            # The connection dropped mid-request: the execution environment died (a crash).
+            return "function_error", json.dumps({"errorMessage": f"{type(reason).__name__}: {reason}",
+                                                  "errorType": "Runtime.ExitError"}).encode()
+        return ("function_error" if _is_error_body(data) else "ok"), data
+
+    def _acquire_url(self, target: _Function, deadline: float) -> str | None:
+        with self._cv:
+            while not target.free:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0 or self._stopping:
+                    return None
+                self._cv.wait(min(remaining, 0.1))
+            return target.free.pop(0)
+
+    def _release_url(self, target: _Function, url: str) -> None:
+        with self._cv:
+            target.free.append(url)
+            self._cv.notify_all()
+
+    def _record(self, attempt: Attempt) -> None:
+        with self._cv:
+            self.attempts.append(attempt)
+        log.info("%s %s: %s %s", attempt.function, attempt.request_id, attempt.outcome, attempt.detail[:120])
+
+
+def _is_error_body(data: bytes) -> bool:
+    try:
+        parsed = json.loads(data)
+    except ValueError:
+        return False
+    return isinstance(parsed, dict) and "errorMessage" in parsed and ("errorType" in parsed or len(parsed) <= 3)
+
+
+def function_name_from_path(path: str) -> str | None:
+    """`/2015-03-31/functions/NAME|ARN[:QUALIFIER]/invocations` → NAME."""
+    parts = path.split("?", 1)[0].strip("/").split("/")
+    if len(parts) != 4 or parts[0] != "2015-03-31" or parts[1] != "functions" or parts[3] != "invocations":
+        return None
+    name = urllib.request.unquote(parts[2])
+    if name.startswith("arn:"):
+        pieces = name.split(":")
+        return pieces[6] if len(pieces) >= 7 else None
+    return name.split(":", 1)[0]
+
+
+class _InvokeHandler(BaseHTTPRequestHandler):
+    owner: AsyncInvokeEndpoint
+    protocol_version = "HTTP/1.1"
+
+    def do_POST(self) -> None:  # noqa: N802 (http.server's naming)
+        function = function_name_from_path(self.path)
+        length = int(self.headers.get("Content-Length") or 0)
+        body = self.rfile.read(length) if length else b""
+        if function is None:
+            self._error(404, "UnknownOperationException", f"unknown path {self.path}")
+            return
+        if not self.owner.known(function):
+            self._error(404, "ResourceNotFoundException", f"Function not found: {function}")
+            return
+        kind = self.headers.get("X-Amz-Invocation-Type", "RequestResponse")
+        if kind == "DryRun":
+            self._reply(204, b"")
+        elif kind == "Event":
+            if len(body) > ASYNC_PAYLOAD_LIMIT:
+                self._error(413, "RequestEntityTooLargeException",
+                            f"{len(body)} byte payload is over the {ASYNC_PAYLOAD_LIMIT} byte async limit")
+                return
+            request_id = self.owner.accept(function, body)
+            self._reply(202, b"", {"x-amzn-RequestId": request_id})
+        elif kind == "RequestResponse":
+            if len(body) > SYNC_PAYLOAD_LIMIT:
+                self._error(413, "RequestEntityTooLargeException", f"{len(body)} byte payload is too large")
+                return
+            status, data, failed = self.owner.invoke_sync(function, body)
+            headers = {"X-Amz-Executed-Version": "$LATEST"}
+            if failed:
+                headers["X-Amz-Function-Error"] = "Unhandled"
+            self._reply(status, data, headers)
+        else:
+            self._error(400, "InvalidParameterValueException", f"unknown invocation type {kind!r}")
+
+    def _error(self, status: int, error_type: str, message: str) -> None:
+        self._reply(status, json.dumps({"Type": "User", "message": message}).encode(),
+                    {"x-amzn-ErrorType": error_type})
+
+    def _reply(self, status: int, body: bytes, headers: dict[str, str] | None = None) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        for key, value in (headers or {}).items():
+            self.send_header(key, value)
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 (http.server's signature)
+        log.debug(format, *args)

@@ -1,0 +1,7 @@
+class CustomError(Exception):
+    pass
+
+
+def handler(event, context):
+    """Always fail."""
+    raise CustomError("This is a custom error!")

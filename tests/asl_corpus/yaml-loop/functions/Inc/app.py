@@ -1,0 +1,3 @@
+def handler(event, context):
+    """n + 1."""
+    return {"n": event["n"] + 1}

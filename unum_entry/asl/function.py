@@ -1,0 +1,57 @@
+"""The handler of a compiled Step Functions function: `unum-asl.json` + the user's handler.
+
+The compiler writes a two-line `unum_asl_main.py` into every function folder:
+
+    from unum_entry.asl.function import make_handler
+    handler = make_handler(__file__)
+
+`UNUM_ASL_TIME_SCALE` (a number, default 1) scales every Wait and Retry delay: tests and local
+runs of long-waiting machines set it below 1.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from unum_entry.asl.runner import FRAGMENT_VERSION, Fragment, Handler, Services, run
+from unum_entry.errors import HandlerLoadError
+
+FRAGMENT_FILE_NAME = "unum-asl.json"
+MAIN_MODULE = "unum_asl_main"
+TIME_SCALE_ENV = "UNUM_ASL_TIME_SCALE"
+
+
+def make_handler(module_file: str | Path) -> Handler:
+    """The unum handler of the function whose folder holds `module_file`."""
+    folder = Path(module_file).resolve().parent
+    path = folder / FRAGMENT_FILE_NAME
+    try:
+        doc = json.loads(path.read_text())
+        if doc.get("unum_asl") != FRAGMENT_VERSION:
+            raise ValueError(f"unum_asl: expected version {FRAGMENT_VERSION}, found {doc.get('unum_asl')!r}")
+        fragment = Fragment.from_json(doc)
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise HandlerLoadError(f"{path}: not a valid state machine fragment: {exc}") from exc
+    user = None
+    if doc.get("handler"):
+        from unum_entry.runtime import load_handler
+        user = load_handler(folder, doc["handler"], function=fragment.function)
+
+    def handler(event: Any, context: Any) -> Any:
+        return run(fragment, user, event, context, Services(sleep=time.sleep, time_scale=time_scale()))
+
+    return handler
+
+
+def time_scale() -> float:
+    """`UNUM_ASL_TIME_SCALE` as a float (1 when unset or not a non-negative number)."""
+    raw = os.environ.get(TIME_SCALE_ENV, "")
+    try:
+        value = float(raw)
+    except ValueError:
+        return 1.0
+    return value if value >= 0 else 1.0

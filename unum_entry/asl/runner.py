@@ -1,0 +1,523 @@
+"""The in-function Step Functions state runner.
+
+A compiled state machine is a normal unum workflow: one function per Task (plus, where a state
+has nowhere else to run, a small router or join function, see docs/step-functions.md). Each
+function's handler is `run`: it enters the state machine at the function's *head* state, runs
+the Task's user handler (data flow in, Retry, Catch, data flow out), then every non-Task state
+that follows (Pass, Choice, Wait, Succeed, Fail) until the next Task, Parallel or Map, or the
+end, and returns a *decision*. The decision is the function's checkpointed output, so every
+replay takes the same route; the function's IR routes on `$.__next__`:
+
+- `{"__next__": "<Task>", "transfer": T}`       invoke the Task's function with T
+- `{"__next__": "<Parallel>", "fanout": F}`     fan out to the branches (each builds its own T)
+- `{"__next__": "<Map>", "items": [T, ...]}`    map over the iterations
+- `{"__next__": "__end__", "output": X[, "stack": S]}`   the end (of the workflow, or of a branch: fan-in)
+- `{"__next__": "__fail__", "error": E[, "stack": S]}`   a failure (of the workflow, or of a branch)
+
+A transfer T is `{"__unum_asl__": 1, "input", "vars", "stack", "exec"}`: the next state's raw
+input, the workflow variables, the Parallel/Map nesting stack and the execution's context
+object fields. Each stack level is `{"parent": P}` where only branch 0 carries P (the Parallel or
+Map state's raw input, variables and retry counters, which the join needs) and the others None.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import traceback
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timezone
+from typing import Any
+
+from unum_entry.asl import dataflow
+from unum_entry.asl.retry import matches, retry_delay
+from unum_entry.errors import ConditionEvaluationError, StatesRuntimeError
+
+MARK = "__unum_asl__"
+END = "__end__"
+FAIL = "__fail__"
+MAX_STEPS = 25_000  # Step Functions' history limit: a Pass/Choice loop without a Task ends here
+FRAGMENT_VERSION = 1
+
+
+@dataclass(frozen=True)
+class Fragment:
+    """What one function runs (its `unum-asl.json`)."""
+
+    function: str
+    head: str                     # the state this function starts at
+    join: bool                    # head is a Parallel/Map whose branches this function joins
+    in_branch: bool               # inside a Parallel/Map branch: the end fans in
+    states: Mapping[str, Mapping[str, Any]]
+    task: str | None = None       # the Task whose user handler this function holds
+    query_language: str = "JSONPath"
+    machine: Mapping[str, Any] = field(default_factory=dict)  # {"Name", "Id"} of the state machine
+    carry_input: bool = False     # keep $$.Execution.Input in every transfer (the definition reads it)
+    lambda_name: str | None = None
+
+    @classmethod
+    def from_json(cls, doc: Mapping[str, Any]) -> Fragment:
+        return cls(function=doc["function"], head=doc["head"], join=doc.get("join", False),
+                   in_branch=doc.get("in_branch", False), states=doc["states"], task=doc.get("task"),
+                   query_language=doc.get("query_language", "JSONPath"), machine=doc.get("machine", {}),
+                   carry_input=doc.get("carry_input", False), lambda_name=doc.get("lambda_name"))
+
+
+@dataclass(frozen=True)
+class Services:
+    """Time and randomness, injectable so tests are fast and deterministic."""
+
+    sleep: Callable[[float], None]
+    now: Callable[[], datetime] = lambda: datetime.now(timezone.utc)
+    time_scale: float = 1.0       # multiplies every Wait and Retry delay (tests: 0.001)
+    uuid: Callable[[], str] | None = None
+    random: Callable[[], float] | None = None
+
+    def pause(self, seconds: float) -> None:
+        if seconds > 0:
+            self.sleep(seconds * self.time_scale)
+
+
+@dataclass(frozen=True)
+class LambdaContext:
+    """The second argument of a Task's handler: the fields Lambda handlers use, plus unum's."""
+
+    function_name: str
+    invocation: str
+    workflow_id: str
+    attempt: int
+    index: int
+    size: int
+    iteration: int
+    deadline: float | None = None
+    function_version: str = "$LATEST"
+    memory_limit_in_mb: int = 128
+    log_group_name: str = ""
+    log_stream_name: str = ""
+
+    @property
+    def aws_request_id(self) -> str:
+        return f"{self.invocation}-{self.attempt}"
+
+    @property
+    def invoked_function_arn(self) -> str:
+        return f"arn:aws:lambda:local:000000000000:function:{self.function_name}"
+
+    def get_remaining_time_in_millis(self) -> int:
+        import time
+        return 900_000 if self.deadline is None else max(0, int((self.deadline - time.monotonic()) * 1000))
+
+
+@dataclass(frozen=True)
+class _Thread:
+    """The running state of one thread of control: raw input of the current state and what travels with it."""
+
+    input: Any
+    vars: dict[str, Any]
+    stack: list[Any]
+    exec: dict[str, Any]
+
+    def transfer(self) -> dict[str, Any]:
+        return {MARK: 1, "input": self.input, "vars": self.vars, "stack": self.stack, "exec": self.exec}
+
+
+class _TaskError(Exception):
+    def __init__(self, error: str, cause: str) -> None:
+        super().__init__(f"{error}: {cause}")
+        self.error, self.cause = error, cause
+
+
+Handler = Callable[[Any, Any], Any]
+
+
+def run(fragment: Fragment, handler: Handler | None, event: Any, context: Any, services: Services) -> dict[str, Any]:
+    """Run this function's part of the state machine on `event`; return the decision."""
+    return _Runner(fragment, handler, context, services).start(event)
+
+
+class _Runner:
+    def __init__(self, fragment: Fragment, handler: Handler | None, context: Any, services: Services) -> None:
+        self.f = fragment
+        self.handler = handler
+        self.context = context
+        self.services = services
+        self.ran_task = False
+
+    # ---- entering ------------------------------------------------------------------------
+
+    def start(self, event: Any) -> dict[str, Any]:
+        if self.f.join:
+            return self._join(event)
+        if isinstance(event, Mapping) and "__next__" in event and "fanout" in event:
+            fan = event["fanout"]  # a Parallel branch (the origin's whole decision): this is branch `index`
+            level = {"parent": fan["parent"] if self.context.index == 0 else None}
+            th = _Thread(fan["input"], dict(fan["vars"]), [*fan["stack"], level], fan["exec"])
+        elif isinstance(event, Mapping) and event.get(MARK) == 1:
+            th = _Thread(event["input"], dict(event["vars"]), list(event["stack"]), event["exec"])
+        else:  # the workflow's own input
+            execution = {"Id": self.context.workflow_id, "Name": self.context.workflow_id,
+                         "StartTime": _iso(self.services.now()), "RoleArn": "", "RedriveCount": 0}
+            if self.f.carry_input:
+                execution["Input"] = event
+            th = _Thread(event, {}, [], execution)
+        return self._walk(self.f.head, th)
+
+    # ---- walking the states --------------------------------------------------------------
+
+    def _walk(self, name: str, th: _Thread) -> dict[str, Any]:
+        for _ in range(MAX_STEPS):
+            state = self.f.states[name]
+            kind = state["Type"]
+            if kind == "Task" and (name != self.f.task or self.ran_task):
+                return {"__next__": name, "transfer": th.transfer()}
+            run_state = {"Task": self._task, "Pass": self._pass, "Choice": self._choice, "Wait": self._wait,
+                         "Succeed": self._succeed, "Fail": self._fail_state,
+                         "Parallel": self._fan_out, "Map": self._fan_out}[kind]
+            step = run_state(name, state, th)
+            if isinstance(step, dict):
+                return step
+            name, th = step
+        return self._fail(th, "States.Runtime", f"more than {MAX_STEPS} state transitions without a Task")
+
+    def _after(self, state: Mapping[str, Any], th: _Thread) -> tuple[str, _Thread] | dict[str, Any]:
+        if state.get("End"):
+            return self._end(th)
+        return state["Next"], th
+
+    def _end(self, th: _Thread) -> dict[str, Any]:
+        decision = {"__next__": END, "output": th.input}
+        if self.f.in_branch:
+            decision["stack"] = th.stack
+        return decision
+
+    def _fail(self, th: _Thread, error: Any, cause: Any) -> dict[str, Any]:
+        decision = {"__next__": FAIL, "error": {"Error": error, "Cause": cause}}
+        if self.f.in_branch:
+            decision["stack"] = th.stack
+        return decision
+
+    def _scope(self, name: str, th: _Thread, *, retry_count: int = 0, item: Any = None,
+               variables: Mapping[str, Any] | None = None) -> dataflow.Scope:
+        state = self.f.states.get(name, {})
+        context: dict[str, Any] = {
+            "Execution": th.exec,
+            "State": {"Name": name, "EnteredTime": _iso(self.services.now()), "RetryCount": retry_count},
+            "StateMachine": dict(self.f.machine),
+            "Task": {},
+        }
+        if item is not None:
+            context["Map"] = {"Item": item}
+        extra = {k: v for k, v in (("uuid", self.services.uuid), ("random", self.services.random)) if v is not None}
+        return dataflow.Scope(context=context, variables=th.vars if variables is None else variables,
+                              query_language=state.get("QueryLanguage", self.f.query_language), **extra)
+
+    # ---- non-Task states (folded) --------------------------------------------------------
+
+    def _pass(self, name: str, state: Mapping[str, Any], th: _Thread):
+        scope = self._scope(name, th)
+        try:
+            effective = dataflow.state_input(state, th.input, scope)
+            result = state["Result"] if "Result" in state else effective
+            output, variables = dataflow.state_output(state, th.input, result, scope)
+        except StatesRuntimeError as exc:
+            return self._fail(th, exc.error, exc.cause)
+        return self._after(state, replace(th, input=output, vars={**th.vars, **variables}))
+
+    def _succeed(self, name: str, state: Mapping[str, Any], th: _Thread):
+        scope = self._scope(name, th)
+        try:
+            effective = dataflow.state_input(state, th.input, scope)
+            output, variables = dataflow.state_output(state, th.input, effective, scope)
+        except StatesRuntimeError as exc:
+            return self._fail(th, exc.error, exc.cause)
+        return self._end(replace(th, input=output))
+
+    def _fail_state(self, name: str, state: Mapping[str, Any], th: _Thread):
+        scope = self._scope(name, th)
+        values = {}
+        try:
+            for key in ("Error", "Cause"):
+                if f"{key}Path" in state:
+                    values[key] = dataflow.resolve(state[f"{key}Path"], th.input, scope, field=f"{key}Path")
+                elif key in state:
+                    values[key] = dataflow.resolve(state[key], th.input, scope, field=key)
+        except StatesRuntimeError as exc:
+            return self._fail(th, exc.error, exc.cause)
+        return self._fail(th, values.get("Error"), values.get("Cause"))
+
+    def _wait(self, name: str, state: Mapping[str, Any], th: _Thread):
+        scope = self._scope(name, th)
+        try:
+            effective = dataflow.state_input(state, th.input, scope)
+            delay = self._wait_seconds(state, effective, scope)
+            output, variables = dataflow.state_output(state, th.input, effective, scope)
+        except StatesRuntimeError as exc:
+            return self._fail(th, exc.error, exc.cause)
+        self.services.pause(delay)
+        return self._after(state, replace(th, input=output, vars={**th.vars, **variables}))
+
+    def _wait_seconds(self, state: Mapping[str, Any], raw: Any, scope: dataflow.Scope) -> float:
+        for key in ("Seconds", "SecondsPath", "Timestamp", "TimestampPath"):
+            if key not in state:
+                continue
+            value = dataflow.resolve(state[key], raw, scope, field=key)
+            if key.startswith("Seconds"):
+                if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+                    raise StatesRuntimeError("States.Runtime", f"Wait {key} must be a non-negative number, found {value!r}")
+                return float(value)
+            moment = _parse_timestamp(value)
+            if moment is None:
+                raise StatesRuntimeError("States.Runtime", f"Wait {key} must be an ISO-8601 timestamp, found {value!r}")
+            return max(0.0, (moment - self.services.now()).total_seconds())
+        return 0.0
+
+    def _choice(self, name: str, state: Mapping[str, Any], th: _Thread):
+        scope = self._scope(name, th)
+        try:
+            effective = dataflow.state_input(state, th.input, scope)
+            chosen, target = None, state.get("Default")
+            for rule in state.get("Choices", []):
+                if dataflow.evaluate_condition(rule, effective, scope):
+                    chosen, target = rule, rule["Next"]
+                    break
+            if target is None:
+                return self._fail(th, "States.NoChoiceMatched", f"no Choice rule of {name!r} matched and it has no Default")
+            out_state = dict(state)
+            for key in ("Assign", "Output"):
+                if chosen is not None and key in chosen:
+                    out_state[key] = chosen[key]
+            output, variables = dataflow.state_output(out_state, th.input, effective, scope)
+        except StatesRuntimeError as exc:
+            return self._fail(th, exc.error, exc.cause)
+        except ConditionEvaluationError as exc:
+            return self._fail(th, "States.Runtime", str(exc))
+        return target, replace(th, input=output, vars={**th.vars, **variables})
+
+    # ---- Task ----------------------------------------------------------------------------
+
+    def _task(self, name: str, state: Mapping[str, Any], th: _Thread):
+        self.ran_task = True
+        scope = self._scope(name, th)
+        try:
+            effective = dataflow.state_input(state, th.input, scope)
+            timeout = self._timeout(state, th.input, scope)
+        except StatesRuntimeError as exc:
+            return self._catch(name, state, th, exc.error, exc.cause)
+        invoke_api = state.get("Resource", "").startswith("arn:aws:states:::lambda:invoke")
+        event = effective
+        if invoke_api:
+            event = effective.get("Payload", th.input) if isinstance(effective, Mapping) else th.input
+        counts = [0] * len(state.get("Retry", []))
+        while True:
+            try:
+                result = self._call(event, timeout)
+                break
+            except _TaskError as exc:
+                delay = retry_delay(state.get("Retry", []), exc.error, counts, self.services.random or _random)
+                if delay is None:
+                    return self._catch(name, state, th, exc.error, exc.cause)
+                self.services.pause(delay)
+        if invoke_api:
+            result = {"ExecutedVersion": "$LATEST", "Payload": result, "StatusCode": 200,
+                      "SdkHttpMetadata": {"HttpStatusCode": 200}, "SdkResponseMetadata": {}}
+        scope = self._scope(name, th, retry_count=sum(counts))
+        try:
+            output, variables = dataflow.state_output(state, th.input, result, scope)
+        except StatesRuntimeError as exc:
+            return self._catch(name, state, th, exc.error, exc.cause)
+        return self._after(state, replace(th, input=output, vars={**th.vars, **variables}))
+
+    def _timeout(self, state: Mapping[str, Any], raw: Any, scope: dataflow.Scope) -> float | None:
+        for key in ("TimeoutSeconds", "TimeoutSecondsPath"):
+            if key in state:
+                value = dataflow.resolve(state[key], raw, scope, field=key)
+                if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+                    raise StatesRuntimeError("States.Runtime", f"{key} must be a positive number, found {value!r}")
+                return float(value)
+        return None
+
+    def _call(self, event: Any, timeout: float | None) -> Any:
+        """The user handler, its exceptions as Step Functions errors (Lambda's shape)."""
+        import time
+        ctx = LambdaContext(function_name=self.f.lambda_name or self.f.function, invocation=self.context.invocation,
+                            workflow_id=self.context.workflow_id, attempt=self.context.attempt,
+                            index=self.context.index, size=self.context.size, iteration=self.context.iteration,
+                            deadline=None if timeout is None else time.monotonic() + timeout * self.services.time_scale)
+        if self.handler is None:  # pragma: no cover - the compiler gives every Task function a handler
+            raise _TaskError("States.Runtime", f"function {self.f.function!r} has no handler")
+        if timeout is None:
+            return _guarded(self.handler, event, ctx)
+        box: dict[str, Any] = {}
+
+        def target() -> None:
+            try:
+                box["result"] = _guarded(self.handler, event, ctx)
+            except _TaskError as exc:
+                box["error"] = exc
+
+        worker = threading.Thread(target=target, daemon=True, name=f"task-{self.f.function}")
+        worker.start()
+        worker.join(timeout * self.services.time_scale)
+        if worker.is_alive():  # a thread cannot be killed: it is abandoned, its result ignored
+            raise _TaskError("States.Timeout", f"Task timed out after {timeout:g} seconds")
+        if "error" in box:
+            raise box["error"]
+        return box["result"]
+
+    def _catch(self, name: str, state: Mapping[str, Any], th: _Thread, error: str, cause: str):
+        for catcher in state.get("Catch", []):
+            if matches(catcher.get("ErrorEquals", ()), error):
+                scope = self._scope(name, th)
+                try:
+                    output, variables = dataflow.error_output(catcher, th.input, {"Error": error, "Cause": cause}, scope)
+                except StatesRuntimeError as exc:
+                    return self._fail(th, exc.error, exc.cause)
+                return catcher["Next"], replace(th, input=output, vars={**th.vars, **variables})
+        return self._fail(th, error, cause)
+
+    # ---- Parallel and Map: fan out, join -------------------------------------------------
+
+    def _fan_out(self, name: str, state: Mapping[str, Any], th: _Thread, retries: list[int] | None = None):
+        scope = self._scope(name, th)
+        retries = retries if retries is not None else [0] * len(state.get("Retry", []))
+        parent = {"raw": th.input, "vars": th.vars, "exec": th.exec, "retries": retries}
+        try:
+            if state["Type"] == "Parallel":
+                effective = dataflow.state_input(state, th.input, scope)
+                return {"__next__": name, "fanout": {"input": effective, "vars": th.vars, "stack": th.stack,
+                                                     "exec": th.exec, "parent": parent}}
+            inputs = self._map_inputs(name, state, th, scope)
+        except StatesRuntimeError as exc:
+            return self._catch(name, state, th, exc.error, exc.cause)
+        if not inputs:  # nothing to fan out: the Map completes here with []
+            return self._complete(name, state, th, [])
+        items = [{MARK: 1, "input": value, "vars": th.vars, "exec": th.exec,
+                  "stack": [*th.stack, {"parent": parent if i == 0 else None}]} for i, value in enumerate(inputs)]
+        return {"__next__": name, "items": items}
+
+    def _map_inputs(self, name: str, state: Mapping[str, Any], th: _Thread, scope: dataflow.Scope) -> list[Any]:
+        """The input of each Map iteration: InputPath, ItemsPath/Items, ItemSelector (per item,
+        with `$$.Map.Item`), then ItemBatcher."""
+        base = {k: v for k, v in state.items() if k in ("InputPath", "QueryLanguage")}
+        effective = dataflow.state_input(base, th.input, scope)
+        if "Items" in state:
+            items = dataflow.resolve(state["Items"], effective, scope, field="Items")
+        elif "ItemsPath" in state:
+            items = dataflow.resolve(state["ItemsPath"], effective, scope, field="ItemsPath")
+        else:
+            items = effective
+        if not isinstance(items, list):
+            raise StatesRuntimeError("States.Runtime", f"Map {name!r}: the items must be an array, found {type(items).__name__}")
+        selector_key = "ItemSelector" if "ItemSelector" in state else "Parameters" if "Parameters" in state else None
+        if selector_key is not None:
+            items = [dataflow.resolve(state[selector_key], effective,
+                                      self._scope(name, th, item={"Index": i, "Value": v}), field=selector_key)
+                     for i, v in enumerate(items)]
+        batcher = state.get("ItemBatcher")
+        if batcher is None:
+            return items
+        return _batches(batcher, items, lambda key: dataflow.resolve(batcher[key], effective, scope, field=key))
+
+    def _join(self, event: Any) -> dict[str, Any]:
+        """Complete the Parallel/Map `head` from its branches' end decisions (branch order)."""
+        name = self.f.head
+        state = self.f.states[name]
+        ends = list(event)
+        parent = ends[0]["stack"][-1]["parent"]
+        th = _Thread(parent["raw"], dict(parent["vars"]), list(ends[0]["stack"][:-1]), parent["exec"])
+        failed = [(i, e["error"]) for i, e in enumerate(ends) if e["__next__"] == FAIL]
+        if failed and not self._tolerated(state, th, len(failed), len(ends)):
+            error = failed[0][1]
+            if error["Error"] == "States.Runtime" or not isinstance(error["Error"], str):
+                return self._fail(th, error["Error"], error["Cause"])
+            retries = list(parent.get("retries", []))
+            delay = retry_delay(state.get("Retry", []), error["Error"], retries, self.services.random or _random)
+            if delay is not None:
+                self.services.pause(delay)
+                return self._fan_out(name, state, th, retries)
+            step = self._catch(name, state, th, error["Error"], error["Cause"])
+        else:
+            results = [e["output"] if e["__next__"] == END else e["error"] for e in ends]
+            step = self._complete(name, state, th, results)
+        if isinstance(step, dict):
+            return step
+        return self._walk(*step)
+
+    def _tolerated(self, state: Mapping[str, Any], th: _Thread, failures: int, total: int) -> bool:
+        if state["Type"] != "Map":
+            return False
+        scope = self._scope(self.f.head, th)
+        limits = {}
+        for key in ("ToleratedFailureCount", "ToleratedFailurePercentage"):
+            for field_name in (key, f"{key}Path"):
+                if field_name in state:
+                    limits[key] = dataflow.resolve(state[field_name], th.input, scope, field=field_name)
+        if not limits:
+            return False
+        count_ok = failures <= limits.get("ToleratedFailureCount", 0) if "ToleratedFailureCount" in limits else False
+        pct_ok = (100.0 * failures / total) <= limits["ToleratedFailurePercentage"] if "ToleratedFailurePercentage" in limits else False
+        return count_ok or pct_ok
+
+    def _complete(self, name: str, state: Mapping[str, Any], th: _Thread, results: list[Any]):
+        scope = self._scope(name, th)
+        try:
+            output, variables = dataflow.state_output(state, th.input, results, scope)
+        except StatesRuntimeError as exc:
+            return self._catch(name, state, th, exc.error, exc.cause)
+        return self._after(state, replace(th, input=output, vars={**th.vars, **variables}))
+
+
+def _guarded(handler: Handler, event: Any, ctx: LambdaContext) -> Any:
+    """Call user code; any exception becomes a Task error named by its class, with Lambda's
+    error payload (errorMessage, errorType, stackTrace) as the Cause."""
+    try:
+        return handler(event, ctx)
+    except Exception as exc:  # user code: anything can come out
+        name = type(exc).__name__
+        trace = traceback.format_tb(exc.__traceback__)[1:]
+        cause = json.dumps({"errorMessage": str(exc), "errorType": name, "requestId": ctx.aws_request_id,
+                            "stackTrace": [line.strip() for line in trace]})
+        raise _TaskError(name, cause) from exc
+
+
+def _batches(batcher: Mapping[str, Any], items: list[Any], resolve: Callable[[str], Any]) -> list[Any]:
+    """Group Map items as ItemBatcher says: `{"Items": [...], "BatchInput": ...}` per batch."""
+    max_items = None
+    for key in ("MaxItemsPerBatch", "MaxItemsPerBatchPath"):
+        if key in batcher:
+            max_items = int(resolve(key))
+    max_bytes = None
+    for key in ("MaxInputBytesPerBatch", "MaxInputBytesPerBatchPath"):
+        if key in batcher:
+            max_bytes = int(resolve(key))
+    batch_input = resolve("BatchInput") if "BatchInput" in batcher else None
+    batches: list[list[Any]] = []
+    size = 0
+    for item in items:
+        item_size = len(json.dumps(item))
+        if not batches or (max_items and len(batches[-1]) >= max_items) or (max_bytes and size + item_size > max_bytes):
+            batches.append([])
+            size = 0
+        batches[-1].append(item)
+        size += item_size
+    return [{"Items": b, **({"BatchInput": batch_input} if batch_input is not None else {})} for b in batches]
+
+
+def _random() -> float:
+    import random
+    return random.random()
+
+
+def _iso(moment: datetime) -> str:
+    return moment.astimezone(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _parse_timestamp(value: Any) -> datetime | None:
+    if not isinstance(value, str):
+        return None
+    try:
+        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)

@@ -1,0 +1,32 @@
+"""Invokers: asynchronous invoke of a function by name. `open_invoker` picks one by URL.
+
+- `lambda://?prefix=STACK-&region=us-east-1&endpoint=http://127.0.0.1:PORT`: Lambda `Invoke`
+  with `InvocationType=Event` (see `unum_entry.invokers.aws_lambda`).
+- `pubsub://PROJECT?prefix=unum-chain-`: publish to the function's Pub/Sub topic (see
+  `unum_entry.invokers.pubsub`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from unum_entry.egress import Invoker
+from unum_entry.errors import ConfigurationError
+from unum_entry.stores.base import Store
+
+
+def open_invoker(url: str, *, store: Store | None = None, **kwargs: Any) -> Invoker:
+    """Open an invoker from a URL. `store` lets invokers send oversized envelopes by reference."""
+    scheme = url.split("://", 1)[0] if "://" in url else ""
+    if scheme == "lambda":
+        from unum_entry.invokers.aws_lambda import LambdaInvoker  # lazy: boto3 is heavy
+
+        return LambdaInvoker.from_url(url, store=store, **kwargs)
+    if scheme == "pubsub":
+        from unum_entry.invokers.pubsub import PubSubInvoker  # lazy: google-cloud-pubsub is heavy
+
+        return PubSubInvoker.from_url(url, store=store, **kwargs)
+    raise ConfigurationError(f"unknown invoker URL {url!r}: use lambda://?prefix=… or pubsub://PROJECT?prefix=…")
+
+
+__all__ = ["Invoker", "open_invoker"]

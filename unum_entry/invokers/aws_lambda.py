@@ -1,0 +1,91 @@
+"""Lambda invoker: `Invoke(FunctionName=prefix + function, InvocationType="Event")`.
+
+URL: `lambda://?prefix=STACK-&region=us-east-1&endpoint=http://127.0.0.1:PORT&limit=BYTES`
+- `prefix`: prepended to unum function names to get Lambda function names (deploy templates
+  name functions `${AWS::StackName}-<function>` and set `prefix=${AWS::StackName}-`).
+- `endpoint`: another Invoke endpoint (the local stack's); dummy credentials when none are set.
+- `limit`: event size above which envelopes go by reference (default 255 KB).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+from unum_entry.errors import ConfigurationError, InvokeError
+from unum_entry.invokers.lambda_event import DEFAULT_EVENT_LIMIT, to_event
+from unum_entry.stores.base import Store
+
+_OPTIONS = ("prefix", "region", "endpoint", "limit")
+
+
+class LambdaInvoker:
+    """Asynchronous Lambda invokes through one boto3 Lambda client (thread-safe)."""
+
+    def __init__(self, client: Any, *, prefix: str = "", store: Store | None = None,
+                 limit: int = DEFAULT_EVENT_LIMIT) -> None:
+        self.client = client
+        self.prefix = prefix
+        self.store = store
+        self.limit = limit
+
+    @classmethod
+    def from_url(cls, url: str, *, store: Store | None = None, client: Any = None) -> LambdaInvoker:
+        options = parse_invoker_url(url)
+        if client is None:
+            client = build_client(endpoint=options.get("endpoint"), region=options.get("region"))
+        limit = int(options["limit"]) if "limit" in options else DEFAULT_EVENT_LIMIT
+        return cls(client, prefix=options.get("prefix", ""), store=store, limit=limit)
+
+    def function_name(self, function: str) -> str:
+        return self.prefix + function
+
+    def invoke(self, function: str, payload: Mapping[str, Any]) -> None:
+        """Queue one invocation; returns once Lambda accepted it (202). Raises InvokeError."""
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        body = to_event(payload, store=self.store, limit=self.limit)
+        name = self.function_name(function)
+        try:
+            response = self.client.invoke(FunctionName=name, InvocationType="Event", Payload=body)
+        except (ClientError, BotoCoreError) as exc:
+            raise InvokeError(f"invoke of Lambda function {name!r} failed: {exc}") from exc
+        status = response.get("StatusCode")
+        if status != 202:
+            raise InvokeError(f"invoke of Lambda function {name!r}: expected status 202 (queued), got {status}")
+
+
+def parse_invoker_url(url: str) -> dict[str, str]:
+    """Options of a `lambda://` URL. Raises ConfigurationError naming the bad part."""
+    parts = urlsplit(url)
+    if parts.scheme != "lambda":
+        raise ConfigurationError(f"invoker URL {url!r}: expected the lambda:// scheme")
+    if parts.netloc or parts.path.strip("/"):
+        raise ConfigurationError(f"invoker URL {url!r}: options go in the query (lambda://?prefix=…)")
+    query = parse_qs(parts.query, keep_blank_values=True)
+    unknown = sorted(set(query) - set(_OPTIONS))
+    if unknown:
+        raise ConfigurationError(f"invoker URL {url!r}: unknown option {unknown[0]!r} (allowed: {', '.join(_OPTIONS)})")
+    options = {key: values[-1] for key, values in query.items()}
+    if "limit" in options and not options["limit"].isdigit():
+        raise ConfigurationError(f"invoker URL {url!r}: limit: expected a number of bytes, found {options['limit']!r}")
+    return options
+
+
+def build_client(*, endpoint: str | None, region: str | None) -> Any:
+    """A boto3 Lambda client; against a local endpoint without credentials, dummy ones.
+    The read timeout covers slow emulators; retries stay botocore's standard mode."""
+    import boto3  # heavy (~200 ms): only where a client is built
+    from botocore.config import Config
+
+    region = region or os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"
+    kwargs: dict[str, Any] = {"region_name": region,
+                              "config": Config(retries={"mode": "standard", "max_attempts": 5},
+                                               connect_timeout=5, read_timeout=30)}
+    if endpoint:
+        kwargs["endpoint_url"] = endpoint
+        if not (os.environ.get("AWS_ACCESS_KEY_ID") or os.environ.get("AWS_PROFILE")):
+            kwargs.update(aws_access_key_id="testing", aws_secret_access_key="testing")
+    return boto3.client("lambda", **kwargs)

@@ -1,0 +1,169 @@
+"""The AWS Lambda adapter: the awslambdaric loop around `Runtime.handle`.
+
+Events it understands (all JSON):
+- an unum envelope (`unum_entry.invokers.lambda_event`: inline, msgpack-wrapped or by reference);
+- a Lambda on-failure destination record (`requestContext.condition` + `requestPayload`): the
+  platform gave up on one of this function's deliveries → `Runtime.fail` records the failure;
+- anything else: the input of a new workflow (its id derives from the request id, so Lambda's
+  retries of the same start event start the same workflow).
+
+Handler errors are retried by the adapter itself (it re-invokes its own function with
+`attempt + 1`), so the IR's `max_attempts` and the envelope's attempt count hold exactly; the last
+failure calls `Runtime.fail`. Anything else (store or invoke trouble, a crash) is raised to Lambda,
+whose asynchronous retries and on-failure destination take over.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import time
+import types
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+from unum_entry.envelope import Envelope
+from unum_entry.errors import HandlerFailed, InvokeError, StaleInvocation, StoreError, UnumError
+from unum_entry.invokers.lambda_event import Delivery, from_event
+from unum_entry.platforms.common import FunctionSettings, LoadedFunction, load_function
+from unum_entry.runtime import new_workflow
+
+log = logging.getLogger("unum.lambda")
+
+# The awslambdaric loop imports its handler by "module.attr": the adapter is published under
+# this module name (in sys.modules) once it is built, instead of a module-level global.
+HANDLER_MODULE = "unum_lambda_handler"
+
+
+class PlatformGaveUp(UnumError):
+    """Lambda's on-failure destination reported that it stopped retrying a delivery."""
+
+    def __init__(self, condition: str, error_type: str, message: str) -> None:
+        self.error_type = error_type or condition
+        self.message = message or condition
+        super().__init__(f"{condition}: {self.error_type}: {self.message}")
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """Delay before the adapter re-invokes a failed handler: `base * 2**attempt`, at most `cap`
+    seconds (Step Functions' IntervalSeconds=1, BackoffRate=2 by default)."""
+
+    base: float = 1.0
+    cap: float = 30.0
+
+    def delay(self, attempt: int) -> float:
+        return min(self.cap, self.base * (2 ** attempt))
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str]) -> RetryPolicy:
+        raw = environ.get("UNUM_RETRY_BASE_DELAY")
+        return cls(base=float(raw)) if raw else cls()
+
+
+class LambdaAdapter:
+    """Turns Lambda events into `Runtime.handle` / `Runtime.fail` calls for one function."""
+
+    def __init__(self, loaded: LoadedFunction, *, retry: RetryPolicy = RetryPolicy(),
+                 sleep=time.sleep) -> None:
+        self.loaded = loaded
+        self.retry = retry
+        self._sleep = sleep
+
+    def handle(self, event: Any, context: Any) -> dict[str, Any]:
+        """The Lambda handler. Returns a small JSON summary of what happened."""
+        runtime, function = self.loaded.runtime, self.loaded.ir.function
+        if _is_destination_record(event):
+            return self._platform_gave_up(event)
+        try:
+            delivery = from_event(event, store=self.loaded.store)
+        except StaleInvocation as exc:
+            log.info("%s: dropped: %s", function, exc)
+            return {"function": function, "stale": True}
+        except UnumError as exc:  # malformed: no retry can help, and no envelope to fail
+            log.error("%s: dropped malformed event: %s", function, exc)
+            return {"function": function, "error": str(exc)}
+        if delivery is None:
+            request_id = getattr(context, "aws_request_id", None)
+            delivery = Delivery(new_workflow(event, f"wf-{request_id}" if request_id else None))
+        env = delivery.envelope
+        summary: dict[str, Any] = {"function": function, "workflow": env.workflow, "attempt": env.attempt}
+        try:
+            report = runtime.handle(env)
+        except HandlerFailed as exc:
+            summary.update(self._handler_failed(env, exc))
+        except (StoreError, InvokeError):
+            raise  # transient platform trouble: Lambda retries the delivery
+        except UnumError as exc:  # the request does not fit the IR: retrying cannot help
+            log.error("%s: workflow %s failed: %s", function, env.workflow, exc)
+            runtime.fail(env, exc)
+            summary["failed"] = str(exc)
+        else:
+            if report is None:
+                summary["stale"] = True
+            else:
+                summary.update(committed=report.created, invoked=report.invoked, terminal=report.terminal)
+        if delivery.stored_key is not None:
+            self.loaded.store.delete([delivery.stored_key])
+        return summary
+
+    def _handler_failed(self, env: Envelope, exc: HandlerFailed) -> dict[str, Any]:
+        ir = self.loaded.ir
+        if env.attempt + 1 < ir.max_attempts:
+            self._sleep(self.retry.delay(env.attempt))
+            log.warning("%s: attempt %d failed (%s); retrying", ir.function, env.attempt + 1, exc)
+            self.loaded.invoker.invoke(ir.function, env.next_attempt().to_wire())
+            return {"retrying": env.attempt + 1, "error": str(exc)}
+        log.error("%s: workflow %s failed after %d attempt(s): %s", ir.function, env.workflow, env.attempt + 1, exc)
+        self.loaded.runtime.fail(env, exc)
+        return {"failed": str(exc)}
+
+    def _platform_gave_up(self, record: Mapping[str, Any]) -> dict[str, Any]:
+        """An on-failure destination record for one of our deliveries: record the failure."""
+        function = self.loaded.ir.function
+        try:
+            delivery = from_event(record.get("requestPayload"), store=self.loaded.store)
+        except StaleInvocation:
+            return {"function": function, "stale": True}
+        except UnumError as exc:
+            log.error("%s: on-failure record with a malformed request: %s", function, exc)
+            return {"function": function, "error": str(exc)}
+        if delivery is None:
+            return {"function": function, "ignored": "on-failure record of a non-unum event"}
+        context = record.get("requestContext") or {}
+        response = record.get("responsePayload") if isinstance(record.get("responsePayload"), Mapping) else {}
+        error = PlatformGaveUp(str(context.get("condition", "RetriesExhausted")),
+                               str(response.get("errorType", "")), str(response.get("errorMessage", "")))
+        env = delivery.envelope
+        invokes = context.get("approximateInvokeCount")
+        if isinstance(invokes, int) and invokes > env.attempt + 1:
+            env = replace(env, attempt=invokes - 1)
+        self.loaded.runtime.fail(env, error)
+        if delivery.stored_key is not None:
+            self.loaded.store.delete([delivery.stored_key])
+        return {"function": function, "workflow": env.workflow, "failed": str(error)}
+
+
+def _is_destination_record(event: Any) -> bool:
+    return (isinstance(event, Mapping) and "requestPayload" in event
+            and isinstance(event.get("requestContext"), Mapping) and "condition" in event["requestContext"])
+
+
+def main() -> int:
+    """Init phase (load IR, handler, clients), then hand the adapter to awslambdaric's loop."""
+    logging.basicConfig(level=os.environ.get("UNUM_LOG_LEVEL", "INFO"))
+    try:
+        loaded = load_function(FunctionSettings.from_env(os.environ))
+    except UnumError as exc:
+        print(f"unum_entry: cannot start: {exc}", file=sys.stderr)
+        return 2
+    adapter = LambdaAdapter(loaded, retry=RetryPolicy.from_env(os.environ))
+    module = types.ModuleType(HANDLER_MODULE)
+    module.handler = adapter.handle  # type: ignore[attr-defined]
+    sys.modules[HANDLER_MODULE] = module
+    from awslambdaric.__main__ import main as ric_main  # heavy: only in a Lambda process
+
+    ric_main([sys.argv[0], f"{HANDLER_MODULE}.handler"])
+    return 0

@@ -1,0 +1,79 @@
+"""Load one function once per process from its image: IR, handler, store, invoker, Runtime.
+
+Configuration comes from the environment (the function image sets the first; deploy templates
+and the local stack set the others):
+
+- `UNUM_FUNCTION_DIR` (default `/var/task`): the user code and its `unum-ir.json`.
+- `UNUM_STORE`: a store URL for `open_store` (e.g. `dynamodb://TABLE?region=us-east-1`).
+- `UNUM_INVOKER`: an invoker URL for `open_invoker` (e.g. `lambda://?prefix=my-stack-`).
+- `UNUM_INLINE_LIMIT` (bytes, optional): values larger than this travel by reference.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from unum_entry.egress import Invoker
+from unum_entry.errors import ConfigurationError
+from unum_entry.ir import IR_FILE_NAME, FunctionIR, load_ir
+from unum_entry.runtime import Runtime, RuntimeConfig, load_handler
+from unum_entry.stores.base import Store
+
+DEFAULT_FUNCTION_DIR = "/var/task"
+
+
+@dataclass(frozen=True)
+class FunctionSettings:
+    """What `load_function` needs, read from the environment by `from_env`."""
+
+    function_dir: Path
+    store_url: str
+    invoker_url: str
+    config: RuntimeConfig
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str]) -> FunctionSettings:
+        """Raises ConfigurationError naming the missing or malformed variable."""
+        missing = [name for name in ("UNUM_STORE", "UNUM_INVOKER") if not environ.get(name)]
+        if missing:
+            raise ConfigurationError(f"environment variable {missing[0]} is not set "
+                                     f"(UNUM_STORE: a store URL, UNUM_INVOKER: an invoker URL)")
+        config = RuntimeConfig()
+        raw_limit = environ.get("UNUM_INLINE_LIMIT")
+        if raw_limit:
+            try:
+                config = RuntimeConfig(inline_limit=int(raw_limit))
+            except ValueError:
+                raise ConfigurationError(f"UNUM_INLINE_LIMIT: expected a number of bytes, found {raw_limit!r}") from None
+        return cls(function_dir=Path(environ.get("UNUM_FUNCTION_DIR") or DEFAULT_FUNCTION_DIR),
+                   store_url=environ["UNUM_STORE"], invoker_url=environ["UNUM_INVOKER"], config=config)
+
+
+@dataclass(frozen=True)
+class LoadedFunction:
+    """One function ready to handle deliveries; built once per process (the init phase)."""
+
+    ir: FunctionIR
+    runtime: Runtime
+    store: Store
+    invoker: Invoker
+
+
+def load_function(settings: FunctionSettings) -> LoadedFunction:
+    """IR, then handler, then store and invoker clients, then the Runtime. Raises an UnumError
+    subclass (IRError, HandlerLoadError, ConfigurationError, StoreError) naming what is wrong."""
+    from unum_entry.invokers import open_invoker
+    from unum_entry.stores import open_store
+
+    ir_path = settings.function_dir / IR_FILE_NAME
+    if not ir_path.is_file():
+        raise ConfigurationError(f"{ir_path}: missing (UNUM_FUNCTION_DIR={settings.function_dir} "
+                                 f"must hold the function's code and {IR_FILE_NAME})")
+    ir = load_ir(ir_path)
+    handler = load_handler(settings.function_dir, ir.handler, function=ir.function)
+    store = open_store(settings.store_url)
+    invoker = open_invoker(settings.invoker_url, store=store)
+    runtime = Runtime(ir, handler, store, invoker, config=settings.config)
+    return LoadedFunction(ir=ir, runtime=runtime, store=store, invoker=invoker)

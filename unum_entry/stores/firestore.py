@@ -1,0 +1,287 @@
+"""Firestore store: the five primitives over one collection, through a `google.cloud.firestore.Client`.
+
+Every rule (TTL stamping, expiry on read, what "full" means) lives in `Store`; this module only
+turns each primitive into Firestore single-document writes. No transactions: Firestore (and,
+much sooner, its emulator) aborts transactions that contend on one document, while `create`,
+`delete` and `update` with `ArrayUnion` are single atomic writes that never abort each other.
+
+Collection layout: one document per object; the document id is the key.
+
+=============  =========  ==============================================================
+field          type       meaning
+=============  =========  ==============================================================
+(document id)  string     the key (``c-…`` checkpoint, ``s-…`` set, ``r-…`` result,
+                          ``f-…`` failure, ``m-…`` start marker)
+``w``          string     workflow (invocation) id; `records(workflow)` filters on it
+``t``          string     kind: ``Kind.value``
+``v``          bytes      value (checkpoints, results, failures, markers)
+``n``          integer    set size (sets only)
+``m``          array      set members as ``"SLOT:MEMBER"`` strings in the order they were
+                          added (sets only, created empty); a slot's first entry wins
+``expire_at``  timestamp  expiry; the collection's TTL policy field. Firestore deletes
+                          expired documents lazily (typically within a day), so every read
+                          and every create also treats ``expire_at <= now`` as absent.
+=============  =========  ==============================================================
+
+Deploy the TTL policy with
+`gcloud firestore fields ttls update expire_at --collection-group=COLLECTION --enable-ttl`
+(`python -m builder deploy --target gcp` emits it).
+
+Open with `open_store("firestore://COLLECTION?project=PROJECT&database=(default)")`; the client
+honours `FIRESTORE_EMULATOR_HOST` (the emulator) and Application Default Credentials (Cloud Run).
+Or build the client yourself and pass it to `FirestoreStore(client, "COLLECTION")`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import os
+import re
+from collections.abc import Iterable, Iterator
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+from unum_entry.errors import SetGone, StoreError
+from unum_entry.stores.base import Kind, Record, SetState, Store
+
+# Field names (see the module docstring).
+WORKFLOW, KIND, VALUE, SIZE, MEMBERS, EXPIRE_AT = "w", "t", "v", "n", "m", "expire_at"
+
+DEFAULT_COLLECTION = "unum"
+_BATCH_LIMIT = 500  # writes per WriteBatch commit
+_GET_CHUNK = 300  # documents per BatchGetDocuments call
+_CREATE_ROUNDS = 5
+_URL_OPTIONS = ("project", "database")
+# Firestore ids: no '/', not '.' or '..', not __reserved__, at most 1500 bytes.
+_COLLECTION_NAME = re.compile(r"^[A-Za-z0-9_.~+%-]{1,1500}$")
+
+
+class FirestoreStore(Store):
+    """Store over one Firestore collection (layout in the module docstring).
+
+    `client` is a `google.cloud.firestore.Client` (thread-safe; share one per process). A client
+    passed in stays the caller's: `close()` only closes clients that `from_url` built.
+    """
+
+    def __init__(self, client: Any, collection: str = DEFAULT_COLLECTION, **kwargs) -> None:
+        super().__init__(**kwargs)
+        if not _COLLECTION_NAME.match(collection) or collection in (".", "..") or _reserved(collection):
+            raise StoreError(f"Firestore collection name {collection!r} is invalid: use letters, digits and _ . ~ + % -")
+        self.client = client
+        self.collection = collection
+        self._owns_client = False
+        self._closed = False
+        # google.api_core.exceptions is light (no grpc channel); the client module is not.
+        from google.api_core import exceptions
+
+        self._errors = exceptions
+
+    @classmethod
+    def from_url(cls, url: str, *, client: Any = None, **kwargs) -> FirestoreStore:
+        """Open `firestore://COLLECTION?project=PROJECT&database=DATABASE`.
+
+        - `project`: default `$GOOGLE_CLOUD_PROJECT`, then the credentials' project (Cloud
+          Run's metadata server); with `$FIRESTORE_EMULATOR_HOST` set, `demo-test`.
+        - `database`: default `(default)`.
+        Other keyword arguments go to `FirestoreStore` / `Store` (`ttl_seconds`, `clock`).
+        """
+        collection, options = _parse_url(url)
+        owns = client is None
+        if client is None:
+            client = _build_client(project=options.get("project"), database=options.get("database"))
+        store = cls(client, collection, **kwargs)
+        store._owns_client = owns
+        return store
+
+    # ---- primitives ----------------------------------------------------------------------
+
+    def _create(self, record: Record) -> Record | None:
+        # `create` is Firestore's create-if-absent: of two executions writing the same
+        # checkpoint, exactly one create succeeds and the other gets AlreadyExists, then reads
+        # the winner's document (the existing document answers the conflict). An expired
+        # document counts as absent: it is deleted with a precondition on its update time (so
+        # a concurrent replacer's fresh document is never deleted) and the create is retried.
+        ref = self._ref(record.key)
+        data = _document(record)
+        for _ in range(_CREATE_ROUNDS):
+            with self._mapped("create", record.key):
+                try:
+                    ref.create(data)
+                    return None
+                except self._errors.AlreadyExists:
+                    pass
+                snapshot = ref.get()
+            if not snapshot.exists:
+                continue  # deleted between our create and our read: try again
+            existing = self._record(snapshot)
+            if existing.expires_at > self._clock():
+                return existing
+            with self._mapped("delete (expired)", record.key):
+                try:
+                    ref.delete(option=self.client.write_option(last_update_time=snapshot.update_time))
+                except (self._errors.FailedPrecondition, self._errors.NotFound):
+                    pass  # someone else replaced or removed it first
+        raise StoreError(f"could not create {record.key!r} in Firestore collection {self.collection!r}: "
+                         "it keeps appearing and disappearing")
+
+    def _get_many(self, keys: list[str]) -> dict[str, Record]:
+        found: dict[str, Record] = {}
+        for start in range(0, len(keys), _GET_CHUNK):
+            refs = [self._ref(key) for key in keys[start:start + _GET_CHUNK]]
+            with self._mapped("get_all", refs[0].id):
+                snapshots = list(self.client.get_all(refs))
+            for snapshot in snapshots:
+                if snapshot.exists:
+                    found[snapshot.id] = self._record(snapshot)
+        return found
+
+    def _delete(self, keys: list[str]) -> None:
+        for start in range(0, len(keys), _BATCH_LIMIT):
+            batch = self.client.batch()
+            for key in keys[start:start + _BATCH_LIMIT]:
+                batch.delete(self._ref(key))
+            with self._mapped("delete", keys[start]):
+                batch.commit()
+
+    def _add_to_set(self, key: str, slot: int, member: str) -> SetState:
+        # One atomic write, then a strongly consistent read. `update` fails with NotFound when
+        # the set is gone (SetGone). ArrayUnion appends "SLOT:MEMBER" only when that exact
+        # string is absent, so a retried add changes nothing and, as entries are never
+        # reordered, a slot's first member stays first (`_members` keeps it). The read sees our
+        # add and maybe later ones: every adder that sees the set full acts, and that is safe
+        # because what it does (invoke the target, collect) is idempotent.
+        ref = self._ref(key)
+        with self._mapped("update (ArrayUnion)", key):
+            from google.cloud.firestore import ArrayUnion  # lazy: the client package is heavy
+
+            try:
+                ref.update({MEMBERS: ArrayUnion([f"{slot}:{member}"])})
+            except self._errors.NotFound as exc:
+                raise SetGone(f"set {key!r} does not exist in Firestore collection {self.collection!r}") from exc
+            snapshot = ref.get()
+        if not snapshot.exists:
+            # Collected right after our add: whoever saw it full has acted (SetGone's contract).
+            raise SetGone(f"set {key!r} in Firestore collection {self.collection!r} was collected")
+        record = self._record(snapshot)
+        if record.size is None:
+            raise StoreError(f"store key {key!r} holds a {record.kind.value}, not a set")
+        if record.expires_at <= self._clock():
+            raise SetGone(f"set {key!r} in Firestore collection {self.collection!r} has expired")
+        return SetState(size=record.size, members=record.members)
+
+    def _scan(self, workflow: str | None) -> Iterator[Record]:
+        query = self.client.collection(self.collection)
+        if workflow is not None:
+            from google.cloud.firestore_v1.base_query import FieldFilter
+
+            query = query.where(filter=FieldFilter(WORKFLOW, "==", workflow))
+        with self._mapped("query", workflow or "*"):
+            snapshots = list(query.stream())
+        for snapshot in snapshots:
+            yield self._record(snapshot)
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        if self._owns_client:
+            self.client.close()
+
+    # ---- helpers -------------------------------------------------------------------------
+
+    def _ref(self, key: str) -> Any:
+        if not key or "/" in key or key in (".", "..") or _reserved(key) or len(key.encode()) > 1500:
+            raise StoreError(f"store key {key!r} cannot be a Firestore document id "
+                             "(no '/', not '.' or '..', not __name__, at most 1500 bytes)")
+        return self.client.collection(self.collection).document(key)
+
+    def _record(self, snapshot: Any) -> Record:
+        doc = snapshot.to_dict() or {}
+        try:
+            kind = Kind(doc[KIND])
+            return Record(
+                key=snapshot.id,
+                kind=kind,
+                workflow=doc[WORKFLOW],
+                expires_at=int(doc[EXPIRE_AT].timestamp()),
+                value=bytes(doc[VALUE]) if VALUE in doc else None,
+                size=int(doc[SIZE]) if kind is Kind.SET else None,
+                members=_members(doc.get(MEMBERS, [])) if kind is Kind.SET else {},
+            )
+        except (KeyError, ValueError, TypeError, AttributeError) as exc:
+            raise StoreError(f"document {snapshot.id!r} in Firestore collection {self.collection!r} is not a "
+                             f"unum record ({type(exc).__name__}: {exc}); found fields {sorted(doc)}") from exc
+
+    @contextlib.contextmanager
+    def _mapped(self, operation: str, key: str) -> Iterator[None]:
+        """Turn google.api_core errors escaping the block into StoreError naming the call."""
+        try:
+            yield
+        except self._errors.GoogleAPIError as exc:
+            raise StoreError(f"Firestore {operation} of {key!r} in collection {self.collection!r} failed: "
+                             f"{type(exc).__name__}: {exc}") from exc
+
+
+# ---- module helpers ---------------------------------------------------------------------------
+
+def _document(record: Record) -> dict[str, Any]:
+    doc: dict[str, Any] = {
+        WORKFLOW: record.workflow,
+        KIND: record.kind.value,
+        EXPIRE_AT: datetime.datetime.fromtimestamp(record.expires_at, tz=datetime.timezone.utc),
+    }
+    if record.value is not None:
+        doc[VALUE] = record.value
+    if record.kind is Kind.SET:
+        doc[SIZE] = record.size
+        doc[MEMBERS] = []
+    return doc
+
+
+def _members(entries: Iterable[str]) -> dict[int, str]:
+    """`["1:b", "0:a", "1:c"]` -> `{1: "b", 0: "a"}`: the first entry of a slot wins."""
+    members: dict[int, str] = {}
+    for entry in entries:
+        slot, sep, member = str(entry).partition(":")
+        if not sep:
+            raise ValueError(f"set member entry {entry!r} is not SLOT:MEMBER")
+        members.setdefault(int(slot), member)
+    return members
+
+
+def _reserved(name: str) -> bool:
+    return name.startswith("__") and name.endswith("__")
+
+
+def _parse_url(url: str) -> tuple[str, dict[str, str]]:
+    parts = urlsplit(url)
+    if parts.scheme != "firestore" or not parts.netloc or parts.path not in ("", "/"):
+        raise StoreError(f"Firestore store URL {url!r} is malformed: "
+                         "expected firestore://COLLECTION?project=PROJECT&database=DATABASE")
+    query = parse_qs(parts.query, keep_blank_values=True)
+    unknown = sorted(set(query) - set(_URL_OPTIONS))
+    if unknown:
+        raise StoreError(f"Firestore store URL {url!r}: unknown option(s) {', '.join(unknown)}; "
+                         f"expected any of {', '.join(_URL_OPTIONS)}")
+    repeated = sorted(name for name, values in query.items() if len(values) > 1)
+    if repeated:
+        raise StoreError(f"Firestore store URL {url!r}: option(s) {', '.join(repeated)} given more than once")
+    return parts.netloc, {name: values[0] for name, values in query.items() if values[0]}
+
+
+def _build_client(*, project: str | None, database: str | None) -> Any:
+    # Lazy: google.cloud.firestore pulls in grpc and protobuf (~300 ms of a cold start).
+    from google.cloud import firestore
+
+    if project is None:
+        project = os.environ.get("GOOGLE_CLOUD_PROJECT") or os.environ.get("GCLOUD_PROJECT")
+        if project is None and os.environ.get("FIRESTORE_EMULATOR_HOST"):
+            project = "demo-test"
+    try:
+        return firestore.Client(project=project, database=database)
+    except Exception as exc:  # google.auth.exceptions.DefaultCredentialsError and friends
+        raise StoreError(f"cannot create a Firestore client (project {project!r}, database {database!r}): "
+                         f"{type(exc).__name__}: {exc}; set GOOGLE_CLOUD_PROJECT and credentials, or "
+                         "FIRESTORE_EMULATOR_HOST for the emulator") from exc
+
