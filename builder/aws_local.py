@@ -201,3 +201,59 @@ class LocalRegistry:
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
         self.stop()
+
+
+class HostLambdaFunction:
+    """A function folder run as a Lambda straight on the host: the RIE around
+    `python -m unum_entry` (no image, no container; the same adapter and runtime code path).
+    A context manager; `invoke_url` is what the Invoke endpoint delivers to."""
+
+    def __init__(self, function_dir: str | os.PathLike[str], *, function_name: str,
+                 environment: Mapping[str, str], python: str = sys.executable) -> None:
+        self.function_dir = Path(function_dir)
+        self.function_name = function_name
+        self.environment = dict(environment)
+        self.python = python
+        self.ports = LambdaPorts.free()
+        self._process: subprocess.Popen[bytes] | None = None
+        self._log: Path | None = None
+
+    def start(self, timeout: float = 30.0) -> HostLambdaFunction:
+        env = {**os.environ, "AWS_LAMBDA_FUNCTION_NAME": self.function_name, "AWS_REGION": "us-east-1",
+               "UNUM_FUNCTION_DIR": str(self.function_dir), **self.environment}
+        fd, log_path = tempfile.mkstemp(prefix=f"unum-rie-{self.function_name}-", suffix=".log")
+        self._log = Path(log_path)
+        with os.fdopen(fd, "wb") as log:
+            self._process = subprocess.Popen(
+                [str(rie_binary()), "--runtime-interface-emulator-address", f"{LOOPBACK}:{self.ports.invoke}",
+                 "--runtime-api-address", f"{LOOPBACK}:{self.ports.runtime_api}", self.python, "-m", "unum_entry"],
+                env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        wait_for_port(self.ports.invoke, timeout, what=f"RIE of {self.function_name}")
+        return self
+
+    def stop(self) -> None:
+        process, self._process = self._process, None
+        if process is not None and process.poll() is None:
+            process.terminate()
+            try:
+                process.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait(timeout=5)
+        if self._log is not None:
+            self._log.unlink(missing_ok=True)
+            self._log = None
+
+    def log_text(self) -> str:
+        return self._log.read_text(errors="replace") if self._log is not None and self._log.exists() else ""
+
+    @property
+    def invoke_url(self) -> str:
+        return self.ports.invoke_url
+
+    def __enter__(self) -> HostLambdaFunction:
+        return self.start()
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.stop()

@@ -114,6 +114,8 @@ def build_parser() -> argparse.ArgumentParser:
     compile_cmd.register(sub)
     from builder import deploy_cmd
     deploy_cmd.register(sub)
+    from builder import image_cmds; image_cmds.register(sub)  # noqa: E702 (one line per command module)
+    from builder import local_aws_cmd; local_aws_cmd.register(sub)  # noqa: E702
     return parser
 
 

@@ -74,6 +74,9 @@ def sam_template(workflow: Workflow, *, image_prefix: str, tag: str = "latest", 
         raise BuildError(f"{workflow.folder}: function names {sorted(ids)} map to clashing CloudFormation ids")
     resources: dict[str, Any] = {TABLE: {
         "Type": "AWS::DynamoDB::Table",
+        # Workflow state and results only (every item carries a TTL): goes with the stack.
+        "DeletionPolicy": "Delete",
+        "UpdateReplacePolicy": "Delete",
         "Properties": {
             "BillingMode": "PAY_PER_REQUEST",
             "AttributeDefinitions": [{"AttributeName": "k", "AttributeType": "S"}],

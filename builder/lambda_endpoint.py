@@ -83,6 +83,7 @@ class _Event:
     request_id: str = field(compare=False)
     accepted_at: float = field(compare=False)
     retries: int = field(default=0, compare=False)
+    is_record: bool = field(default=False, compare=False)  # an on-failure destination record
 
 
 @dataclass(frozen=True)
@@ -102,10 +103,13 @@ class AsyncInvokeEndpoint:
     no event is queued or running. `attempts` lists every delivery attempt.
     """
 
-    def __init__(self, *, retry: LambdaRetry = LambdaRetry(), port: int = 0, workers: int = 8) -> None:
+    def __init__(self, *, retry: LambdaRetry = LambdaRetry(), port: int = 0, workers: int = 8,
+                 keep_payloads: bool = False) -> None:
         self.retry = retry
         self.stats: Counter[str] = Counter()
         self.attempts: list[Attempt] = []
+        self.payloads: list[tuple[str, bytes]] = []  # (function, body) of accepted Event invokes, if kept
+        self._keep_payloads = keep_payloads
         self._functions: dict[str, _Function] = {}
         self._queue: list[_Event] = []
         self._seq = itertools.count()
@@ -142,7 +146,7 @@ class AsyncInvokeEndpoint:
         class Handler(_InvokeHandler):
             owner = endpoint
 
-        self._server = ThreadingHTTPServer((LOOPBACK, self._port), Handler)
+        self._server = _QuietServer((LOOPBACK, self._port), Handler)
         self._server.daemon_threads = True
         self._threads = [threading.Thread(target=self._server.serve_forever, name="lambda-endpoint-http", daemon=True)]
         self._threads += [threading.Thread(target=self._work, name=f"lambda-endpoint-{i}", daemon=True)
@@ -199,7 +203,7 @@ class AsyncInvokeEndpoint:
 
     # ---- the Invoke API ------------------------------------------------------------------
 
-    def accept(self, function: str, body: bytes) -> str:
+    def accept(self, function: str, body: bytes, *, is_record: bool = False) -> str:
         """Queue one Event invoke (the 202 path); returns its request id."""
         request_id = str(uuid.uuid4())
         now = time.monotonic()
@@ -210,9 +214,12 @@ class AsyncInvokeEndpoint:
                 copies = 2
                 self.stats["duplicated"] += 1
             for _ in range(copies):
-                heapq.heappush(self._queue, _Event(now, next(self._seq), function, body, request_id, now))
+                heapq.heappush(self._queue, _Event(now, next(self._seq), function, body, request_id, now,
+                                                   is_record=is_record))
                 self._outstanding += 1
             self.stats["accepted"] += 1
+            if self._keep_payloads:
+                self.payloads.append((function, body))
             self._cv.notify_all()
         return request_id
 
@@ -272,7 +279,9 @@ class AsyncInvokeEndpoint:
             finally:
                 with self._cv:
                     self._running[event.function] -= 1
-                    self._functions[event.function].free.append(url)
+                    target = self._functions.get(event.function)
+                    if target is not None and url in target.urls and url not in target.free:  # unless re-registered
+                        target.free.append(url)
                     self._outstanding -= 1
                     self._cv.notify_all()
 
@@ -298,13 +307,15 @@ class AsyncInvokeEndpoint:
     def _requeue(self, event: _Event, delay: float, *, retries: int) -> None:
         with self._cv:
             heapq.heappush(self._queue, _Event(time.monotonic() + delay, next(self._seq), event.function, event.body,
-                                               event.request_id, event.accepted_at, retries))
+                                               event.request_id, event.accepted_at, retries, event.is_record))
             self._outstanding += 1
             self._cv.notify_all()
 
     def _destination(self, event: _Event, condition: str, response: bytes) -> None:
         target = self._functions.get(event.function)
         destination = target.on_failure if target is not None else None
+        if event.is_record:  # a failed destination record is not routed again (no loops)
+            destination = None
         self._record(Attempt(event.function, event.request_id, "destination", f"{condition} -> {destination}"))
         if destination is None:
             return
@@ -329,7 +340,7 @@ class AsyncInvokeEndpoint:
             "responseContext": {"statusCode": 200, "executedVersion": "$LATEST", "functionError": "Unhandled"},
             "responsePayload": response_payload,
         }
-        self.accept(destination, json.dumps(record).encode())
+        self.accept(destination, json.dumps(record).encode(), is_record=True)
 
     def _post(self, url: str, body: bytes) -> tuple[str, bytes]:
         """One request to a RIE: (ok | function_error | unavailable, response body)."""
@@ -388,6 +399,17 @@ def function_name_from_path(path: str) -> str | None:
         pieces = name.split(":")
         return pieces[6] if len(pieces) >= 7 else None
     return name.split(":", 1)[0]
+
+
+class _QuietServer(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """Clients closing keep-alive connections are normal; anything else is logged."""
+        import sys
+
+        if not isinstance(sys.exc_info()[1], (ConnectionError, TimeoutError)):
+            log.exception("invoke endpoint: error while serving %s", client_address)
 
 
 class _InvokeHandler(BaseHTTPRequestHandler):

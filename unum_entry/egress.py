@@ -25,6 +25,7 @@ from unum_entry.errors import SetGone
 from unum_entry.hooks import FaultPoint, Hooks
 from unum_entry.ir import FunctionIR
 from unum_entry.plan import Call, Committed, Join, Plan, plan
+from unum_entry.steps import abort_workflow
 from unum_entry.stores.base import Kind, Store
 
 
@@ -59,6 +60,7 @@ class EgressReport:
     created: bool
     invoked: int
     terminal: bool
+    failed: bool = False  # terminal through an IR `fail`: the workflow aborted
 
 
 def commit(ctx: EgressContext, env: Envelope, checkpoint: str | None, encoded: bytes) -> tuple[bytes, bool]:
@@ -109,14 +111,16 @@ def egress(ctx: EgressContext, env: Envelope, invocation: str, checkpoint: str |
         if len(env.frames) == 1 or the_plan.failure is not None:  # the workflow has finished
             done.append(naming.started_key(env.workflow))
         ctx.store.delete(done)  # the result record now holds the value
-    return EgressReport(value=value, created=created, invoked=invoked, terminal=the_plan.terminal)
+    return EgressReport(value=value, created=created, invoked=invoked, terminal=the_plan.terminal,
+                        failed=the_plan.failure is not None)
 
 
 def _record_failure(ctx: EgressContext, env: Envelope, invocation: str, failure: dict[str, Any]) -> None:
-    """An IR `fail` (a Step Functions Fail state): the workflow's failure record, first one wins,
-    in the same shape `Runtime.fail` writes after a handler's last attempt."""
+    """An IR `fail` (a Step Functions Fail state) aborts the workflow: its failure record (first
+    one wins, the shape `Runtime.fail` writes after a handler's last attempt), then the
+    compensations of its completed steps (none: one read)."""
     record = {**failure, "Function": ctx.ir.function, "Invocation": invocation, "Attempts": env.attempt + 1}
-    ctx.store.create(naming.failure_key(env.workflow), encode(record), workflow=env.workflow, kind=Kind.FAILURE)
+    abort_workflow(ctx.store, ctx.invoker, env.workflow, record)
 
 
 def _still_missing(ctx: EgressContext, checkpoint: str, wanted: set[str]) -> set[str] | None:

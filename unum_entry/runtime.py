@@ -110,8 +110,10 @@ class Runtime:
                 steps = recorded_steps(self.store, invocation)
         else:
             self.hooks.at(FaultPoint.BEFORE_HANDLER, invocation)
-            journal = Journal(self._steps, env.workflow, invocation, recheck=lambda: self._recheck(env, checkpoint),
-                              guards=witnesses(env, checkpoint) if self._steps.durable else ())
+            journal = None  # plain handlers get no journal: no step work at all
+            if self._steps.durable:
+                journal = Journal(self._steps, env.workflow, invocation, recheck=lambda: self._recheck(env, checkpoint),
+                                  guards=witnesses(env, checkpoint))
             try:
                 output = self._call_handler(before.event, env, invocation, journal)
             except Aborted as abort:
@@ -121,13 +123,13 @@ class Runtime:
                 return None
             self.hooks.at(FaultPoint.AFTER_HANDLER, invocation)
             encoded = encode(output, what=f"output of function {self.ir.function!r}")
-            if checkpoint is not None:
+            if journal is not None and checkpoint is not None:
                 steps = journal.gc_count()  # before the commit: a replay must find it
             stored, created = commit(self._egress, env, checkpoint, encoded)
         self.hooks.at(FaultPoint.AFTER_CHECKPOINT, invocation)
         context = replace(self._egress, steps=steps) if steps else self._egress
         report = egress(context, env, invocation, checkpoint, stored, created)
-        if report.terminal and len(env.frames) == 1 and self._steps.durable:
+        if report.terminal and not report.failed and len(env.frames) == 1 and self._steps.durable:
             drop_compensations(self.store, env.workflow)  # the workflow succeeded: nothing to undo
         return report
 

@@ -29,6 +29,7 @@ invoker, newest first, each run in the code of the function that ran the step, e
 
 from __future__ import annotations
 
+import functools
 import inspect
 import logging
 import random
@@ -49,7 +50,7 @@ log = logging.getLogger("unum.steps")
 
 DURABLE_ATTRIBUTE = "__unum_durable__"
 COMPENSATION_FIELD = "$unum_compensation"
-_PROBE = 16                  # compensation-log keys read per batch
+_PROBE = 16                  # at most this many compensation-log keys per batch read (1, 2, 4, … 16)
 _TRANSACT_ATTEMPTS = 20      # optimistic retries of one transactional step under contention
 
 
@@ -105,7 +106,7 @@ class StepEnv:
     function: str
     handler: Callable[..., Any]
 
-    @property
+    @functools.cached_property
     def durable(self) -> bool:
         return is_durable(self.handler) or is_durable(inspect.unwrap(self.handler))
 
@@ -157,7 +158,15 @@ class Journal:
             _at(hooks, StepPoint.BEFORE_EFFECT, key)
             result = self._run(seq, fn, args, kwargs)
             _at(hooks, StepPoint.AFTER_EFFECT, key)
-            stored = self._record(key, self._encode(name, result), [])
+            value = self._encode(name, result)
+            for attempt in range(_TRANSACT_ATTEMPTS):
+                try:
+                    stored = self._record(key, value, [])
+                    break
+                except TransactionConflict:  # a concurrent transaction on the record or a guard key
+                    if attempt == _TRANSACT_ATTEMPTS - 1:
+                        raise
+                    time.sleep(random.uniform(0, 0.002 * (attempt + 1)))
             _at(hooks, StepPoint.AFTER_RECORD, key)
         result, effect = self._recorded(stored, name, seq)
         if compensate is not None:
@@ -385,7 +394,8 @@ class StepsAPI:
 
     def _steps(self) -> Journal:
         if self._journal is None:
-            raise StepError("steps need the context the unum runtime passes to the handler")
+            raise StepError(f"function {getattr(self, 'function_name', '?')!r}: steps need the handler declared "
+                            "with @unum_entry.steps.durable (and the context the unum runtime passes to it)")
         return self._journal
 
 
@@ -424,7 +434,7 @@ def _append(store: Store, workflow: str, data: bytes, identity: str) -> tuple[in
                 return i, aborted
         if gap is not None:
             break
-        start, size = start + size, _PROBE
+        start, size = start + size, min(2 * size, _PROBE)
     index = gap
     while True:
         stored, created = store.create(naming.compensation_key(workflow, index), data, workflow=workflow,
@@ -452,21 +462,7 @@ def _first_gap(store: Store, workflow: str) -> int:
         for i, key in enumerate(keys, start):
             if key not in found:
                 return i
-        start, size = start + size, _PROBE
-
-
-def _live_entries(store: Store, workflow: str) -> list[tuple[int, dict[str, Any]]]:
-    """The log's entries in index order up to its first gap."""
-    entries: list[tuple[int, dict[str, Any]]] = []
-    start = 0
-    while True:
-        keys = [naming.compensation_key(workflow, i) for i in range(start, start + _PROBE)]
-        found = store.get_many(keys)
-        for i, key in enumerate(keys, start):
-            if key not in found:
-                return entries
-            entries.append((i, decode(found[key])))
-        start += _PROBE
+        start, size = start + size, min(2 * size, _PROBE)
 
 
 def start_compensations(store: Store, invoker: Any, workflow: str) -> int:
@@ -495,9 +491,9 @@ def abort_workflow(store: Store, invoker: Any, workflow: str, record: Mapping[st
 
 def drop_compensations(store: Store, workflow: str) -> None:
     """The workflow finished successfully: its compensation log is garbage."""
-    entries = _live_entries(store, workflow)
-    if entries:
-        store.delete(naming.compensation_key(workflow, i) for i, _ in entries)
+    count = _first_gap(store, workflow)
+    if count:
+        store.delete(naming.compensation_key(workflow, i) for i in range(count))
 
 
 # ---- compensation invocations ------------------------------------------------------------------

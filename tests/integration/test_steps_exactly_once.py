@@ -22,8 +22,14 @@ from __future__ import annotations
 
 import json
 import os
+import socket
+import subprocess
+import sys
 import threading
+import time
+import urllib.request
 import uuid
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -198,14 +204,45 @@ def run_ledger(tmp: Path, store, seed: int, rates: FaultRates, abort: str | None
     return injected
 
 
+@pytest.fixture(scope="module")
+def serial_moto() -> Iterator[str]:
+    """A moto server that handles one request at a time. moto's TransactWriteItems applies its
+    items one by one and, when one fails, rolls back by restoring a snapshot of every table it
+    touched; on the usual threaded server, requests running meanwhile see the half-applied
+    transaction and have their own writes undone by the restore — behaviour real DynamoDB
+    never shows (each request is atomic, transactions are serializable). Serving requests
+    one at a time restores exactly that model; concurrency stays on the client side."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    code = ("from moto.server import DomainDispatcherApplication, create_backend_app\n"
+            "from werkzeug.serving import run_simple\n"
+            f"run_simple('127.0.0.1', {port}, DomainDispatcherApplication(create_backend_app), threaded=False)\n")
+    process = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                               env={**os.environ, "MOTO_PORT": str(port)})
+    endpoint = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(200):
+            try:
+                urllib.request.urlopen(f"{endpoint}/moto-api/", timeout=1)
+                break
+            except OSError:
+                if process.poll() is not None:
+                    raise RuntimeError("moto server exited") from None
+                time.sleep(0.05)
+        yield endpoint
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+
+
 @pytest.fixture(params=["file", "dynamodb"])
 def ledger_store(request, tmp_path):
     if request.param == "file":
-        store = FileStore(tmp_path / "store")
-        yield store
+        yield FileStore(tmp_path / "store")
         return
-    server = request.getfixturevalue("moto_server")
-    store = open_store(f"dynamodb://unum-{uuid.uuid4().hex[:10]}?endpoint={server.endpoint}&create=1")
+    endpoint = request.getfixturevalue("serial_moto")
+    store = open_store(f"dynamodb://unum-{uuid.uuid4().hex[:10]}?endpoint={endpoint}&create=1")
     for table in ("counters", "undo"):  # the application's own tables, next to unum's
         if table not in store.client.list_tables()["TableNames"]:
             store.client.create_table(TableName=table, KeySchema=[{"AttributeName": "k", "KeyType": "HASH"}],
@@ -215,9 +252,12 @@ def ledger_store(request, tmp_path):
     store.close()
 
 
+CI_SCHEDULES = {"file": 5, "dynamodb": 3}  # per abort mode; `--schedules N` for more
+
+
 @pytest.mark.parametrize("abort", [None, "abort", "raise"])
-def test_ledger_under_fault_schedules(ledger_store, abort, tmp_path):
-    n = 6 if isinstance(ledger_store, FileStore) else 3
+def test_ledger_under_fault_schedules(ledger_store, abort, tmp_path, schedules):
+    n = schedules or CI_SCHEDULES["file" if isinstance(ledger_store, FileStore) else "dynamodb"]
     totals: dict[str, int] = {}
     for seed in range(n):
         injected = run_ledger(tmp_path, ledger_store, seed, SCHEDULES[seed % len(SCHEDULES)], abort)

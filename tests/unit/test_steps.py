@@ -134,7 +134,7 @@ def test_a_context_without_a_journal_explains_itself():
     from unum_entry.runtime import InvocationContext
 
     ctx = InvocationContext(WF, "F", "c-inv", 0, 0, 1, 0)
-    with pytest.raises(StepError, match="runtime"):
+    with pytest.raises(StepError, match="durable"):
         ctx.now()
     with pytest.raises(Aborted):
         ctx.abort("E", "why")
@@ -354,3 +354,25 @@ def test_concurrent_journals_of_one_step_agree(tmp_path):
     for t in threads:
         t.join()
     assert decode(store.app_read("c", ["n"])["n"].value) == 1
+
+
+def test_abort_from_a_plain_handler_fails_the_workflow_without_retries(tmp_path):
+    workflow = write_workflow(tmp_path / "abort", name="abort", entry="A", functions={
+        "A": FunctionSource("def handler(event, ctx):\n    ctx.abort('Refused', f'no {event}')\n")})
+    store = MemoryStore()
+    with local_platform(workflow, store, workers=1) as platform:
+        outcome = platform.run("way", timeout=30)
+        assert platform.stats["handler_retries"] == 0
+    assert outcome.failure["Error"] == "Refused" and outcome.failure["Cause"] == "no way"
+    assert outcome.failure["Attempts"] == 1 and outcome.results == []
+    assert [r.kind for r in store.records()] == [Kind.FAILURE]
+
+
+def test_a_plain_handler_calling_a_step_fails_with_the_fix_in_the_message(tmp_path):
+    workflow = write_workflow(tmp_path / "plain-step", name="plain-step", entry="A", functions={
+        "A": FunctionSource("def handler(event, ctx):\n    return ctx.step('s', lambda: 1)\n", [], {"max_attempts": 1})})
+    store = MemoryStore()
+    with local_platform(workflow, store, workers=1) as platform:
+        outcome = platform.run(None, timeout=30)
+    assert outcome.failure["Error"] == "StepError"
+    assert "'A'" in outcome.failure["Cause"] and "@unum_entry.steps.durable" in outcome.failure["Cause"]

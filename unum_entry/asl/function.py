@@ -19,6 +19,7 @@ from typing import Any
 
 from unum_entry.asl.runner import FRAGMENT_VERSION, Fragment, Handler, Services, run
 from unum_entry.errors import HandlerLoadError
+from unum_entry.steps import durable, is_durable
 
 FRAGMENT_FILE_NAME = "unum-asl.json"
 MAIN_MODULE = "unum_asl_main"
@@ -44,6 +45,12 @@ def make_handler(module_file: str | Path) -> Handler:
     def handler(event: Any, context: Any) -> Any:
         return run(fragment, user, event, context, Services(sleep=time.sleep, time_scale=time_scale()))
 
+    if user is not None:
+        # A `@durable` user handler makes this function durable; its compensations are found
+        # in the user's module (steps resolve them through `__wrapped__`).
+        handler.__wrapped__ = user  # type: ignore[attr-defined]
+        if is_durable(user):
+            durable(handler)
     return handler
 
 

@@ -95,6 +95,13 @@ class LambdaContext:
     memory_limit_in_mb: int = 128
     log_group_name: str = ""
     log_stream_name: str = ""
+    unum: Any = None              # the runtime's InvocationContext (steps API of `@durable` handlers)
+
+    def __getattr__(self, name: str) -> Any:
+        # `ctx.step`, `ctx.transact`, `ctx.now`, `ctx.abort`, ... come from the unum context.
+        if name.startswith("_") or self.unum is None:
+            raise AttributeError(name)
+        return getattr(self.unum, name)
 
     @property
     def aws_request_id(self) -> str:
@@ -343,7 +350,8 @@ class _Runner:
         ctx = LambdaContext(function_name=self.f.lambda_name or self.f.function, invocation=self.context.invocation,
                             workflow_id=self.context.workflow_id, attempt=self.context.attempt,
                             index=self.context.index, size=self.context.size, iteration=self.context.iteration,
-                            deadline=None if timeout is None else time.monotonic() + timeout * self.services.time_scale)
+                            deadline=None if timeout is None else time.monotonic() + timeout * self.services.time_scale,
+                            unum=self.context)
         if self.handler is None:  # pragma: no cover - the compiler gives every Task function a handler
             raise _TaskError("States.Runtime", f"function {self.f.function!r} has no handler")
         if timeout is None:
@@ -471,8 +479,11 @@ class _Runner:
 def _guarded(handler: Handler, event: Any, ctx: LambdaContext) -> Any:
     """Call user code; any exception becomes a Task error named by its class, with Lambda's
     error payload (errorMessage, errorType, stackTrace) as the Cause."""
+    from unum_entry.steps import Aborted
     try:
         return handler(event, ctx)
+    except Aborted:
+        raise  # ctx.abort: the workflow fails and compensates; no Retry or Catch applies
     except Exception as exc:  # user code: anything can come out
         name = type(exc).__name__
         trace = traceback.format_tb(exc.__traceback__)[1:]

@@ -25,7 +25,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from unum_entry.envelope import Envelope
-from unum_entry.errors import HandlerFailed, InvokeError, StaleInvocation, StoreError, UnumError
+from unum_entry.errors import ConfigurationError, HandlerFailed, InvokeError, StaleInvocation, StoreError, UnumError
 from unum_entry.invokers.lambda_event import Delivery, from_event
 from unum_entry.platforms.common import FunctionSettings, LoadedFunction, load_function
 from unum_entry.runtime import new_workflow
@@ -60,7 +60,12 @@ class RetryPolicy:
     @classmethod
     def from_env(cls, environ: Mapping[str, str]) -> RetryPolicy:
         raw = environ.get("UNUM_RETRY_BASE_DELAY")
-        return cls(base=float(raw)) if raw else cls()
+        if not raw:
+            return cls()
+        try:
+            return cls(base=float(raw))
+        except ValueError:
+            raise ConfigurationError(f"UNUM_RETRY_BASE_DELAY: expected seconds, found {raw!r}") from None
 
 
 class LambdaAdapter:
@@ -82,6 +87,8 @@ class LambdaAdapter:
         except StaleInvocation as exc:
             log.info("%s: dropped: %s", function, exc)
             return {"function": function, "stale": True}
+        except StoreError:
+            raise  # reading a stored envelope failed: Lambda retries the delivery
         except UnumError as exc:  # malformed: no retry can help, and no envelope to fail
             log.error("%s: dropped malformed event: %s", function, exc)
             return {"function": function, "error": str(exc)}
@@ -156,10 +163,11 @@ def main() -> int:
     logging.basicConfig(level=os.environ.get("UNUM_LOG_LEVEL", "INFO"))
     try:
         loaded = load_function(FunctionSettings.from_env(os.environ))
+        retry = RetryPolicy.from_env(os.environ)
     except UnumError as exc:
         print(f"unum_entry: cannot start: {exc}", file=sys.stderr)
         return 2
-    adapter = LambdaAdapter(loaded, retry=RetryPolicy.from_env(os.environ))
+    adapter = LambdaAdapter(loaded, retry=retry)
     module = types.ModuleType(HANDLER_MODULE)
     module.handler = adapter.handle  # type: ignore[attr-defined]
     sys.modules[HANDLER_MODULE] = module

@@ -59,6 +59,7 @@ _DELETE_CHUNK = 25  # BatchWriteItem limit
 _TABLE_NAME = re.compile(r"^[A-Za-z0-9_.-]{3,255}$")
 _URL_OPTIONS = ("endpoint", "region", "create")
 DEFAULT_REGION = "us-east-1"
+_CONFLICT_ATTEMPTS = 8
 
 # Create-if-absent, where "absent" includes expired-but-not-yet-swept by DynamoDB's TTL.
 _CREATE_CONDITION = f"attribute_not_exists({KEY}) OR #ttl <= :now"
@@ -190,7 +191,8 @@ class DynamoDBStore(Store):
             now = int(self._clock())
             with self._mapped("PutItem"):
                 try:
-                    self.client.put_item(
+                    _conflict_retrying(
+                        self.client.put_item,
                         TableName=self.table,
                         Item=item,
                         ConditionExpression=_CREATE_CONDITION,
@@ -237,7 +239,8 @@ class DynamoDBStore(Store):
         # right after this write, so exactly one adder observes the last empty slot filled.
         with self._mapped("UpdateItem"):
             try:
-                response = self.client.update_item(
+                response = _conflict_retrying(
+                    self.client.update_item,
                     TableName=self.table,
                     Key=_key(key),
                     UpdateExpression="SET #m.#slot = if_not_exists(#m.#slot, :member)",
@@ -394,6 +397,20 @@ def _item(record: Record) -> dict[str, Any]:
         item[SIZE] = {"N": str(record.size)}
         item[MEMBERS] = {"M": {}}
     return item
+
+
+def _conflict_retrying(call: Callable[..., Any], **params: Any) -> Any:
+    """A single-item write, resubmitted while it collides with a step transaction
+    (`_transact`) that checks or writes the same item: DynamoDB rejects such a write with
+    TransactionConflictException, and botocore does not retry that code by itself."""
+    for attempt in range(_CONFLICT_ATTEMPTS):
+        try:
+            return call(**params)
+        except ClientError as exc:
+            if _code(exc) != "TransactionConflictException" or attempt == _CONFLICT_ATTEMPTS - 1:
+                raise
+            time.sleep(min(1.0, 0.02 * 2 ** attempt) * random.uniform(0.5, 1.0))
+    raise AssertionError("unreachable")  # pragma: no cover
 
 
 def _guard_condition(guard: Guard) -> dict[str, Any]:

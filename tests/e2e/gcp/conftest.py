@@ -38,7 +38,7 @@ def built_images(docker_client, base_tag):
         key = str(folder)
         if key not in cache:
             cache[key] = {image.function: image.tag for image in
-                          build_images(docker_client, folder, base_tag=base_tag, tag_prefix="unum-e2e/",
+                          build_images(docker_client, folder, base_tag=base_tag, tag_prefix="unum-e2e-gcp/",
                                        progress=lambda line: None)}
         return cache[key]
 

@@ -1,0 +1,130 @@
+"""A workflow deployed on the local AWS stack: one container per function (its image under the
+Lambda RIE, host network), the asynchronous Invoke endpoint in front of them, and a DynamoDB
+table (moto). Used by `python -m builder local-aws` and by the e2e tests.
+
+    with LocalLambdaStack(workflow, images, store_url=url, endpoint=endpoint) as stack:
+        outcome = stack.run({"name": "x"})
+
+Containers start through `start_container(config) -> handle` (the docker SDK by default; the
+tests pass testcontainers); a handle needs `stop()`.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from types import TracebackType
+from typing import Any, Protocol
+
+from builder.aws_local import LambdaContainerConfig, lambda_container_config, wait_for_port
+from builder.lambda_endpoint import AsyncInvokeEndpoint
+from unum_entry.errors import InvokeError
+from unum_entry.outcome import RunResult, read_outcome
+from unum_entry.runtime import new_workflow
+from unum_entry.stores import open_store
+from unum_entry.workflow import Workflow
+
+
+class ContainerHandle(Protocol):
+    def stop(self) -> None: ...
+
+
+class DockerSdkContainer:
+    """A Lambda container started with the docker SDK; `stop()` removes it."""
+
+    def __init__(self, client: Any, config: LambdaContainerConfig) -> None:
+        self.config = config
+        self.container = client.containers.run(detach=True, **config.run_kwargs())
+        try:
+            wait_for_port(config.ports.invoke, 60, what=f"RIE of {config.image}")
+        except Exception:
+            self.stop()
+            raise
+
+    def stop(self) -> None:
+        self.container.remove(force=True)
+
+
+class LocalLambdaStack:
+    """Containers + endpoint registration + store for one workflow; a context manager."""
+
+    def __init__(self, workflow: Workflow, images: Mapping[str, str], *, store_url: str,
+                 endpoint: AsyncInvokeEndpoint, start_container: Callable[[LambdaContainerConfig], Any] | None = None,
+                 environment: Mapping[str, str] | None = None) -> None:
+        missing = set(workflow.functions) - set(images)
+        if missing:
+            raise InvokeError(f"no image for function(s) {', '.join(sorted(missing))} of workflow {workflow.name}")
+        self.workflow = workflow
+        self.images = dict(images)
+        self.store_url = store_url
+        self.endpoint = endpoint
+        self.environment = {"UNUM_STORE": store_url, "UNUM_INVOKER": f"lambda://?endpoint={endpoint.endpoint}",
+                            **(environment or {})}
+        self._start_container = start_container
+        self.containers: dict[str, Any] = {}
+        self.store = open_store(store_url + ("&" if "?" in store_url else "?") + "create=1")
+
+    def start(self) -> LocalLambdaStack:
+        start = self._start_container
+        if start is None:
+            from builder.images import docker_client
+
+            client = docker_client()
+            start = lambda config: DockerSdkContainer(client, config)  # noqa: E731
+        configs = {name: lambda_container_config(self.images[name], function_name=name, environment=self.environment)
+                   for name in sorted(self.workflow.functions)}
+        with ThreadPoolExecutor(4) as pool:
+            futures = {name: pool.submit(start, config) for name, config in configs.items()}
+        errors = []
+        for name, future in futures.items():
+            try:
+                self.containers[name] = future.result()
+            except Exception as exc:  # report all; stop() cleans up the ones that started
+                errors.append(f"{name}: {exc}")
+        if errors:
+            self.stop()
+            raise InvokeError(f"starting the function containers failed: {'; '.join(errors)}")
+        for name, config in configs.items():
+            self.endpoint.register(name, config.ports.invoke_url)
+        return self
+
+    def stop(self) -> None:
+        containers, self.containers = self.containers, {}
+        with ThreadPoolExecutor(4) as pool:  # removal is slow on vfs: in parallel
+            list(pool.map(_stop_quietly, containers.values()))
+
+    def start_workflow(self, input_value: Any, workflow_id: str | None = None) -> str:
+        """Invoke the entry function asynchronously, as a user would with boto3."""
+        from unum_entry.invokers.aws_lambda import build_client
+
+        env = new_workflow(input_value, workflow_id or f"wf-{uuid.uuid4().hex[:12]}")
+        response = build_client(endpoint=self.endpoint.endpoint, region="us-east-1").invoke(
+            FunctionName=self.workflow.entry, InvocationType="Event", Payload=json.dumps(env.to_wire()))
+        if response.get("StatusCode") != 202:
+            raise InvokeError(f"invoke of {self.workflow.entry}: expected 202, got {response.get('StatusCode')}")
+        return env.workflow
+
+    def run(self, input_value: Any, *, workflow_id: str | None = None, timeout: float = 120.0) -> RunResult:
+        """Start a workflow and wait until the endpoint has nothing queued or running."""
+        workflow_id = self.start_workflow(input_value, workflow_id)
+        if not self.endpoint.wait_idle(timeout):
+            raise InvokeError(f"workflow {workflow_id}: deliveries still in flight after {timeout:.0f} s "
+                              f"({dict(self.endpoint.stats)})")
+        return read_outcome(self.store, workflow_id)
+
+    def __enter__(self) -> LocalLambdaStack:
+        return self.start()
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.stop()
+        self.store.close()
+
+
+def _stop_quietly(handle: Any) -> None:
+    try:
+        handle.stop()
+    except Exception:  # already gone
+        pass

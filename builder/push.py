@@ -1,0 +1,116 @@
+"""Push function images to a registry: Amazon ECR (auth from `GetAuthorizationToken`) or any
+registry given by host (`127.0.0.1:5000`, `ghcr.io/org`, ...). Reports each pushed digest.
+
+    registry = ecr_registry(ecr_client)              # or Registry("127.0.0.1:5000")
+    pushed = push_images(docker, ["unum/chain-hello:latest"], registry)
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit
+
+from unum_entry.errors import BuildError
+
+Progress = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class Registry:
+    """Where to push: `host[:port][/namespace]`, with optional credentials."""
+
+    location: str
+    username: str | None = None
+    password: str | None = None
+    ecr_client: Any = field(default=None, compare=False, repr=False)  # set: repositories are created on ECR
+
+    @property
+    def auth_config(self) -> dict[str, str] | None:
+        if self.username is None:
+            return None
+        return {"username": self.username, "password": self.password or ""}
+
+
+@dataclass(frozen=True)
+class PushedImage:
+    source: str
+    remote: str
+    digest: str
+
+    @property
+    def reference(self) -> str:
+        """`remote-repository@sha256:…`: what a deploy should pin."""
+        return f"{self.remote.rsplit(':', 1)[0]}@{self.digest}"
+
+
+def registry_location(url: str) -> str:
+    """`https://host:port/ns` or `host:port/ns` → `host:port/ns` (image names have no scheme)."""
+    if "://" in url:
+        parts = urlsplit(url)
+        return (parts.netloc + parts.path).rstrip("/")
+    return url.rstrip("/")
+
+
+def ecr_registry(client: Any, *, location: str | None = None) -> Registry:
+    """Credentials from ECR's `GetAuthorizationToken` (a base64 `AWS:password` pair). The registry
+    is the token's proxy endpoint unless `location` overrides it (e.g. a local mirror)."""
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    try:
+        data = client.get_authorization_token()["authorizationData"][0]
+    except (ClientError, BotoCoreError, KeyError, IndexError) as exc:
+        raise BuildError(f"ECR GetAuthorizationToken failed: {exc}") from exc
+    try:
+        username, password = base64.b64decode(data["authorizationToken"]).decode().split(":", 1)
+    except (ValueError, KeyError) as exc:
+        raise BuildError(f"ECR returned an authorization token that is not base64 'user:password': {exc}") from exc
+    return Registry(location or registry_location(data["proxyEndpoint"]), username, password, ecr_client=client)
+
+
+def ensure_ecr_repository(client: Any, name: str) -> None:
+    """Create the ECR repository unless it exists (ECR does not create on push)."""
+    from botocore.exceptions import ClientError
+
+    try:
+        client.create_repository(repositoryName=name, imageScanningConfiguration={"scanOnPush": True})
+    except ClientError as exc:
+        if exc.response.get("Error", {}).get("Code") != "RepositoryAlreadyExistsException":
+            raise BuildError(f"ECR CreateRepository {name!r} failed: {exc}") from exc
+
+
+def push_images(docker: Any, images: Iterable[str], registry: Registry, *,
+                progress: Progress = lambda _: None) -> list[PushedImage]:
+    """Tag each local `repository:tag` under the registry and push it; returns the digests."""
+    import docker as docker_sdk
+
+    pushed = []
+    for source in images:
+        repository, _, tag = source.rpartition(":") if ":" in source.rsplit("/", 1)[-1] else (source, "", "latest")
+        remote_repository = f"{registry.location}/{repository}"
+        if registry.ecr_client is not None:
+            ensure_ecr_repository(registry.ecr_client, remote_repository.split("/", 1)[1])
+        try:
+            docker.images.get(source).tag(remote_repository, tag)
+        except docker_sdk.errors.ImageNotFound:
+            raise BuildError(f"push: no local image {source!r}: run `python -m builder build` first") from None
+        progress(f"pushing {remote_repository}:{tag}")
+        digest = None
+        try:
+            for chunk in docker.api.push(remote_repository, tag=tag, auth_config=registry.auth_config,
+                                         stream=True, decode=True):
+                if "error" in chunk:
+                    detail = chunk.get("errorDetail", {}).get("message") or chunk["error"]
+                    raise BuildError(f"push of {remote_repository}:{tag} failed: {detail}")
+                aux = chunk.get("aux") or {}
+                if "Digest" in aux:
+                    digest = aux["Digest"]
+        except docker_sdk.errors.APIError as exc:
+            raise BuildError(f"push of {remote_repository}:{tag} failed: {exc.explanation or exc}") from exc
+        if digest is None:
+            raise BuildError(f"push of {remote_repository}:{tag}: the registry reported no digest")
+        pushed.append(PushedImage(source, f"{remote_repository}:{tag}", digest))
+        progress(f"  {remote_repository}:{tag} {digest}")
+    return pushed
