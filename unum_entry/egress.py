@@ -24,7 +24,7 @@ from unum_entry.envelope import DataRef, Envelope, GcDuty
 from unum_entry.errors import SetGone
 from unum_entry.hooks import FaultPoint, Hooks
 from unum_entry.ir import FunctionIR
-from unum_entry.plan import Call, Committed, Join, Plan, plan
+from unum_entry.plan import Call, Committed, Join, Plan, continuation, plan
 from unum_entry.steps import abort_workflow
 from unum_entry.stores.base import Kind, Store
 
@@ -97,7 +97,11 @@ def egress(ctx: EgressContext, env: Envelope, invocation: str, checkpoint: str |
     # checkpoint gone also finds its inputs gone and is dropped as stale instead of re-running.
     ctx.hooks.at(FaultPoint.BEFORE_GC, invocation)
     collect(ctx.store, env.gc if checkpoint is not None else GcDuty())
-    invoked = _dispatch(ctx, invocation, the_plan.calls)
+    lane = continuation(ctx.ir, env)
+    # Our lane's next item first: a consumer of ours (which may collect our checkpoint, making
+    # our retries stale) is invoked only after it was sent.
+    invoked = _dispatch(ctx, invocation, [lane]) if lane is not None else 0
+    invoked += _dispatch(ctx, invocation, the_plan.calls)
     if the_plan.join is not None:
         invoked += _join(ctx, env, invocation, checkpoint, the_plan.join)
     if the_plan.terminal and the_plan.failure is not None:

@@ -81,6 +81,7 @@ class Envelope:
     gc: GcDuty = field(default_factory=GcDuty)
     attempt: int = 0
     start: bool = False
+    lanes: int = 0  # a map item run in lanes: once committed, invoke the item `lanes` further on
 
     @property
     def top(self) -> Frame:
@@ -109,6 +110,8 @@ class Envelope:
             wire["attempt"] = self.attempt
         if self.start:
             wire["start"] = True
+        if self.lanes:
+            wire["lanes"] = self.lanes
         return wire
 
     @classmethod
@@ -137,8 +140,11 @@ class Envelope:
         start = wire.get("start", False)
         if not isinstance(start, bool):
             raise EnvelopeError(f"envelope.start: expected a boolean, found {start!r}")
+        lanes = wire.get("lanes", 0)
+        if not _is_count(lanes):
+            raise EnvelopeError(f"envelope.lanes: expected an integer >= 0, found {lanes!r}")
         return cls(workflow=workflow, frames=frames, inputs=inputs, gathered=gathered,
-                   gc=_gc_from_wire(wire.get("gc")), attempt=attempt, start=start)
+                   gc=_gc_from_wire(wire.get("gc")), attempt=attempt, start=start, lanes=lanes)
 
 
 def is_envelope(event: Any) -> bool:

@@ -17,7 +17,9 @@ Instructions are a tiny straight-line program that egress runs over the committe
   set, one slot per branch) or `neighbour` (one set per branch index i, holding branch i and the
   target's own output at i-1: fold and the ExCamera pattern).
 - Transitions: `invoke` (one invocation), `map` (one per element of the output, or of the list at
-  `items`), `fan_out` (each of `branches` gets the whole output), `fan_in` (join `function`:
+  `items`; `max_concurrency` k (an int, or a path to one in the output) runs the items in k
+  *lanes*: the origin invokes items 0..k-1 and item i, once committed, invokes item i+k — a
+  concurrency limit with no coordinator), `fan_out` (each of `branches` gets the whole output), `fan_in` (join `function`:
   `aggregate` pops the top frame and uses the branch index as slot; `neighbour` joins the target
   at index + `offset` in `slot`), `succeed` (terminal: the workflow result is the value at `path`,
   default the whole output) and `fail` (terminal: the workflow fails with the `{"Error", "Cause"}`
@@ -96,6 +98,7 @@ class Map:
     function: str
     items: str | None = None
     when: Mapping[str, Any] | None = None
+    max_concurrency: int | str | None = None  # an int >= 0 (0: unlimited) or a path into the output
 
 
 @dataclass(frozen=True)
@@ -150,7 +153,7 @@ _OP_FIELDS: dict[str, set[str]] = {
     "next": set(),
     "create_set": {"function", "shape"},
     "invoke": {"function", "when", "path"},
-    "map": {"function", "items", "when"},
+    "map": {"function", "items", "when", "max_concurrency"},
     "fan_out": {"branches", "when"},
     "fan_in": {"function", "shape", "slot", "offset", "when"},
     "succeed": {"path", "when"},
@@ -302,7 +305,12 @@ class _Validator:
             items = raw.get("items")
             if items is not None and (not isinstance(items, str) or not items.startswith("$")):
                 raise self.error(f"{field}.items", f"expected a path starting with '$', found {items!r}")
-            return Map(function=self.name(raw, "function", f"{field}.function"), items=items, when=self.when(raw, field))
+            limit = raw.get("max_concurrency")
+            if limit is not None and not (isinstance(limit, str) and limit.startswith("$")) and \
+                    (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
+                raise self.error(f"{field}.max_concurrency", f"expected an integer >= 0 or a path starting with '$', found {limit!r}")
+            return Map(function=self.name(raw, "function", f"{field}.function"), items=items, when=self.when(raw, field),
+                       max_concurrency=limit)
         if op == "fan_out":
             branches = raw.get("branches")
             if not isinstance(branches, list) or not branches:

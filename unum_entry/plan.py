@@ -7,7 +7,7 @@ computes the same plan: the same sets, the same invocations with the same names.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from unum_entry import naming
@@ -126,7 +126,13 @@ def _transition(ins, ir: FunctionIR, env: Envelope, out: Committed, frames: tupl
         items = _map_items(ins, ir, out.value)
         per_item = [_small(item, inline_limit) for item in items]
         refs = [DataRef(ref=out.checkpoint, item=i, path=ins.items, **per_item[i]) for i in range(len(items))]
-        return _fan_out(env, out, frames, [ins.function] * len(items), refs, pending_sets)
+        fanned = _fan_out(env, out, frames, [ins.function] * len(items), refs, pending_sets)
+        lanes = _lanes(ins, ir, out.value)
+        if 0 < lanes < len(items):
+            # Only the first `lanes` items now; each passes its lane on (`continuation`).
+            calls = tuple(replace(call, envelope=replace(call.envelope, lanes=lanes)) for call in fanned.calls[:lanes])
+            fanned = replace(fanned, calls=calls)
+        return fanned
     if isinstance(ins, FanOut):
         whole = _inline_if_small(out, inline_limit)
         refs = [DataRef(ref=out.checkpoint, **whole) for _ in ins.branches]
@@ -210,6 +216,35 @@ def _failure(ins: Fail, ir: FunctionIR, value: Any) -> dict[str, Any]:
         raise PlanError(f"function {ir.function!r}: fail needs an object with Error and Cause, found {type(error).__name__}")
     # Step Functions allows a Fail without Error/Cause: they stay null then.
     return {key: None if error.get(key) is None else str(error[key]) for key in ("Error", "Cause")}
+
+
+def continuation(ir: FunctionIR, env: Envelope) -> Call | None:
+    """The next item of this map item's lane (`Envelope.lanes`), or None at the lane's end.
+
+    It is derived from our own request alone: same function, same origin checkpoint (the item
+    travels by reference: we do not hold it), the GC-set slot of its index. Egress sends it
+    before any other call of ours, so whoever can collect our checkpoint runs after it was sent.
+    """
+    if not env.lanes or env.gathered or len(env.inputs) != 1:
+        return None
+    top = env.top
+    index = top.index + env.lanes
+    source = env.inputs[0]
+    if index >= top.size or source.ref is None or source.item is None:
+        return None
+    item = DataRef(ref=source.ref, item=source.item + env.lanes, path=source.path)
+    gc = replace(env.gc, slot=index) if env.gc.set is not None else env.gc
+    frames = env.frames[:-1] + (Frame(index, top.size, top.iteration),)
+    return Call(ir.function, Envelope(workflow=env.workflow, frames=frames, inputs=(item,), gc=gc, lanes=env.lanes))
+
+
+def _lanes(ins: Map, ir: FunctionIR, value: Any) -> int:
+    limit = ins.max_concurrency
+    if isinstance(limit, str):
+        limit = resolve_path(limit, value, {})
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
+            raise PlanError(f"function {ir.function!r}: map max_concurrency at {ins.max_concurrency} must be an integer >= 0, found {limit!r}")
+    return limit or 0
 
 
 def _map_items(ins: Map, ir: FunctionIR, value: Any) -> list[Any]:

@@ -190,7 +190,8 @@ def instructions(fn: Function, layout: Layout, machine: Machine) -> list[dict[st
                 program.append({"op": "fan_out", "branches": branches, "when": when})
             else:
                 iterator = next(s for s in machine.scopes if s.owner == target)
-                program.append({"op": "map", "function": layout.start_function[id(iterator)], "items": "$.items", "when": when})
+                program.append({"op": "map", "function": layout.start_function[id(iterator)], "items": "$.items",
+                                "max_concurrency": "$.max_concurrency", "when": when})
     if fn.scope.owner is None:
         program.append({"op": "succeed", "path": "$.output", "when": {"Variable": "$.__next__", "StringEquals": END}})
         program.append({"op": "fail", "path": "$.error", "when": {"Variable": "$.__next__", "StringEquals": FAIL}})

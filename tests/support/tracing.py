@@ -143,6 +143,14 @@ SHAPES: dict[str, tuple[str, dict[str, Fn]]] = {
         "J": Fn("return sum(v)", [{"op": "fan_in", "function": "Top"}], gathered=True),
         "Top": Fn("return v", [], gathered=True),
     }),
+    "map-lanes": ("A", {  # max_concurrency 2: items run in two lanes, each item invokes the next of its lane
+        "A": Fn(f"return {{'list': [{R} for _ in range(random.randint(1, 6))]}}",
+                [{"op": "create_set", "function": "Sum"},
+                 {"op": "map", "function": "W", "items": "$.items", "max_concurrency": 2}], items=True),
+        "W": Fn(f"return v * {R}", [{"op": "invoke", "function": "W2"}]),
+        "W2": Fn(f"return v + {R}", [{"op": "fan_in", "function": "Sum"}]),
+        "Sum": Fn("return {'n': len(v), 's': sum(v)}", [], gathered=True),
+    }),
     "map-no-join": ("A", {
         "A": Fn("return {'list': [1, 2, 3]}", [{"op": "map", "function": "W", "items": "$.items"}], items=True),
         "W": Fn(f"return v * {R}", []),

@@ -52,6 +52,7 @@ def good():
     (lambda w: w.update(inputs=[{"value": 1, "junk": 2}]), "envelope.inputs[0].junk"),
     (lambda w: w.update(gathered="yes"), "envelope.gathered"),
     (lambda w: w.update(attempt=True), "envelope.attempt"),
+    (lambda w: w.update(lanes=-2), "envelope.lanes"),
     (lambda w: w.update(gc=[]), "envelope.gc"),
     (lambda w: w.update(gc={"delete": "c-1"}), "envelope.gc.delete"),
     (lambda w: w.update(gc={"set": "s-1"}), "envelope.gc"),

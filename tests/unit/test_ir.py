@@ -49,6 +49,8 @@ def test_parses_every_instruction():
     (ir(instructions=[{"op": "invoke"}]), "instructions[0].function", "required field is missing"),
     (ir(instructions=[{"op": "invoke", "function": "G", "target": "x"}]), "instructions[0].target", "unknown field"),
     (ir(instructions=[{"op": "map", "function": "W", "items": "xs"}]), "instructions[0].items", "starting with '$'"),
+    (ir(instructions=[{"op": "map", "function": "W", "max_concurrency": -1}]), "instructions[0].max_concurrency", "integer >= 0"),
+    (ir(instructions=[{"op": "map", "function": "W", "max_concurrency": "k"}]), "instructions[0].max_concurrency", "path starting"),
     (ir(instructions=[{"op": "fan_out", "branches": []}]), "instructions[0].branches", "non-empty list"),
     (ir(instructions=[{"op": "fan_out", "branches": ["A", 3]}]), "instructions[0].branches[1]", "non-empty string"),
     (ir(instructions=[{"op": "fan_in", "function": "J", "shape": "ring"}]), "instructions[0].shape", "aggregate, neighbour"),

@@ -8,7 +8,7 @@ from unum_entry import naming
 from unum_entry.codec import encode
 from unum_entry.envelope import ROOT, DataRef, Envelope, Frame, GcDuty
 from unum_entry.ir import parse_ir
-from unum_entry.plan import Committed, PlanError, plan
+from unum_entry.plan import Committed, PlanError, continuation, plan
 
 pytestmark = pytest.mark.unit
 
@@ -129,3 +129,33 @@ def test_without_a_checkpoint_values_go_inline_and_gc_duty_passes_on():
     (call,) = run(ir, "x" * 5000, env, limit=10, checkpoint=None).calls
     assert call.envelope.inputs == (DataRef(value="x" * 5000),)
     assert call.envelope.gc == GcDuty(delete=("c-prev",))
+
+
+def test_map_with_max_concurrency_invokes_the_first_lanes_and_each_item_passes_its_lane_on():
+    ir = make([{"op": "create_set", "function": "Sum"}, {"op": "map", "function": "W", "items": "$.xs", "max_concurrency": 2}])
+    p = run(ir, {"xs": [10, 20, 30, 40, 50]})
+    assert p.gc_set.size == 5 and p.join_sets[0].size == 5  # sets cover every item
+    assert [c.envelope.top.index for c in p.calls] == [0, 1]
+    assert all(c.envelope.lanes == 2 for c in p.calls)
+    item_ir = make([{"op": "fan_in", "function": "Sum"}])
+    first = p.calls[1].envelope
+    nxt = continuation(item_ir, first)
+    assert nxt.function == "F"  # the map item's own function
+    assert nxt.envelope.frames == (Frame(), Frame(3, 5, 0))
+    assert nxt.envelope.inputs == (DataRef(ref=CKPT, item=3, path="$.xs"),)  # by reference: 1 holds only its item
+    assert nxt.envelope.gc == GcDuty(set=first.gc.set, slot=3, on_full=(CKPT,)) and nxt.envelope.lanes == 2
+    assert continuation(item_ir, nxt.envelope) is None  # 3 + 2 is past the end
+    assert continuation(item_ir, Envelope(workflow="wf", inputs=(DataRef(value=1),))) is None
+
+
+@pytest.mark.parametrize("limit, value, calls", [(0, {"xs": [1, 2, 3]}, 3), (9, {"xs": [1, 2, 3]}, 3),
+                                                 ("$.k", {"xs": [1, 2, 3], "k": 1}, 1)])
+def test_max_concurrency_zero_or_at_least_the_items_is_no_limit_and_a_path_reads_the_output(limit, value, calls):
+    ir = make([{"op": "map", "function": "W", "items": "$.xs", "max_concurrency": limit}])
+    assert len(run(ir, value).calls) == calls
+
+
+def test_max_concurrency_path_must_hold_a_count():
+    ir = make([{"op": "map", "function": "W", "items": "$.xs", "max_concurrency": "$.k"}])
+    with pytest.raises(PlanError, match="max_concurrency at \\$.k must be an integer >= 0"):
+        run(ir, {"xs": [1], "k": "two"})

@@ -10,7 +10,7 @@ replay takes the same route; the function's IR routes on `$.__next__`:
 
 - `{"__next__": "<Task>", "transfer": T}`       invoke the Task's function with T
 - `{"__next__": "<Parallel>", "fanout": F}`     fan out to the branches (each builds its own T)
-- `{"__next__": "<Map>", "items": [T, ...]}`    map over the iterations
+- `{"__next__": "<Map>", "items": [T, ...], "max_concurrency": k}`    map over the iterations, k at a time
 - `{"__next__": "__end__", "output": X[, "stack": S]}`   the end (of the workflow, or of a branch: fan-in)
 - `{"__next__": "__fail__", "error": E[, "stack": S]}`   a failure (of the workflow, or of a branch)
 
@@ -396,13 +396,24 @@ class _Runner:
                 return {"__next__": name, "fanout": {"input": effective, "vars": th.vars, "stack": th.stack,
                                                      "exec": th.exec, "parent": parent}}
             inputs = self._map_inputs(name, state, th, scope)
+            limit = self._max_concurrency(state, th.input, scope)
         except StatesRuntimeError as exc:
             return self._catch(name, state, th, exc.error, exc.cause)
         if not inputs:  # nothing to fan out: the Map completes here with []
             return self._complete(name, state, th, [])
         items = [{MARK: 1, "input": value, "vars": th.vars, "exec": th.exec,
                   "stack": [*th.stack, {"parent": parent if i == 0 else None}]} for i, value in enumerate(inputs)]
-        return {"__next__": name, "items": items}
+        # The IR's map runs the iterations in `max_concurrency` lanes (0: all at once).
+        return {"__next__": name, "items": items, "max_concurrency": limit}
+
+    def _max_concurrency(self, state: Mapping[str, Any], raw: Any, scope: dataflow.Scope) -> int:
+        for key in ("MaxConcurrency", "MaxConcurrencyPath"):
+            if key in state:
+                value = dataflow.resolve(state[key], raw, scope, field=key)
+                if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                    raise StatesRuntimeError("States.Runtime", f"{key} must be an integer >= 0, found {value!r}")
+                return value
+        return 0
 
     def _map_inputs(self, name: str, state: Mapping[str, Any], th: _Thread, scope: dataflow.Scope) -> list[Any]:
         """The input of each Map iteration: InputPath, ItemsPath/Items, ItemSelector (per item,
