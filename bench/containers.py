@@ -9,6 +9,7 @@ b. Cold start added by the entrypoint, inside the base image: importing the Lamb
 c. Warm time per transition of the chain workflow (3 functions): function containers under the
    RIE behind the local Invoke endpoint, against the same workflow in-process (LocalPlatform),
    both on DynamoDB (moto). Reported as milliseconds per transition and their ratio.
+d. Rebuilding one function image after its code changed (the code + IR layer only).
 No asserts: numbers to read. Run from the repository root.
 """
 
@@ -112,6 +113,23 @@ def warm_transitions(client, tags: dict[str, str], runs: int) -> dict[str, float
     return {"containers_ms": containers_ms, "in_process_ms": local_ms, "ratio": containers_ms / local_ms}
 
 
+def rebuild_after_code_change(client, base: str) -> float:
+    import shutil
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="unum-bench-") as tmp:
+        folder = Path(tmp) / "chain"
+        shutil.copytree(CHAIN, folder)
+        build_images(client, folder, base_tag=base, tag_prefix="unum-bench-rebuild/", functions=["Shout"],
+                     progress=lambda line: None)
+        app = folder / "Shout" / "app.py"
+        app.write_text(app.read_text() + f"\n# changed {uuid.uuid4().hex}\n")
+        start = time.perf_counter()
+        build_images(client, folder, base_tag=base, tag_prefix="unum-bench-rebuild/", functions=["Shout"],
+                     progress=lambda line: None)
+        return time.perf_counter() - start
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
@@ -125,6 +143,8 @@ def main() -> int:
     sizes = image_sizes(client, base, tags["Hello"])
     cold = cold_start(client, tags["Hello"], runs)
     warm = warm_transitions(client, tags, runs)
+    rebuild = rebuild_after_code_change(client, base)
+    driver = client.info().get("Driver", "?")
     lines = [
         f"unum container bench ({datetime.now(UTC):%Y-%m-%d %H:%M} UTC, {os.cpu_count()} CPUs, "
         f"base on {OS_IMAGE}, {runs} runs, medians)",
@@ -142,6 +162,9 @@ def main() -> int:
         f"   containers (RIE + endpoint) {warm['containers_ms']:7.1f} ms",
         f"   in-process (LocalPlatform)  {warm['in_process_ms']:7.1f} ms",
         f"   ratio                       {warm['ratio']:7.1f} x",
+        "",
+        f"d. rebuild of one function image after a code change ({driver} storage)",
+        f"   seconds                     {rebuild:7.2f} s",
     ]
     report = "\n".join(lines) + "\n"
     print(report, end="")

@@ -1,5 +1,7 @@
-"""Push function images to a registry: Amazon ECR (auth from `GetAuthorizationToken`) or any
-registry given by host (`127.0.0.1:5000`, `ghcr.io/org`, ...). Reports each pushed digest.
+"""Push function images to a registry: Amazon ECR (auth from `GetAuthorizationToken`), Google
+Artifact Registry / Container Registry (`oauth2accesstoken` + a google-auth access token, chosen
+by host: `LOCATION-docker.pkg.dev`, `*gcr.io`) or any registry given by host (`127.0.0.1:5000`,
+`ghcr.io/org`, ...). Reports each pushed digest.
 
     registry = ecr_registry(ecr_client)              # or Registry("127.0.0.1:5000")
     pushed = push_images(docker, ["unum/chain-hello:latest"], registry)
@@ -26,6 +28,7 @@ class Registry:
     username: str | None = None
     password: str | None = None
     ecr_client: Any = field(default=None, compare=False, repr=False)  # set: repositories are created on ECR
+    google_credentials: Any = field(default=None, compare=False, repr=False)  # Artifact Registry; None: ADC
 
     @property
     def auth_config(self) -> dict[str, str] | None:
@@ -70,6 +73,20 @@ def ecr_registry(client: Any, *, location: str | None = None) -> Registry:
     return Registry(location or registry_location(data["proxyEndpoint"]), username, password, ecr_client=client)
 
 
+def login_for(registry: Registry) -> dict[str, str] | None:
+    """The docker `auth_config` for pushing to `registry`: its own credentials when given; for an
+    Artifact Registry or Container Registry host, `oauth2accesstoken` with a fresh access token
+    (`registry.google_credentials`, else Application Default Credentials); else None (the
+    engine's own `docker login` applies). Raises BuildError when Google credentials are unusable."""
+    from builder.artifact_registry import auth_config, is_artifact_registry
+
+    if registry.auth_config is not None:
+        return registry.auth_config
+    if is_artifact_registry(registry.location):
+        return auth_config(registry.location, credentials=registry.google_credentials)
+    return None
+
+
 def ensure_ecr_repository(client: Any, name: str) -> None:
     """Create the ECR repository unless it exists (ECR does not create on push)."""
     from botocore.exceptions import ClientError
@@ -87,6 +104,7 @@ def push_images(docker: Any, images: Iterable[str], registry: Registry, *,
     import docker as docker_sdk
 
     pushed = []
+    login = login_for(registry)  # once: an access token outlives a push
     for source in images:
         repository, _, tag = source.rpartition(":") if ":" in source.rsplit("/", 1)[-1] else (source, "", "latest")
         remote_repository = f"{registry.location}/{repository}"
@@ -99,7 +117,7 @@ def push_images(docker: Any, images: Iterable[str], registry: Registry, *,
         progress(f"pushing {remote_repository}:{tag}")
         digest = None
         try:
-            for chunk in docker.api.push(remote_repository, tag=tag, auth_config=registry.auth_config,
+            for chunk in docker.api.push(remote_repository, tag=tag, auth_config=login,
                                          stream=True, decode=True):
                 if "error" in chunk:
                     detail = chunk.get("errorDetail", {}).get("message") or chunk["error"]

@@ -20,7 +20,7 @@ from typing import Any, Protocol
 
 from unum_entry import naming
 from unum_entry.codec import decode, encode
-from unum_entry.envelope import DataRef, Envelope, GcDuty
+from unum_entry.envelope import ROOT, DataRef, Envelope, GcDuty
 from unum_entry.errors import SetGone
 from unum_entry.hooks import FaultPoint, Hooks
 from unum_entry.ir import FunctionIR
@@ -87,11 +87,23 @@ def egress(ctx: EgressContext, env: Envelope, invocation: str, checkpoint: str |
         if missing is None:
             return EgressReport(value=value, created=created, invoked=0, terminal=False)
     if gc_set in missing:
-        _create_sets(ctx, env, the_plan)
+        made = _create_sets(ctx, env, the_plan)
+        if made and ctx.store.get(checkpoint) is None:
+            # Another execution of ours ran the whole fan-out while we were creating: its last
+            # branch collected our checkpoint, then the sets, before ours appeared. What we
+            # just made are zombies nobody else will delete (a set we did not make is never
+            # touched: it may still be in use).
+            ctx.store.delete(made)
+            return EgressReport(value=value, created=created, invoked=0, terminal=False)
     if marker in missing:
         # Before anyone can consume (and collect) our checkpoint: the witness for late
         # duplicates of the workflow's first invocation (see ingress).
-        ctx.store.create(marker, b"", workflow=env.workflow, kind=Kind.MARKER)
+        _, made_marker = ctx.store.create(marker, b"", workflow=env.workflow, kind=Kind.MARKER)
+        if made_marker and _finished(ctx.store, env.workflow):
+            # The workflow ran to its end (whose last step deletes the marker) while this
+            # execution was between its check and its create: ours would be a zombie.
+            ctx.store.delete([marker])
+            return EgressReport(value=value, created=created, invoked=0, terminal=False)
     # Collect our inputs BEFORE invoking anyone: then a consumer can only have committed (and
     # collected our checkpoint) after our inputs are gone, so a retry of ours that finds its
     # checkpoint gone also finds its inputs gone and is dropped as stale instead of re-running.
@@ -160,14 +172,23 @@ def collect(store: Store, gc: GcDuty) -> None:
             store.delete([gc.set])
 
 
-def _create_sets(ctx: EgressContext, env: Envelope, the_plan: Plan) -> None:
+def _create_sets(ctx: EgressContext, env: Envelope, the_plan: Plan) -> list[str]:
     """The origin creates every set its branches will use, before any branch can run: the join
-    sets first, the fan-out GC set last, so an existing GC set means all were made."""
+    sets first, the fan-out GC set last, so an existing GC set means all were made. Returns the
+    keys this call created (the others existed)."""
     gc_set, join_sets = the_plan.gc_set, the_plan.join_sets
     if gc_set is None:
-        return
-    _run_all(ctx.executor, [lambda s=s: ctx.store.create_set(s.key, s.size, workflow=env.workflow) for s in join_sets])
-    ctx.store.create_set(gc_set.key, gc_set.size, workflow=env.workflow)
+        return []
+    made = _run_all(ctx.executor, [lambda s=s: ctx.store.create_set(s.key, s.size, workflow=env.workflow) for s in join_sets])
+    keys = [s.key for s, created in zip(join_sets, made, strict=True) if created]
+    if ctx.store.create_set(gc_set.key, gc_set.size, workflow=env.workflow):
+        keys.append(gc_set.key)
+    return keys
+
+
+def _finished(store: Store, workflow: str) -> bool:
+    """Whether the workflow has its root result or its failure record."""
+    return bool(store.read([naming.result_key(workflow, ROOT), naming.failure_key(workflow)]))
 
 
 def _dispatch(ctx: EgressContext, invocation: str, calls: Sequence[Call]) -> int:

@@ -21,13 +21,13 @@ import sys
 import time
 import types
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 from unum_entry.envelope import Envelope
-from unum_entry.errors import ConfigurationError, HandlerFailed, InvokeError, StaleInvocation, StoreError, UnumError
+from unum_entry.errors import HandlerFailed, InvokeError, StaleInvocation, StoreError, UnumError
 from unum_entry.invokers.lambda_event import Delivery, from_event
-from unum_entry.platforms.common import FunctionSettings, LoadedFunction, load_function
+from unum_entry.platforms.common import FunctionSettings, LoadedFunction, RetryPolicy, load_function, retry_or_fail
 from unum_entry.runtime import new_workflow
 
 log = logging.getLogger("unum.lambda")
@@ -46,35 +46,13 @@ class PlatformGaveUp(UnumError):
         super().__init__(f"{condition}: {self.error_type}: {self.message}")
 
 
-@dataclass(frozen=True)
-class RetryPolicy:
-    """Delay before the adapter re-invokes a failed handler: `base * 2**attempt`, at most `cap`
-    seconds (Step Functions' IntervalSeconds=1, BackoffRate=2 by default)."""
-
-    base: float = 1.0
-    cap: float = 30.0
-
-    def delay(self, attempt: int) -> float:
-        return min(self.cap, self.base * (2 ** attempt))
-
-    @classmethod
-    def from_env(cls, environ: Mapping[str, str]) -> RetryPolicy:
-        raw = environ.get("UNUM_RETRY_BASE_DELAY")
-        if not raw:
-            return cls()
-        try:
-            return cls(base=float(raw))
-        except ValueError:
-            raise ConfigurationError(f"UNUM_RETRY_BASE_DELAY: expected seconds, found {raw!r}") from None
-
-
 class LambdaAdapter:
     """Turns Lambda events into `Runtime.handle` / `Runtime.fail` calls for one function."""
 
-    def __init__(self, loaded: LoadedFunction, *, retry: RetryPolicy = RetryPolicy(),
+    def __init__(self, loaded: LoadedFunction, *, retry: RetryPolicy | None = None,
                  sleep=time.sleep) -> None:
         self.loaded = loaded
-        self.retry = retry
+        self.retry = retry or RetryPolicy()
         self._sleep = sleep
 
     def handle(self, event: Any, context: Any) -> dict[str, Any]:
@@ -117,15 +95,7 @@ class LambdaAdapter:
         return summary
 
     def _handler_failed(self, env: Envelope, exc: HandlerFailed) -> dict[str, Any]:
-        ir = self.loaded.ir
-        if env.attempt + 1 < ir.max_attempts:
-            self._sleep(self.retry.delay(env.attempt))
-            log.warning("%s: attempt %d failed (%s); retrying", ir.function, env.attempt + 1, exc)
-            self.loaded.invoker.invoke(ir.function, env.next_attempt().to_wire())
-            return {"retrying": env.attempt + 1, "error": str(exc)}
-        log.error("%s: workflow %s failed after %d attempt(s): %s", ir.function, env.workflow, env.attempt + 1, exc)
-        self.loaded.runtime.fail(env, exc)
-        return {"failed": str(exc)}
+        return retry_or_fail(self.loaded, env, exc, retry=self.retry, sleep=self._sleep)
 
     def _platform_gave_up(self, record: Mapping[str, Any]) -> dict[str, Any]:
         """An on-failure destination record for one of our deliveries: record the failure."""

@@ -42,8 +42,7 @@ from unum_entry.codec import decode
 from unum_entry.envelope import Envelope
 from unum_entry.errors import ConfigurationError, EnvelopeError, HandlerFailed, InvokeError, StaleInvocation, StoreError, UnumError
 from unum_entry.invokers.lambda_event import Delivery, from_event
-from unum_entry.platforms.aws_lambda import RetryPolicy
-from unum_entry.platforms.common import FunctionSettings, LoadedFunction, load_function
+from unum_entry.platforms.common import FunctionSettings, LoadedFunction, RetryPolicy, load_function, retry_or_fail
 from unum_entry.runtime import new_workflow
 
 log = logging.getLogger("unum.cloud_run")
@@ -140,15 +139,7 @@ class CloudRunAdapter:
         return summary
 
     def _handler_failed(self, env: Envelope, exc: HandlerFailed) -> dict[str, Any]:
-        ir = self.loaded.ir
-        if env.attempt + 1 < ir.max_attempts:
-            self._sleep(self.retry.delay(env.attempt))
-            log.warning("%s: attempt %d failed (%s); retrying", ir.function, env.attempt + 1, exc)
-            self.loaded.invoker.invoke(ir.function, env.next_attempt().to_wire())
-            return {"retrying": env.attempt + 1, "error": str(exc)}
-        log.error("%s: workflow %s failed after %d attempt(s): %s", ir.function, env.workflow, env.attempt + 1, exc)
-        self.loaded.runtime.fail(env, exc)
-        return {"failed": str(exc)}
+        return retry_or_fail(self.loaded, env, exc, retry=self.retry, sleep=self._sleep)
 
     def _decode(self, message: Any) -> Delivery:
         if not isinstance(message, Mapping) or not isinstance(message.get("data"), str):

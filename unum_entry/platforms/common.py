@@ -11,17 +11,22 @@ and the local stack set the others):
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import logging
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from unum_entry.egress import Invoker
-from unum_entry.errors import ConfigurationError
+from unum_entry.envelope import Envelope
+from unum_entry.errors import ConfigurationError, HandlerFailed
 from unum_entry.ir import IR_FILE_NAME, FunctionIR, load_ir
 from unum_entry.runtime import Runtime, RuntimeConfig, load_handler
 from unum_entry.stores.base import Store
 
 DEFAULT_FUNCTION_DIR = "/var/task"
+
+log = logging.getLogger("unum.platform")
 
 
 @dataclass(frozen=True)
@@ -77,3 +82,42 @@ def load_function(settings: FunctionSettings) -> LoadedFunction:
     invoker = open_invoker(settings.invoker_url, store=store)
     runtime = Runtime(ir, handler, store, invoker, config=settings.config)
     return LoadedFunction(ir=ir, runtime=runtime, store=store, invoker=invoker)
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """Delay before an adapter re-invokes a failed handler: `base * 2**attempt`, at most `cap`
+    seconds (Step Functions' IntervalSeconds=1, BackoffRate=2 by default)."""
+
+    base: float = 1.0
+    cap: float = 30.0
+
+    def delay(self, attempt: int) -> float:
+        return min(self.cap, self.base * (2 ** attempt))
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str]) -> RetryPolicy:
+        raw = environ.get("UNUM_RETRY_BASE_DELAY")
+        if not raw:
+            return cls()
+        try:
+            return cls(base=float(raw))
+        except ValueError:
+            raise ConfigurationError(f"UNUM_RETRY_BASE_DELAY: expected seconds, found {raw!r}") from None
+
+
+def retry_or_fail(loaded: LoadedFunction, env: Envelope, exc: HandlerFailed, *, retry: RetryPolicy,
+                  sleep: Callable[[float], None]) -> dict[str, Any]:
+    """A handler failed: re-invoke this function with `attempt + 1` after the policy's delay
+    while the IR's `max_attempts` allows, else record the workflow's failure (`Runtime.fail`).
+    Both adapters retry handler errors themselves so the attempt count is exact whatever the
+    platform's own redelivery settings. Returns a summary for the platform's answer."""
+    ir = loaded.ir
+    if env.attempt + 1 < ir.max_attempts:
+        sleep(retry.delay(env.attempt))
+        log.warning("%s: attempt %d failed (%s); retrying", ir.function, env.attempt + 1, exc)
+        loaded.invoker.invoke(ir.function, env.next_attempt().to_wire())
+        return {"retrying": env.attempt + 1, "error": str(exc)}
+    log.error("%s: workflow %s failed after %d attempt(s): %s", ir.function, env.workflow, env.attempt + 1, exc)
+    loaded.runtime.fail(env, exc)
+    return {"failed": str(exc)}

@@ -1,0 +1,34 @@
+"""`python -m builder push --registry LOCATION-docker.pkg.dev/...` goes through Application
+Default Credentials (here an `authorized_user` file whose token endpoint is local) and, when the
+token cannot be had, stops with one line naming the registry: no traceback, nothing pushed."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.integration.gcp.test_artifact_registry_push import TokenEndpoint
+
+pytestmark = pytest.mark.e2e
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+def test_push_to_artifact_registry_with_revoked_adc_is_one_clear_line(tmp_path, docker_client) -> None:
+    with TokenEndpoint(None) as endpoint:  # answers invalid_grant
+        adc = tmp_path / "adc.json"
+        adc.write_text(json.dumps({"type": "authorized_user", "client_id": "c.apps.googleusercontent.com",
+                                   "client_secret": "s", "refresh_token": "1//revoked", "token_uri": endpoint.url}))
+        env = {**os.environ, "GOOGLE_APPLICATION_CREDENTIALS": str(adc)}
+        proc = subprocess.run([sys.executable, "-m", "builder", "push", str(REPO / "images" / "chain"),
+                               "--registry", "us-docker.pkg.dev/my-project/unum", "--tag-prefix", "unum-e2e-gcp/"],
+                              cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2, proc.stderr
+    assert "us-docker.pkg.dev" in proc.stderr and "no usable Google credentials" in proc.stderr
+    assert "Traceback" not in proc.stderr and proc.stdout == ""
+    assert [g["grant_type"] for g in endpoint.grants] == [["refresh_token"]]
