@@ -195,6 +195,26 @@ class PubSubEmulator(_GcloudEmulator):
             "ackDeadlineSeconds": ack_deadline,
         })
 
+    def create_pull_subscription(self, subscription: str, topic: str) -> None:
+        """A pull subscription of `topic` (e.g. a tap that sees every message published to it)."""
+        self._request("PUT", f"/v1/projects/{self.project}/subscriptions/{subscription}", {
+            "topic": f"projects/{self.project}/topics/{topic}", "ackDeadlineSeconds": 60})
+
+    def pull(self, subscription: str, *, max_messages: int = 10) -> list[dict[str, Any]]:
+        """Pull and ack what `subscription` holds now: `[{"data": bytes, "attributes": {…},
+        "messageId": …}]` (empty when nothing is waiting)."""
+        import base64
+
+        answer = self._request("POST", f"/v1/projects/{self.project}/subscriptions/{subscription}:pull",
+                               {"maxMessages": max_messages, "returnImmediately": True})
+        received = answer.get("receivedMessages", [])
+        if received:
+            self._request("POST", f"/v1/projects/{self.project}/subscriptions/{subscription}:acknowledge",
+                          {"ackIds": [r["ackId"] for r in received]})
+        return [{"data": base64.b64decode(r["message"].get("data", "")),
+                 "attributes": r["message"].get("attributes", {}),
+                 "messageId": r["message"]["messageId"]} for r in received]
+
     def wire_push(self, endpoints: Mapping[str, str], *, prefix: str, path: str = "/pubsub") -> dict[str, str]:
         """For each function -> base URL: its topic (`topic_name(prefix, function)`) and a push
         subscription delivering to `URL + path`. Returns function -> topic."""
@@ -447,6 +467,11 @@ class FaultyPushProxy:
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
+    def deliveries(self, message_id: str) -> int:
+        """How many times Pub/Sub has pushed message `message_id` to this proxy so far."""
+        with self._lock:
+            return self._seen[message_id]
+
     def _deliver(self, path: str, body: bytes, headers: Mapping[str, str]) -> int:
         import concurrent.futures
 
@@ -511,16 +536,29 @@ class ContainerFunctions:
         self._containers: dict[str, Any] = {}
 
     def start(self) -> ContainerFunctions:
+        import concurrent.futures
+
+        ports: dict[str, int] = {}
+        for name in self.workflow.functions:  # distinct ports, picked before any container binds one
+            while (port := free_port()) in ports.values():
+                pass
+            ports[name] = port
+
+        def run(name: str) -> None:
+            port = ports[name]
+            signature = "http" if name == self.workflow.entry else "cloudevent"
+            env = function_env(function_dir="/var/task", store_url=self.store_url, invoker_url=self.invoker_url,
+                               port=port, signature=signature, emulators=self.emulators, extra=self.extra_env)
+            self._containers[name] = self.client.containers.run(
+                self.images[name], detach=True, network_mode="host", environment=env,
+                labels={"unum.localstack": "gcp"})
+            self.urls[name] = f"http://{LOOPBACK}:{port}"
+
         try:
-            for name in self.workflow.functions:
-                port = free_port()
-                signature = "http" if name == self.workflow.entry else "cloudevent"
-                env = function_env(function_dir="/var/task", store_url=self.store_url, invoker_url=self.invoker_url,
-                                   port=port, signature=signature, emulators=self.emulators, extra=self.extra_env)
-                self._containers[name] = self.client.containers.run(
-                    self.images[name], detach=True, network_mode="host", environment=env,
-                    labels={"unum.localstack": "gcp"})
-                self.urls[name] = f"http://{LOOPBACK}:{port}"
+            # Concurrently: on the vfs storage driver each container start copies the whole image.
+            with concurrent.futures.ThreadPoolExecutor(max_workers=4) as pool:
+                for future in [pool.submit(run, name) for name in self.workflow.functions]:
+                    future.result()
             for name in self._containers:
                 wait_until_serving(self.urls[name], timeout=self.start_timeout,
                                    alive=lambda n=name: self._status(n) in ("created", "running"),
@@ -536,12 +574,17 @@ class ContainerFunctions:
         return container.status
 
     def stop(self) -> None:
-        containers, self._containers = self._containers, {}
-        for container in containers.values():
+        import concurrent.futures
+
+        def remove(container: Any) -> None:
             try:
                 container.remove(force=True)
             except Exception:  # already gone
                 pass
+
+        containers, self._containers = self._containers, {}
+        with concurrent.futures.ThreadPoolExecutor(max_workers=4) as pool:
+            list(pool.map(remove, containers.values()))
 
     def log(self, name: str, lines: int = 40) -> str:
         container = self._containers.get(name)

@@ -86,15 +86,14 @@ def egress(ctx: EgressContext, env: Envelope, invocation: str, checkpoint: str |
         missing = _still_missing(ctx, checkpoint, missing)
         if missing is None:
             return EgressReport(value=value, created=created, invoked=0, terminal=False)
-    if gc_set in missing:
-        made = _create_sets(ctx, env, the_plan)
-        if made and ctx.store.get(checkpoint) is None:
-            # Another execution of ours ran the whole fan-out while we were creating: its last
-            # branch collected our checkpoint, then the sets, before ours appeared. What we
-            # just made are zombies nobody else will delete (a set we did not make is never
-            # touched: it may still be in use).
-            ctx.store.delete(made)
-            return EgressReport(value=value, created=created, invoked=0, terminal=False)
+    if gc_set in missing and _create_sets(ctx, env, the_plan) and ctx.store.get(checkpoint) is None:
+        # We made the GC set, yet our checkpoint is gone: another execution of ours ran the
+        # whole fan-out meanwhile, and its last branch deleted the checkpoint, then the set —
+        # maybe before ours appeared. Deleting it is safe either way (a full set is only
+        # deleted). Join sets we made are left alone: ours may be the one the branches are
+        # still joining through (we may have created it first); a zombie one stays to its TTL.
+        ctx.store.delete([gc_set])
+        return EgressReport(value=value, created=created, invoked=0, terminal=False)
     if marker in missing:
         # Before anyone can consume (and collect) our checkpoint: the witness for late
         # duplicates of the workflow's first invocation (see ingress).
@@ -172,18 +171,15 @@ def collect(store: Store, gc: GcDuty) -> None:
             store.delete([gc.set])
 
 
-def _create_sets(ctx: EgressContext, env: Envelope, the_plan: Plan) -> list[str]:
+def _create_sets(ctx: EgressContext, env: Envelope, the_plan: Plan) -> bool:
     """The origin creates every set its branches will use, before any branch can run: the join
-    sets first, the fan-out GC set last, so an existing GC set means all were made. Returns the
-    keys this call created (the others existed)."""
+    sets first, the fan-out GC set last, so an existing GC set means all were made. Returns
+    whether this call created the GC set."""
     gc_set, join_sets = the_plan.gc_set, the_plan.join_sets
     if gc_set is None:
-        return []
-    made = _run_all(ctx.executor, [lambda s=s: ctx.store.create_set(s.key, s.size, workflow=env.workflow) for s in join_sets])
-    keys = [s.key for s, created in zip(join_sets, made, strict=True) if created]
-    if ctx.store.create_set(gc_set.key, gc_set.size, workflow=env.workflow):
-        keys.append(gc_set.key)
-    return keys
+        return False
+    _run_all(ctx.executor, [lambda s=s: ctx.store.create_set(s.key, s.size, workflow=env.workflow) for s in join_sets])
+    return ctx.store.create_set(gc_set.key, gc_set.size, workflow=env.workflow)
 
 
 def _finished(store: Store, workflow: str) -> bool:

@@ -274,6 +274,7 @@ class RecommitWatch(CountingStore):
     def __init__(self, inner: Store) -> None:
         super().__init__(inner)
         self.commits: Counter[str] = Counter()
+        self.set_creations: Counter[str] = Counter()
 
     def create(self, key: str, value: bytes, *, workflow: str, kind: Kind = Kind.CHECKPOINT) -> tuple[bytes, bool]:
         stored, created = super().create(key, value, workflow=workflow, kind=kind)
@@ -282,6 +283,20 @@ class RecommitWatch(CountingStore):
                 self.commits[key] += 1
         return stored, created
 
+    def create_set(self, key: str, size: int, *, workflow: str) -> bool:
+        created = super().create_set(key, size, workflow=workflow)
+        if created:
+            with self._lock:
+                self.set_creations[key] += 1
+        return created
+
     @property
     def recommits(self) -> int:
         return sum(n - 1 for n in self.commits.values())
+
+    @property
+    def recreated_sets(self) -> set[str]:
+        """Sets created again after they had been consumed and deleted: a fan-out origin's
+        replay raced the whole fan-out between its "sets missing?" check and its create (the
+        zombie-set race README lists). Only these may be left behind, for the TTL."""
+        return {key for key, n in self.set_creations.items() if n > 1}

@@ -64,17 +64,23 @@ def base_tag(docker_client, base_os_image) -> str:
 
 @pytest.fixture(scope="session")
 def built_images(docker_client, base_tag) -> Callable[[str | Path], dict[str, str]]:
-    """`built_images(folder)` -> {function: image tag}; each workflow is built once per session."""
-    from builder.images import build_images
+    """`built_images(folder)` -> {function: image tag}; each workflow is built once per session,
+    two functions at a time (on the vfs storage driver a build step is mostly copying)."""
+    import concurrent.futures
+
+    from builder.images import build_function, resolve_functions
 
     cache: dict[str, dict[str, str]] = {}
 
     def build(folder: str | Path) -> dict[str, str]:
         key = str(Path(folder).resolve())
         if key not in cache:
-            cache[key] = {image.function: image.tag for image in
-                          build_images(docker_client, folder, base_tag=base_tag, tag_prefix=GCP_TAG_PREFIX,
-                                       progress=lambda line: None)}
+            workflow, specs = resolve_functions(Path(folder))
+            with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
+                built = list(pool.map(lambda spec: build_function(docker_client, spec, workflow=workflow, base_tag=base_tag,
+                                                                  tag_prefix=GCP_TAG_PREFIX, progress=lambda line: None),
+                                      specs))
+            cache[key] = {image.function: image.tag for image in built}
         return cache[key]
 
     return build
