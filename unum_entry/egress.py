@@ -98,9 +98,11 @@ def egress(ctx: EgressContext, env: Envelope, invocation: str, checkpoint: str |
         # Before anyone can consume (and collect) our checkpoint: the witness for late
         # duplicates of the workflow's first invocation (see ingress).
         _, made_marker = ctx.store.create(marker, b"", workflow=env.workflow, kind=Kind.MARKER)
-        if made_marker and _finished(ctx.store, env.workflow):
-            # The workflow ran to its end (whose last step deletes the marker) while this
-            # execution was between its check and its create: ours would be a zombie.
+        if made_marker and not created and _finished(ctx.store, env.workflow):
+            # A replay: the workflow ran to its end (whose last step deletes the marker) while
+            # it was between its check and its create, so ours would be a zombie. (A first
+            # execution has the same window between its commit and this create, but a whole
+            # workflow must run through it; checking there too would cost every workflow reads.)
             ctx.store.delete([marker])
             return EgressReport(value=value, created=created, invoked=0, terminal=False)
     # Collect our inputs BEFORE invoking anyone: then a consumer can only have committed (and
