@@ -235,7 +235,7 @@ class Store(ABC):
         record first and the guards after it (a collector deletes witnesses before records)."""
         raise StoreError(f"{type(self).__name__} cannot run transactional steps (no multi-item transactions)")
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 - a default: most stores hold nothing to release
         """Release clients and handles. Idempotent."""
 
     # ---- helpers -------------------------------------------------------------------------

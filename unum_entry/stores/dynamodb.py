@@ -39,7 +39,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import urlsplit
 
 # botocore.exceptions is cheap (~10 ms) and this module is itself imported lazily by
 # `open_store`; boto3 (~200 ms: it pulls in ssl, hashlib and every service model loader) is
@@ -48,6 +48,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from unum_entry.errors import GuardFailed, SetGone, StoreError, TransactionConflict
 from unum_entry.stores.base import AppOp, Guard, Kind, Record, SetState, Store, Versioned
+from unum_entry.urls import parse_resource_url
 
 # Attribute names (see the module docstring).
 KEY, WORKFLOW, KIND, VALUE, SIZE, MEMBERS, TTL = "k", "w", "t", "v", "n", "m", "ttl"
@@ -457,19 +458,9 @@ def _message(exc: ClientError) -> str:
 
 
 def _parse_url(url: str) -> tuple[str, dict[str, str]]:
-    parts = urlsplit(url)
-    if parts.scheme != "dynamodb" or not parts.netloc or parts.path not in ("", "/"):
-        raise StoreError(f"DynamoDB store URL {url!r} is malformed: "
-                         "expected dynamodb://TABLE?endpoint=URL&region=REGION&create=1")
-    query = parse_qs(parts.query, keep_blank_values=True)
-    unknown = sorted(set(query) - set(_URL_OPTIONS))
-    if unknown:
-        raise StoreError(f"DynamoDB store URL {url!r}: unknown option(s) {', '.join(unknown)}; "
-                         f"expected any of {', '.join(_URL_OPTIONS)}")
-    repeated = sorted(name for name, values in query.items() if len(values) > 1)
-    if repeated:
-        raise StoreError(f"DynamoDB store URL {url!r}: option(s) {', '.join(repeated)} given more than once")
-    return parts.netloc, {name: values[0] for name, values in query.items()}
+    name, options = parse_resource_url(url, scheme="dynamodb", allowed=_URL_OPTIONS, usage="dynamodb://TABLE?endpoint=URL&region=REGION&create=1",
+                                       error=lambda message: StoreError(f"DynamoDB store {message}"))
+    return name, options
 
 
 def _flag(url: str, name: str, raw: str) -> bool:

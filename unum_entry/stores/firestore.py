@@ -40,10 +40,10 @@ import os
 import re
 from collections.abc import Iterable, Iterator
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
 
 from unum_entry.errors import SetGone, StoreError
 from unum_entry.stores.base import Kind, Record, SetState, Store
+from unum_entry.urls import parse_resource_url
 
 # Field names (see the module docstring).
 WORKFLOW, KIND, VALUE, SIZE, MEMBERS, EXPIRE_AT = "w", "t", "v", "n", "m", "expire_at"
@@ -255,19 +255,9 @@ def _reserved(name: str) -> bool:
 
 
 def _parse_url(url: str) -> tuple[str, dict[str, str]]:
-    parts = urlsplit(url)
-    if parts.scheme != "firestore" or not parts.netloc or parts.path not in ("", "/"):
-        raise StoreError(f"Firestore store URL {url!r} is malformed: "
-                         "expected firestore://COLLECTION?project=PROJECT&database=DATABASE")
-    query = parse_qs(parts.query, keep_blank_values=True)
-    unknown = sorted(set(query) - set(_URL_OPTIONS))
-    if unknown:
-        raise StoreError(f"Firestore store URL {url!r}: unknown option(s) {', '.join(unknown)}; "
-                         f"expected any of {', '.join(_URL_OPTIONS)}")
-    repeated = sorted(name for name, values in query.items() if len(values) > 1)
-    if repeated:
-        raise StoreError(f"Firestore store URL {url!r}: option(s) {', '.join(repeated)} given more than once")
-    return parts.netloc, {name: values[0] for name, values in query.items() if values[0]}
+    name, options = parse_resource_url(url, scheme="firestore", allowed=_URL_OPTIONS, usage="firestore://COLLECTION?project=PROJECT&database=DATABASE",
+                                       error=lambda message: StoreError(f"Firestore store {message}"))
+    return name, {k: v for k, v in options.items() if v}
 
 
 def _build_client(*, project: str | None, database: str | None) -> Any:
