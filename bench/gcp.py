@@ -155,8 +155,9 @@ def ops_section(root: Path, settings: Settings, project: str, prices: FirestoreP
             lines.append(f"{row.label:<22}{row.transitions:>12}" + "".join(f"{row.per(c):>{len(c) + 2}.3f}" for c in columns)
                          + f"{(row.deliveries - row.transitions) / row.transitions:>7.3f}{row.leftovers:>6}")
     lines += ["   dup = deliveries that did not commit (duplicates absorbed by a checkpoint) per transition. On Firestore a",
-              "   set add is an ArrayUnion then a read, so concurrent adders can each see the set full and each invoke the",
-              "   join: the join's checkpoint absorbs the extra deliveries, at the cost of their reads and deletes.",
+              "   set add is an ArrayUnion then a read, so concurrent adders can each see a set full: each then invokes",
+              "   the join (its checkpoint absorbs the extra deliveries) or collects a fan-out's garbage (deletes are",
+              "   idempotent but each is billed). That is where Firestore's extra reads and deletes come from.",
               "   left = objects other than results still stored after the runs (fan-out without a join keeps its",
               "   start marker, one per run, until the TTL: a documented limit).",
               "",

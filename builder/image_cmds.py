@@ -80,7 +80,7 @@ def register(sub: Any) -> None:
     build.add_argument("--json", action="store_true", help="print the built images as JSON")
     build.set_defaults(func=cmd_build)
 
-    push = sub.add_parser("push", help="push a workflow's function images to ECR or any registry; prints digests")
+    push = sub.add_parser("push", help="push a workflow's function images to ECR, Artifact Registry or any registry; prints digests")
     push.add_argument("folder", help="workflow folder or function folder (as given to build)")
     push.add_argument("--registry", help="registry host[:port][/namespace] (required without --ecr; "
                       "with --ecr it overrides ECR's endpoint)")

@@ -3,7 +3,7 @@ engine and local OS image (shared: tests/e2e/conftest.py) and the function image
 ONE unum base image (`builder.images`).
 
 The base is tagged by the content it is built from (`unum/base:src-<hash>` of Dockerfile.base,
-the dependency list, the unum wheel and the OS image), so a session whose sources did not change
+the dependency wheels, the unum wheel and the OS image), so a session whose sources did not change
 reuses it without a build; function images are rebuilt through Docker's layer cache (a no-op
 when neither base nor code changed). Tags use their own prefix (`unum-e2e-gcp/`) so a
 concurrent AWS e2e run never swaps images under these tests.
@@ -27,13 +27,14 @@ BASE_REPOSITORY = "unum/base"
 
 def base_content_key(os_image_id: str) -> str:
     """A hash of everything `builder.images.build_base` puts into the base image."""
-    from builder.wheelhouse import DEFAULT_TARGET, base_requirements, project_root, write_unum_wheel
+    from builder.wheelhouse import DEFAULT_TARGET, base_requirements, download_wheels, project_root, write_unum_wheel
 
     root = project_root()
+    requirements = base_requirements(root)
+    wheels = sorted(p.name for p in download_wheels(requirements, target=DEFAULT_TARGET).glob("*.whl"))  # cached
     digest = hashlib.sha256()
     digest.update((root / "Dockerfile.base").read_bytes())
-    digest.update(json.dumps([sorted(base_requirements(root)), DEFAULT_TARGET.__dict__, os_image_id],
-                             sort_keys=True).encode())
+    digest.update(json.dumps([sorted(requirements), wheels, os_image_id], sort_keys=True).encode())
     with tempfile.TemporaryDirectory(prefix="unum-wheel-") as tmp:
         digest.update(write_unum_wheel(root, Path(tmp)).read_bytes())  # deterministic zip
     return digest.hexdigest()[:16]
