@@ -8,8 +8,11 @@ that fails the test errors with the reason: these tests never skip.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import subprocess
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -22,6 +25,7 @@ REPO = Path(__file__).resolve().parents[2]
 SETUP = REPO / "localstack" / "setup.d"
 BASE_OS_IMAGE = os.environ.get("UNUM_TEST_BASE_OS_IMAGE", "local/debian-python:bookworm")
 E2E_TAG_PREFIX = "unum-e2e/"
+BASE_REPOSITORY = "unum/base"
 
 
 def _run_setup(script: str) -> None:
@@ -56,12 +60,42 @@ def base_os_image(docker_client) -> str:
     return BASE_OS_IMAGE
 
 
+def base_content_key(os_image_id: str) -> str:
+    """A hash of everything `builder.images.build_base` puts into the base image."""
+    from builder.wheelhouse import DEFAULT_TARGET, base_requirements, download_wheels, project_root, write_unum_wheel
+
+    root = project_root()
+    requirements = base_requirements(root)
+    wheels = sorted(p.name for p in download_wheels(requirements, target=DEFAULT_TARGET).glob("*.whl"))  # cached
+    digest = hashlib.sha256()
+    digest.update((root / "Dockerfile.base").read_bytes())
+    digest.update(json.dumps([sorted(requirements), wheels, os_image_id], sort_keys=True).encode())
+    with tempfile.TemporaryDirectory(prefix="unum-wheel-") as tmp:
+        digest.update(write_unum_wheel(root, Path(tmp)).read_bytes())  # deterministic zip
+    return digest.hexdigest()[:16]
+
+
 @pytest.fixture(scope="session")
 def base_tag(docker_client, base_os_image) -> str:
-    """The unum base image built from the code under test (cached layers make a rebuild cheap)."""
+    """`unum/base:src-<hash>`: built only when no image of that content exists yet."""
+    import docker
+
     from builder.images import ensure_base
 
-    return ensure_base(docker_client, base_image=base_os_image, rebuild=True, progress=lambda line: None)
+    tag = f"{BASE_REPOSITORY}:src-{base_content_key(docker_client.images.get(base_os_image).id)}"
+    try:
+        docker_client.images.get(tag)
+        return tag
+    except docker.errors.ImageNotFound:
+        pass
+    ensure_base(docker_client, base_image=base_os_image, tag=tag, rebuild=False, progress=lambda line: None)
+    for image in docker_client.images.list(name=BASE_REPOSITORY):  # drop stale content tags (untag only)
+        for stale in (t for t in image.tags if t.startswith(f"{BASE_REPOSITORY}:src-") and t != tag):
+            try:
+                docker_client.images.remove(stale, force=True, noprune=True)
+            except docker.errors.APIError:
+                pass  # in use by a container or another engine call: harmless to keep
+    return tag
 
 
 @pytest.fixture(scope="session")
