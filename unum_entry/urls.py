@@ -19,7 +19,7 @@ def parse_resource_url(url: str, *, scheme: str, allowed: Sequence[str], usage: 
     query = parse_qs(parts.query, keep_blank_values=True)
     unknown = sorted(set(query) - set(allowed))
     if unknown:
-        raise error(f"URL {url!r}: unknown option(s) {', '.join(repr(u) for u in unknown)}; expected any of {', '.join(allowed)}")
+        raise error(f"URL {url!r}: unknown option {', '.join(repr(u) for u in unknown)} (allowed: {', '.join(allowed)})")
     repeated = sorted(option for option, values in query.items() if len(values) > 1)
     if repeated:
         raise error(f"URL {url!r}: option(s) {', '.join(repeated)} given more than once")

@@ -12,11 +12,11 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
 
 from unum_entry.errors import ConfigurationError, InvokeError
 from unum_entry.invokers.lambda_event import DEFAULT_EVENT_LIMIT, to_event
 from unum_entry.stores.base import Store
+from unum_entry.urls import parse_resource_url
 
 _OPTIONS = ("prefix", "region", "endpoint", "limit")
 
@@ -59,16 +59,9 @@ class LambdaInvoker:
 
 def parse_invoker_url(url: str) -> dict[str, str]:
     """Options of a `lambda://` URL. Raises ConfigurationError naming the bad part."""
-    parts = urlsplit(url)
-    if parts.scheme != "lambda":
-        raise ConfigurationError(f"invoker URL {url!r}: expected the lambda:// scheme")
-    if parts.netloc or parts.path.strip("/"):
-        raise ConfigurationError(f"invoker URL {url!r}: options go in the query (lambda://?prefix=…)")
-    query = parse_qs(parts.query, keep_blank_values=True)
-    unknown = sorted(set(query) - set(_OPTIONS))
-    if unknown:
-        raise ConfigurationError(f"invoker URL {url!r}: unknown option {unknown[0]!r} (allowed: {', '.join(_OPTIONS)})")
-    options = {key: values[-1] for key, values in query.items()}
+    _, options = parse_resource_url(url, scheme="lambda", allowed=_OPTIONS, name=False,
+                                    usage="lambda://?prefix=…&region=…&endpoint=… (options go in the query)",
+                                    error=lambda message: ConfigurationError(f"invoker {message}"))
     if "limit" in options and not options["limit"].isdigit():
         raise ConfigurationError(f"invoker URL {url!r}: limit: expected a number of bytes, found {options['limit']!r}")
     return options

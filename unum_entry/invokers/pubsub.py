@@ -24,12 +24,12 @@ import re
 import threading
 from collections.abc import Mapping
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
 
 from unum_entry.codec import encode
 from unum_entry.errors import ConfigurationError, EnvelopeError, InvokeError
 from unum_entry.invokers.lambda_event import BY_REF
 from unum_entry.stores.base import Kind, Store
+from unum_entry.urls import parse_resource_url
 
 PUBSUB_MESSAGE_LIMIT = 10 * 1000 * 1000
 DEFAULT_MESSAGE_LIMIT = PUBSUB_MESSAGE_LIMIT - 64 * 1024  # headroom for attributes and framing
@@ -128,16 +128,9 @@ class PubSubInvoker:
 
 def parse_invoker_url(url: str) -> tuple[str, dict[str, str]]:
     """(project, options) of a `pubsub://` URL. Raises ConfigurationError naming the bad part."""
-    parts = urlsplit(url)
-    if parts.scheme != "pubsub":
-        raise ConfigurationError(f"invoker URL {url!r}: expected the pubsub:// scheme")
-    if parts.path.strip("/"):
-        raise ConfigurationError(f"invoker URL {url!r}: expected pubsub://PROJECT?prefix=…, found path {parts.path!r}")
-    query = parse_qs(parts.query, keep_blank_values=True)
-    unknown = sorted(set(query) - set(_OPTIONS))
-    if unknown:
-        raise ConfigurationError(f"invoker URL {url!r}: unknown option {unknown[0]!r} (allowed: {', '.join(_OPTIONS)})")
-    options = {key: values[-1] for key, values in query.items()}
+    netloc, options = parse_resource_url(url, scheme="pubsub", allowed=_OPTIONS, name=None,
+                                         usage="pubsub://PROJECT?prefix=…",
+                                         error=lambda message: ConfigurationError(f"invoker {message}"))
     if "limit" in options and not options["limit"].isdigit():
         raise ConfigurationError(f"invoker URL {url!r}: limit: expected a number of bytes, found {options['limit']!r}")
     if "timeout" in options:
@@ -147,7 +140,7 @@ def parse_invoker_url(url: str) -> tuple[str, dict[str, str]]:
         except ValueError:
             raise ConfigurationError(f"invoker URL {url!r}: timeout: expected seconds > 0, "
                                      f"found {options['timeout']!r}") from None
-    project = parts.netloc or os.environ.get("GOOGLE_CLOUD_PROJECT") or os.environ.get("GCLOUD_PROJECT") or ""
+    project = netloc or os.environ.get("GOOGLE_CLOUD_PROJECT") or os.environ.get("GCLOUD_PROJECT") or ""
     if not project and os.environ.get("PUBSUB_EMULATOR_HOST"):
         project = "demo-test"
     if not project:

@@ -24,10 +24,9 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from unum_entry.envelope import Envelope
-from unum_entry.errors import HandlerFailed, InvokeError, StaleInvocation, StoreError, UnumError
+from unum_entry.errors import StaleInvocation, StoreError, UnumError
 from unum_entry.invokers.lambda_event import Delivery, from_event
-from unum_entry.platforms.common import FunctionSettings, LoadedFunction, RetryPolicy, load_function, retry_or_fail
+from unum_entry.platforms.common import FunctionSettings, LoadedFunction, RetryPolicy, load_function, run_delivery
 from unum_entry.runtime import new_workflow
 
 log = logging.getLogger("unum.lambda")
@@ -57,7 +56,7 @@ class LambdaAdapter:
 
     def handle(self, event: Any, context: Any) -> dict[str, Any]:
         """The Lambda handler. Returns a small JSON summary of what happened."""
-        runtime, function = self.loaded.runtime, self.loaded.ir.function
+        function = self.loaded.ir.function
         if _is_destination_record(event):
             return self._platform_gave_up(event)
         try:
@@ -73,29 +72,7 @@ class LambdaAdapter:
         if delivery is None:
             request_id = getattr(context, "aws_request_id", None)
             delivery = Delivery(new_workflow(event, f"wf-{request_id}" if request_id else None))
-        env = delivery.envelope
-        summary: dict[str, Any] = {"function": function, "workflow": env.workflow, "attempt": env.attempt}
-        try:
-            report = runtime.handle(env)
-        except HandlerFailed as exc:
-            summary.update(self._handler_failed(env, exc))
-        except (StoreError, InvokeError):
-            raise  # transient platform trouble: Lambda retries the delivery
-        except UnumError as exc:  # the request does not fit the IR: retrying cannot help
-            log.error("%s: workflow %s failed: %s", function, env.workflow, exc)
-            runtime.fail(env, exc)
-            summary["failed"] = str(exc)
-        else:
-            if report is None:
-                summary["stale"] = True
-            else:
-                summary.update(committed=report.created, invoked=report.invoked, terminal=report.terminal)
-        if delivery.stored_key is not None:
-            self.loaded.store.delete([delivery.stored_key])
-        return summary
-
-    def _handler_failed(self, env: Envelope, exc: HandlerFailed) -> dict[str, Any]:
-        return retry_or_fail(self.loaded, env, exc, retry=self.retry, sleep=self._sleep)
+        return run_delivery(self.loaded, delivery.envelope, delivery.stored_key, retry=self.retry, sleep=self._sleep)
 
     def _platform_gave_up(self, record: Mapping[str, Any]) -> dict[str, Any]:
         """An on-failure destination record for one of our deliveries: record the failure."""

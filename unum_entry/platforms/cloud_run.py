@@ -39,10 +39,9 @@ from pathlib import Path
 from typing import Any
 
 from unum_entry.codec import decode
-from unum_entry.envelope import Envelope
-from unum_entry.errors import ConfigurationError, EnvelopeError, HandlerFailed, InvokeError, StaleInvocation, StoreError, UnumError
+from unum_entry.errors import ConfigurationError, EnvelopeError, StaleInvocation, UnumError
 from unum_entry.invokers.lambda_event import Delivery, from_event
-from unum_entry.platforms.common import FunctionSettings, LoadedFunction, RetryPolicy, load_function, retry_or_fail
+from unum_entry.platforms.common import FunctionSettings, LoadedFunction, RetryPolicy, load_function, run_delivery
 from unum_entry.runtime import new_workflow
 
 log = logging.getLogger("unum.cloud_run")
@@ -116,30 +115,7 @@ class CloudRunAdapter:
         return self._run(Delivery(new_workflow(input_value, workflow_id)))
 
     def _run(self, delivery: Delivery) -> dict[str, Any]:
-        env = delivery.envelope
-        runtime = self.loaded.runtime
-        summary: dict[str, Any] = {"function": self.function, "workflow": env.workflow, "attempt": env.attempt}
-        try:
-            report = runtime.handle(env)
-        except HandlerFailed as exc:
-            summary.update(self._handler_failed(env, exc))
-        except (StoreError, InvokeError):
-            raise  # transient platform trouble: answer 500, Pub/Sub redelivers
-        except UnumError as exc:  # the request does not fit the IR: retrying cannot help
-            log.error("%s: workflow %s failed: %s", self.function, env.workflow, exc)
-            runtime.fail(env, exc)
-            summary["failed"] = str(exc)
-        else:
-            if report is None:
-                summary["stale"] = True
-            else:
-                summary.update(committed=report.created, invoked=report.invoked, terminal=report.terminal)
-        if delivery.stored_key is not None:
-            self.loaded.store.delete([delivery.stored_key])
-        return summary
-
-    def _handler_failed(self, env: Envelope, exc: HandlerFailed) -> dict[str, Any]:
-        return retry_or_fail(self.loaded, env, exc, retry=self.retry, sleep=self._sleep)
+        return run_delivery(self.loaded, delivery.envelope, delivery.stored_key, retry=self.retry, sleep=self._sleep)
 
     def _decode(self, message: Any) -> Delivery:
         if not isinstance(message, Mapping) or not isinstance(message.get("data"), str):

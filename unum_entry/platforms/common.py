@@ -121,3 +121,35 @@ def retry_or_fail(loaded: LoadedFunction, env: Envelope, exc: HandlerFailed, *, 
     log.error("%s: workflow %s failed after %d attempt(s): %s", ir.function, env.workflow, env.attempt + 1, exc)
     loaded.runtime.fail(env, exc)
     return {"failed": str(exc)}
+
+
+def run_delivery(loaded: LoadedFunction, envelope: Envelope, stored_key: str | None, *, retry: RetryPolicy,
+                 sleep: Callable[[float], None]) -> dict[str, Any]:
+    """Handle one decoded delivery the way both platforms need it; returns a summary.
+
+    Handler errors retry or fail the workflow (`retry_or_fail`); a request that does not fit the
+    IR fails it (no retry can help); store and invoke errors are raised, so the platform redelivers
+    (Lambda's async retries, a Pub/Sub 500). A stored (by-reference) envelope is deleted once
+    handled."""
+    from unum_entry.errors import InvokeError, StoreError, UnumError
+
+    runtime, function = loaded.runtime, loaded.ir.function
+    summary: dict[str, Any] = {"function": function, "workflow": envelope.workflow, "attempt": envelope.attempt}
+    try:
+        report = runtime.handle(envelope)
+    except HandlerFailed as exc:
+        summary.update(retry_or_fail(loaded, envelope, exc, retry=retry, sleep=sleep))
+    except (StoreError, InvokeError):
+        raise  # transient platform trouble: the platform redelivers
+    except UnumError as exc:  # the request does not fit the IR: retrying cannot help
+        log.error("%s: workflow %s failed: %s", function, envelope.workflow, exc)
+        runtime.fail(envelope, exc)
+        summary["failed"] = str(exc)
+    else:
+        if report is None:
+            summary["stale"] = True
+        else:
+            summary.update(committed=report.created, invoked=report.invoked, terminal=report.terminal)
+    if stored_key is not None:
+        loaded.store.delete([stored_key])
+    return summary
