@@ -3,6 +3,7 @@ own layer, and a code change rebuilding only the last step (cache hits for the r
 
 from __future__ import annotations
 
+import uuid
 from pathlib import Path
 
 import pytest
@@ -27,7 +28,8 @@ def test_requirements_layer_is_cached_when_code_changes(tmp_path: Path, docker_c
     out = docker_client.containers.run(first.tag, entrypoint=["python3", "-c", probe], network_mode="host", remove=True)
     assert out.decode().strip() == "{'version': 1, 'firsts': 7}"
 
-    (folder / "Echo" / "app.py").write_text(APP.format(version=2))
+    # A change no earlier run made: its layer cannot come from the engine's cache of a past session.
+    (folder / "Echo" / "app.py").write_text(APP.format(version=2) + f"# change {uuid.uuid4().hex}\n")
     lines: list[str] = []
     (second,) = build_images(docker_client, folder, base_tag=base_tag, tag_prefix="unum-e2e/", progress=lines.append)
     steps = [line for line in lines if "Step " in line]
