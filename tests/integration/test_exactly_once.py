@@ -100,10 +100,9 @@ RATES = st.sampled_from([
 ])
 
 
-def test_random_fault_schedules(shapes, store_factory, schedules, tmp_path_factory):
-    kind, make_store = store_factory
-    n = schedules or CI_SCHEDULES[kind]
-    store = make_store()
+def run_random_schedules(kind: str, shapes, store, n: int, tmp_path_factory) -> None:
+    """`n` hypothesis-drawn (shape, seed, fault rates) schedules on `store`, each checked by
+    `run_schedule`; prints the injected fault totals and requires that faults were injected."""
     totals: dict[str, int] = {}
 
     @settings(max_examples=n, deadline=None, derandomize=True, database=None,
@@ -118,6 +117,11 @@ def test_random_fault_schedules(shapes, store_factory, schedules, tmp_path_facto
     print(f"\n[{kind}] fault schedules: {totals}")
     assert totals["schedules"] >= n
     assert totals.get("crash", 0) > 0 and totals.get("duplicate", 0) > 0
+
+
+def test_random_fault_schedules(shapes, store_factory, schedules, tmp_path_factory):
+    kind, make_store = store_factory
+    run_random_schedules(kind, shapes, make_store(), schedules or CI_SCHEDULES[kind], tmp_path_factory)
 
 
 @pytest.mark.parametrize("point", list(FaultPoint), ids=lambda p: p.value)

@@ -9,14 +9,11 @@ CI runs `CI_SCHEDULES` schedules (the emulator is ~10x slower than the file stor
 
 from __future__ import annotations
 
-import itertools
 import uuid
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
-from tests.integration.test_exactly_once import RATES, run_schedule
+from tests.integration.test_exactly_once import run_random_schedules, run_schedule
 from tests.support.tracing import SHAPES, write_shape
 from unum_entry.local.faults import FaultRates
 from unum_entry.stores.file import FileStore
@@ -38,25 +35,11 @@ def _store(emulator) -> FirestoreStore:
 
 
 def test_random_fault_schedules_on_firestore(shapes, firestore_emulator, schedules, tmp_path_factory):
-    n = schedules or CI_SCHEDULES
     store = _store(firestore_emulator)
-    totals: dict[str, int] = {}
-
-    @settings(max_examples=n, deadline=None, derandomize=True, database=None,
-              suppress_health_check=list(HealthCheck))
-    @given(shape=st.sampled_from(sorted(shapes)), seed=st.integers(0, 2**32 - 1), rates=RATES)
-    def schedule(shape, seed, rates):
-        injected = run_schedule(shapes[shape], store, seed, rates, FileStore(tmp_path_factory.mktemp("replay")))
-        for key, count in itertools.chain(injected.items(), [("schedules", 1)]):
-            totals[key] = totals.get(key, 0) + count
-
     try:
-        schedule()
+        run_random_schedules("firestore", shapes, store, schedules or CI_SCHEDULES, tmp_path_factory)
     finally:
         store.close()
-    print(f"\n[firestore] fault schedules: {totals}")
-    assert totals["schedules"] >= n
-    assert totals.get("crash", 0) > 0 and totals.get("duplicate", 0) > 0
 
 
 @pytest.mark.parametrize("shape", sorted(SHAPES))
