@@ -3,6 +3,12 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import settings
+
+# No wall-clock deadlines in property tests: a loaded CI machine makes any deadline flaky, and a
+# slow example is a benchmark question, not a correctness failure.
+settings.register_profile("unum", deadline=None)
+settings.load_profile("unum")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

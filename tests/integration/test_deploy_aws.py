@@ -32,8 +32,10 @@ def test_template_is_valid_and_least_privilege(folder: Path, tmp_path: Path) -> 
     out = tmp_path / "template.yaml"
     proc = deploy(folder, out)
     assert proc.returncode == 0, proc.stderr
-    matches = lint_all(out.read_text())  # cfn-lint, SAM transform included
-    assert matches == [], "\n".join(str(m) for m in matches)
+    # cfn-lint, SAM transform included. Errors (E) and warnings (W) fail; informational rules
+    # (I…) are advice that new cfn-lint releases add freely, so they must not break the build.
+    problems = [m for m in lint_all(out.read_text()) if not m.rule.id.startswith("I")]
+    assert problems == [], "\n".join(str(m) for m in problems)
 
     template = yaml.safe_load(out.read_text())
     workflow = load_workflow(folder)
