@@ -3,30 +3,31 @@
 Wire form (JSON-compatible, so it can be a Lambda event; msgpack on Pub/Sub and locally):
 
 ```json
-{"unum": 1, "workflow": "wf-…", "frames": [[0, 1, 0], [2, 8, 0]],
- "inputs": [{"ref": "c-…", "item": 2, "value": 4}], "gathered": false,
- "gc": {"delete": ["c-…"], "set": "s-…", "slot": 2, "on_full": ["c-…"]}, "attempt": 0}
+{"unum": 2, "workflow": "wf-…", "deadline": 1767225600, "frames": [[0, 1, 0], [2, 8, 0]],
+ "inputs": [{"ref": "c-…", "item": 2, "value": 4}], "attempt": 0}
 ```
 - `frames`: the fan-out stack `[index, size, iteration]`, root frame first (never empty).
 - `inputs`: one per incoming edge. `ref` names the producer's checkpoint (absent only for the
   workflow's own input); `path` then `item` pick one element of that checkpoint (a map branch); `value` is
   the value inline, left out when it is too large (the consumer reads `ref`).
 - `gathered`: the handler receives the list of inputs (a fan-in) instead of the single input.
+- `gather`: `{"set": "s-…", "width": n}` — a fan-in target's inputs are the members of that
+  join set (unum_entry.fanin), read by ingress; `inputs` is then empty.
 - `start`: this is the workflow's first invocation (its input came from outside).
-- `gc`: what this invocation must collect once it has committed (seed 003 §3.5): `delete` keys
-  outright; and for the first hop after a fan-out, add `slot` to the origin's `set`, deleting
-  `on_full` and the set when it is full.
+- `deadline`: when the workflow's objects start to expire (epoch seconds; unum_entry.retention).
+  0 only on a start request from outside: the entry sets it.
+- `redelivered`: sent by a duplicate execution: ingress reads its checkpoint before the handler.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from unum_entry.errors import EnvelopeError
 
-ENVELOPE_VERSION = 1
+ENVELOPE_VERSION = 2
 _MISSING: Any = object()
 
 
@@ -57,17 +58,11 @@ class DataRef:
 
 
 @dataclass(frozen=True)
-class GcDuty:
-    """What an invocation collects after it commits."""
+class Gather:
+    """A fan-in target's inputs: the members of join set `set` of `width` branches."""
 
-    delete: tuple[str, ...] = ()
-    set: str | None = None
-    slot: int | None = None
-    on_full: tuple[str, ...] = ()
-
-    @property
-    def empty(self) -> bool:
-        return not self.delete and self.set is None
+    set: str
+    width: int
 
 
 @dataclass(frozen=True)
@@ -78,9 +73,11 @@ class Envelope:
     frames: tuple[Frame, ...] = ROOT
     inputs: tuple[DataRef, ...] = ()
     gathered: bool = False
-    gc: GcDuty = field(default_factory=GcDuty)
+    gather: Gather | None = None
     attempt: int = 0
     start: bool = False
+    deadline: int = 0
+    redelivered: bool = False
     lanes: int = 0  # a map item run in lanes: once committed, invoke the item `lanes` further on
 
     @property
@@ -101,15 +98,16 @@ class Envelope:
         }
         if self.gathered:
             wire["gathered"] = True
-        if not self.gc.empty:
-            gc: dict[str, Any] = {"delete": list(self.gc.delete)}
-            if self.gc.set is not None:
-                gc.update(set=self.gc.set, slot=self.gc.slot, on_full=list(self.gc.on_full))
-            wire["gc"] = gc
+        if self.gather is not None:
+            wire["gather"] = {"set": self.gather.set, "width": self.gather.width}
         if self.attempt:
             wire["attempt"] = self.attempt
         if self.start:
             wire["start"] = True
+        if self.deadline:
+            wire["deadline"] = self.deadline
+        if self.redelivered:
+            wire["redelivered"] = True
         if self.lanes:
             wire["lanes"] = self.lanes
         return wire
@@ -134,17 +132,26 @@ class Envelope:
             raise EnvelopeError(f"envelope.gathered: expected a boolean, found {gathered!r}")
         if not gathered and len(inputs) != 1:
             raise EnvelopeError(f"envelope.inputs: expected exactly one input when not gathered, found {len(inputs)}")
+        gather = _gather_from_wire(wire.get("gather"))
+        if gather is not None and (not gathered or inputs):
+            raise EnvelopeError("envelope.gather: needs gathered: true and no inputs")
         attempt = wire.get("attempt", 0)
         if not _is_count(attempt):
             raise EnvelopeError(f"envelope.attempt: expected an integer >= 0, found {attempt!r}")
         start = wire.get("start", False)
         if not isinstance(start, bool):
             raise EnvelopeError(f"envelope.start: expected a boolean, found {start!r}")
+        deadline = wire.get("deadline", 0)
+        if not _is_count(deadline):
+            raise EnvelopeError(f"envelope.deadline: expected epoch seconds (an integer >= 0), found {deadline!r}")
+        redelivered = wire.get("redelivered", False)
+        if not isinstance(redelivered, bool):
+            raise EnvelopeError(f"envelope.redelivered: expected a boolean, found {redelivered!r}")
         lanes = wire.get("lanes", 0)
         if not _is_count(lanes):
             raise EnvelopeError(f"envelope.lanes: expected an integer >= 0, found {lanes!r}")
-        return cls(workflow=workflow, frames=frames, inputs=inputs, gathered=gathered,
-                   gc=_gc_from_wire(wire.get("gc")), attempt=attempt, start=start, lanes=lanes)
+        return cls(workflow=workflow, frames=frames, inputs=inputs, gathered=gathered, gather=gather,
+                   attempt=attempt, start=start, deadline=deadline, redelivered=redelivered, lanes=lanes)
 
 
 def is_envelope(event: Any) -> bool:
@@ -198,20 +205,14 @@ def _frames_from_wire(raw: Any) -> tuple[Frame, ...]:
     return tuple(frames)
 
 
-def _gc_from_wire(raw: Any) -> GcDuty:
+def _gather_from_wire(raw: Any) -> Gather | None:
     if raw is None:
-        return GcDuty()
-    if not isinstance(raw, Mapping):
-        raise EnvelopeError(f"envelope.gc: expected an object, found {type(raw).__name__}")
-    delete = raw.get("delete", [])
-    on_full = raw.get("on_full", [])
-    for name, keys in (("delete", delete), ("on_full", on_full)):
-        if not isinstance(keys, list) or not all(isinstance(k, str) and k for k in keys):
-            raise EnvelopeError(f"envelope.gc.{name}: expected a list of store keys, found {keys!r}")
-    gc_set, slot = raw.get("set"), raw.get("slot")
-    if gc_set is not None and (not isinstance(gc_set, str) or not _is_count(slot)):
-        raise EnvelopeError(f"envelope.gc: set needs a store key and a slot, found set={gc_set!r} slot={slot!r}")
-    return GcDuty(delete=tuple(delete), set=gc_set, slot=slot if gc_set is not None else None, on_full=tuple(on_full))
+        return None
+    if not isinstance(raw, Mapping) or set(raw) != {"set", "width"}:
+        raise EnvelopeError(f"envelope.gather: expected {{\"set\": key, \"width\": n}}, found {raw!r}")
+    if not isinstance(raw["set"], str) or not raw["set"] or not _is_count(raw["width"]) or raw["width"] < 1:
+        raise EnvelopeError(f"envelope.gather: expected a set key and a width >= 1, found {raw!r}")
+    return Gather(set=raw["set"], width=raw["width"])
 
 
 def _is_count(value: Any) -> bool:

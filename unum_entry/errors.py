@@ -56,8 +56,20 @@ class SetGone(StoreError):
 
 
 class StaleInvocation(UnumError):
-    """An invocation's input reference is gone: its own checkpoint was committed and collected
-    by a downstream node, so this delivery is a late duplicate and must be dropped."""
+    """A delivery that must be dropped without running anything: its stored (by-reference)
+    envelope was already handled, or a step found the workflow already ended."""
+
+
+class RetentionExpired(UnumError):
+    """A workflow outlived its objects' retention (unum_entry.retention): an execution started
+    after the workflow's deadline, or an input it needs has expired. The workflow fails with
+    the error name `Unum.RetentionExpired` (not retryable: waiting cannot bring objects back)."""
+
+    error_type = "Unum.RetentionExpired"
+
+    @property
+    def message(self) -> str:
+        return str(self)
 
 
 class WorkflowFailed(UnumError):

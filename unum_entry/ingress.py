@@ -1,20 +1,24 @@
-"""Ingress: before the handler (seed 003 §3.3).
+"""Ingress: before the handler.
 
-Skip the handler when this invocation already committed; otherwise gather its input: inline
-values as they are, references read from the store in one consistent batch.
+Gather the invocation's input: inline values as they are; references (large values, fan-in
+members) read from the store in consistent batches. Whenever ingress reads anyway — and when
+asked to (`ingress_check` in the IR, or a request sent by a duplicate) — it reads the
+invocation's own checkpoint in the same batch and skips the handler when it exists. A first
+delivery of a chain hop reads nothing: the commit in egress detects duplicates
+(docs/coordination.md).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
-from unum_entry import naming
+from unum_entry import fanin
 from unum_entry.codec import decode
 from unum_entry.conditions import resolve_path
-from unum_entry.envelope import Envelope
-from unum_entry.errors import EnvelopeError, StaleInvocation
-from unum_entry.stores.base import Record, Store
+from unum_entry.envelope import DataRef, Envelope
+from unum_entry.errors import EnvelopeError, RetentionExpired
+from unum_entry.stores.base import Store
 
 
 @dataclass(frozen=True)
@@ -26,55 +30,43 @@ class AlreadyCommitted:
 
 @dataclass(frozen=True)
 class Ready:
-    """No checkpoint yet: run the handler on `event`."""
+    """No checkpoint seen: run the handler on `event`."""
 
     event: Any
 
 
-def ingress(env: Envelope, store: Store, checkpoint: str | None) -> AlreadyCommitted | Ready:
-    """Decide whether to run the handler and with what, in ONE consistent batch read of our
-    checkpoint, our inputs and the witnesses that tell a late duplicate from a first delivery.
+def ingress(env: Envelope, store: Store, checkpoint: str | None, *, check_first: bool = False) -> AlreadyCommitted | Ready:
+    """Decide whether to run the handler and with what.
 
-    Raises StaleInvocation when a witness shows this invocation already committed and its own
-    checkpoint was collected downstream (re-running it would only repeat work):
-    - an input reference is gone: a checkpoint is deleted only after every consumer of it
-      committed (inline inputs are checked too: their reference is the same small value;
-      map items are not, their reference is the origin's whole list);
-    - our slot in the fan-out's GC set is filled, or the set is gone: a branch fills its slot
-      after committing and before invoking anyone;
-    - we start the workflow and its start marker exists: the entry writes it after committing.
-    Egress collects before it invokes, so no consumer can commit while these witnesses still
-    say "not yet".
-    """
-    refs = [d.ref for d in env.inputs if d.ref is not None and (not d.inline or d.item is None)]
-    keys = refs + ([env.gc.set] if env.gc.set is not None else [])
-    if checkpoint is not None:
+    `check_first`: read the checkpoint even when no input has to be read. Raises
+    RetentionExpired when an input or a join set is gone: nothing is deleted before its expiry,
+    so the workflow outlived its retention (unum_entry.retention)."""
+    refs = [d.ref for d in env.inputs if d.ref is not None and not d.inline]
+    gather = fanin.leaf_keys(env.gather.set, env.gather.width) if env.gather is not None else []
+    keys = refs + gather
+    if checkpoint is not None and (keys or check_first or env.redelivered):
         keys.insert(0, checkpoint)
-        if env.start:
-            keys.append(naming.started_key(env.workflow))
+    if not keys:
+        return Ready(resolve_inputs(env, {}))
     records = store.read(keys)
     if checkpoint is not None and checkpoint in records and records[checkpoint].value is not None:
         return AlreadyCommitted(records[checkpoint].value)
-    reason = _stale_reason(env, refs, records, checkpoint)
-    if reason:
-        raise StaleInvocation(f"workflow {env.workflow}: {reason}")
     fetched = {key: record.value for key, record in records.items() if record.value is not None}
+    missing = [ref for ref in refs if ref not in fetched]
+    if missing:
+        raise RetentionExpired(f"workflow {env.workflow}: input {missing[0]} is gone (expired)")
+    if env.gather is not None:
+        members = fanin.members(records, env.gather.set, env.gather.width)
+        fetched = store.get_many(members)
+        gone = [m for m in members if m not in fetched]
+        if gone:
+            raise RetentionExpired(f"workflow {env.workflow}: fan-in input {gone[0]} is gone (expired)")
+        env = _with_inputs(env, members)
     return Ready(resolve_inputs(env, fetched))
 
 
-def _stale_reason(env: Envelope, refs: list[str], records: dict[str, Record], checkpoint: str | None) -> str | None:
-    missing = [ref for ref in refs if ref not in records]
-    if missing:
-        return f"input {missing[0]} is gone (already consumed)"
-    if env.gc.set is not None:
-        gc_set = records.get(env.gc.set)
-        if gc_set is None:
-            return "the fan-out's GC set is gone (every branch committed)"
-        if env.gc.slot in gc_set.members:
-            return f"slot {env.gc.slot} of the fan-out's GC set is filled (this branch committed)"
-    if checkpoint is not None and env.start and naming.started_key(env.workflow) in records:
-        return "the workflow already started (its entry committed)"
-    return None
+def _with_inputs(env: Envelope, members: list[str]) -> Envelope:
+    return replace(env, inputs=tuple(DataRef(ref=m) for m in members), gather=None)
 
 
 def resolve_inputs(env: Envelope, fetched: dict[str, bytes]) -> Any:

@@ -130,6 +130,9 @@ class FunctionIR:
     checkpoint: bool = True
     max_attempts: int = 3
     source: str = "<ir>"
+    # Read our own checkpoint before running the handler, so a duplicate delivery never re-runs
+    # user code (one read per invocation). Off by default: the commit detects duplicates.
+    ingress_check: bool = False
 
     def targets(self) -> set[str]:
         """Every function this IR can invoke or join (for workflow-level validation)."""
@@ -147,7 +150,7 @@ def instruction_targets(ins: Instruction) -> tuple[str, ...]:
 
 # ---- loading and validation ---------------------------------------------------------------
 
-_TOP_FIELDS = {"unum_ir", "function", "handler", "checkpoint", "max_attempts", "instructions"}
+_TOP_FIELDS = {"unum_ir", "function", "handler", "checkpoint", "max_attempts", "ingress_check", "instructions"}
 _OP_FIELDS: dict[str, set[str]] = {
     "pop": set(),
     "next": set(),
@@ -194,12 +197,15 @@ def parse_ir(doc: Any, *, source: str = "<ir>") -> FunctionIR:
     max_attempts = doc.get("max_attempts", 3)
     if not isinstance(max_attempts, int) or isinstance(max_attempts, bool) or max_attempts < 1:
         raise v.error("max_attempts", f"expected an integer >= 1, found {max_attempts!r}")
+    ingress_check = doc.get("ingress_check", False)
+    if not isinstance(ingress_check, bool):
+        raise v.error("ingress_check", f"expected true or false, found {_type_name(ingress_check)}")
     raw_instructions = doc.get("instructions", [])
     if not isinstance(raw_instructions, list):
         raise v.error("instructions", f"expected a list, found {_type_name(raw_instructions)}")
     instructions = tuple(v.instruction(raw, f"instructions[{i}]") for i, raw in enumerate(raw_instructions))
     ir = FunctionIR(function=function, handler=handler, instructions=instructions,
-                    checkpoint=checkpoint, max_attempts=max_attempts, source=source)
+                    checkpoint=checkpoint, max_attempts=max_attempts, source=source, ingress_check=ingress_check)
     _check_program(ir, v)
     return ir
 
@@ -216,6 +222,10 @@ def _check_program(ir: FunctionIR, v: _Validator) -> None:
             raise v.error(field, "fan_in needs \"checkpoint\": true (branches join by checkpoint reference)")
         if isinstance(ins, (Map, FanOut)) and not ir.checkpoint:
             raise v.error(field, f"{'map' if isinstance(ins, Map) else 'fan_out'} needs \"checkpoint\": true (branches share the origin's checkpoint)")
+        if getattr(ins, "when", None) is not None and not ir.checkpoint:
+            # Without a commit, two executions of this function may route differently.
+            raise v.error(f"{field}.when", "a condition needs \"checkpoint\": true (egress decisions may depend "
+                                           "only on committed output)")
 
 
 class _Validator:
@@ -278,6 +288,11 @@ class _Validator:
         if "when" not in obj:
             return None
         validate_condition(obj["when"], source=self.source, field=f"{field}.when")
+        where = _attempt_reference(obj["when"], f"{field}.when")
+        if where is not None:
+            raise self.error(where, "conditions cannot use $$.Attempt: it differs between executions of one "
+                                    "invocation, and egress decisions may depend only on committed output "
+                                    "(return context.attempt from the handler and test $.attempt instead)")
         return obj["when"]
 
     def instruction(self, raw: Any, field: str) -> Instruction:
@@ -325,6 +340,23 @@ class _Validator:
                      slot=self.small_int(raw, "slot", f"{field}.slot", (0, 1)),
                      offset=self.small_int(raw, "offset", f"{field}.offset", (0, 1)),
                      when=self.when(raw, field))
+
+
+def _attempt_reference(rule: Any, field: str) -> str | None:
+    """The field path of the first `$$.Attempt` reference inside a condition, if any."""
+    if isinstance(rule, str):
+        return field if rule == "$$.Attempt" or rule.startswith(("$$.Attempt.", "$$.Attempt[")) else None
+    if isinstance(rule, Mapping):
+        items = rule.items()
+    elif isinstance(rule, list):
+        items = ((f"[{i}]", x) for i, x in enumerate(rule))
+    else:
+        return None
+    for key, value in items:
+        found = _attempt_reference(value, f"{field}{key}" if str(key).startswith("[") else f"{field}.{key}")
+        if found is not None:
+            return found
+    return None
 
 
 def _type_name(value: Any) -> str:

@@ -38,15 +38,14 @@ def fan_in_set_key(workflow: str, target: str, target_frames: Sequence[Frame], f
     return "s-" + _digest("fan-in", workflow, target, _frames(target_frames), fan_out_size)
 
 
-def gc_set_key(origin_checkpoint: str, fan_out_size: int) -> str:
-    """The set a fan-out's branches fill so the last one can delete the origin's checkpoint."""
-    return "s-" + _digest("fan-out-gc", origin_checkpoint, fan_out_size)
+def set_shard_key(set_key: str, level: int, index: int) -> str:
+    """Shard `index` at `level` (0 = leaves) of a join set's tree (unum_entry.fanin)."""
+    return "s-" + _digest("shard", set_key, level, index)
 
 
 def result_key(workflow: str, frames: Sequence[Frame]) -> str:
     """Where a workflow result lands. Keyed by the fan-out *indexes* only, not by function or
-    iteration: a late duplicate that takes another branch or loops a different number of times
-    still lands on the same key, and create-if-absent keeps the first result."""
+    iteration: one result per position of the fan-out tree, and create-if-absent keeps the first."""
     return "r-" + _digest("result", workflow, [f.index for f in frames[1:]])
 
 
@@ -55,28 +54,11 @@ def failure_key(workflow: str) -> str:
     return "f-" + _digest("failure", workflow)
 
 
-def started_key(workflow: str) -> str:
-    """The marker the entry writes once it committed: a late duplicate of the entry that finds
-    the marker but not the entry's (collected) checkpoint is stale. Removed with the result."""
-    return "m-" + _digest("started", workflow)
-
-
 # ---- step journal and compensations (unum_entry.steps) ------------------------------------------
 
 def step_key(invocation: str, seq: int) -> str:
     """The record of step number `seq` (0, 1, …) of one invocation (its checkpoint name)."""
     return "t-" + _digest("step", invocation, seq)
-
-
-def step_manifest_key(invocation: str) -> str:
-    """How many steps an invocation recorded; written just before its checkpoint, so whoever
-    collects the checkpoint can collect the step records too."""
-    return "t-" + _digest("step-manifest", invocation)
-
-
-def journal_keys(invocation: str, steps: int) -> list[str]:
-    """Every key of an invocation's step journal: its manifest and its `steps` step records."""
-    return [step_manifest_key(invocation), *(step_key(invocation, seq) for seq in range(steps))]
 
 
 def compensation_key(workflow: str, index: int) -> str:

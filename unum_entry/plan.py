@@ -13,7 +13,7 @@ from typing import Any
 from unum_entry import naming
 from unum_entry.codec import encode
 from unum_entry.conditions import evaluate, resolve_path
-from unum_entry.envelope import DataRef, Envelope, Frame, GcDuty
+from unum_entry.envelope import DataRef, Envelope, Frame, Gather
 from unum_entry.errors import UnumError
 from unum_entry.ir import CreateSet, Fail, FanIn, FanOut, FunctionIR, Invoke, Map, Next, Pop, Shape, Succeed
 
@@ -32,21 +32,20 @@ class Call:
 
 
 @dataclass(frozen=True)
-class NewSet:
-    """A coordination set the fan-out origin creates before invoking its branches."""
-
-    key: str
-    size: int
-
-
-@dataclass(frozen=True)
 class Join:
-    """Add this invocation's checkpoint to a fan-in set; whoever sees it full invokes `target`."""
+    """Add this invocation's checkpoint at `slot` of the join set `set_key` of `width` branches
+    (unum_entry.fanin); whoever sees every branch joined invokes `target`."""
 
     set_key: str
+    width: int
     slot: int
     target: str
     target_frames: tuple[Frame, ...]
+
+    def target_call(self, env: Envelope) -> Call:
+        """The target's invocation: its inputs are the join set's members (read by its ingress)."""
+        return Call(self.target, Envelope(workflow=env.workflow, frames=self.target_frames, gathered=True,
+                                          gather=Gather(self.set_key, self.width), deadline=env.deadline))
 
 
 @dataclass(frozen=True)
@@ -58,8 +57,6 @@ class Selected:
 
 @dataclass(frozen=True)
 class Plan:
-    gc_set: NewSet | None = None        # the fan-out's GC set (seed 003 §3.5)
-    join_sets: tuple[NewSet, ...] = ()  # fan-in sets the origin owns
     calls: tuple[Call, ...] = ()
     join: Join | None = None
     terminal: bool = False
@@ -77,14 +74,13 @@ class Committed:
 
 
 def condition_context(ir: FunctionIR, env: Envelope, invocation: str) -> dict[str, Any]:
-    """What `$$` means in a condition: the request metadata."""
+    """What `$$` means in a condition: the invocation's identity (the same in every execution)."""
     top = env.top
     return {
         "Execution": {"Id": env.workflow},
         "Function": {"Name": ir.function, "Invocation": invocation},
         "Fanout": {"Index": top.index, "Size": top.size, "Iteration": top.iteration, "Depth": len(env.frames) - 1},
-        "Attempt": env.attempt,
-    }
+    }  # no Attempt: it differs between executions of one invocation (the IR rejects it)
 
 
 def plan(ir: FunctionIR, env: Envelope, out: Committed, *, invocation: str, inline_limit: int) -> Plan:
@@ -144,33 +140,29 @@ def _chain_envelope(env: Envelope, out: Committed, frames: tuple[Frame, ...], in
                     path: str | None = None) -> Envelope:
     sent = out.value if path is None else resolve_path(path, out.value, {})
     if out.checkpoint is None:
-        # No checkpoint of ours to reference: the value must travel inline, and our own GC
-        # duties pass to the successor (it commits the first checkpoint downstream of our inputs).
-        return Envelope(workflow=env.workflow, frames=frames, inputs=(DataRef(value=sent),), gc=env.gc)
+        # No checkpoint of ours to reference: the value must travel inline.
+        return Envelope(workflow=env.workflow, frames=frames, inputs=(DataRef(value=sent),), deadline=env.deadline)
     inline = _inline_if_small(out, inline_limit) if path is None else _small(sent, inline_limit)
     data = DataRef(ref=out.checkpoint, path=path, **inline)
-    return Envelope(workflow=env.workflow, frames=frames, inputs=(data,), gc=GcDuty(delete=(out.checkpoint,)))
+    return Envelope(workflow=env.workflow, frames=frames, inputs=(data,), deadline=env.deadline)
 
 
 def _fan_out(env: Envelope, out: Committed, frames: tuple[Frame, ...], functions: list[str],
              refs: list[DataRef], pending_sets: Sequence[CreateSet]) -> Plan:
     n = len(functions)
-    join_sets = tuple(s for cs in pending_sets for s in _join_sets(env.workflow, cs, frames, n))
     if out.checkpoint is None:  # IR validation rejects this; keep the plan total anyway
         raise PlanError("a fan-out needs the origin's checkpoint (set \"checkpoint\": true)")
     if n == 0:
-        return _empty_fan_out(env, out.checkpoint, frames, pending_sets)
-    gc_set = naming.gc_set_key(out.checkpoint, n)
+        return _empty_fan_out(env, frames, pending_sets)
     calls = tuple(
         Call(fn, Envelope(workflow=env.workflow, frames=frames + (Frame(i, n, 0),), inputs=(refs[i],),
-                          gc=GcDuty(set=gc_set, slot=i, on_full=(out.checkpoint,))))
+                          deadline=env.deadline))
         for i, fn in enumerate(functions)
     )
-    return Plan(gc_set=NewSet(gc_set, n), join_sets=join_sets, calls=calls)
+    return Plan(calls=calls)
 
 
-def _empty_fan_out(env: Envelope, checkpoint: str, frames: tuple[Frame, ...],
-                   pending_sets: Sequence[CreateSet]) -> Plan:
+def _empty_fan_out(env: Envelope, frames: tuple[Frame, ...], pending_sets: Sequence[CreateSet]) -> Plan:
     """A map over nothing: with no join the origin is terminal; an aggregate join still owes
     its target a call (the aggregate of nothing is []); a neighbour join has nothing to fold."""
     if not pending_sets:
@@ -179,19 +171,9 @@ def _empty_fan_out(env: Envelope, checkpoint: str, frames: tuple[Frame, ...],
         names = ", ".join(repr(cs.function) for cs in pending_sets if cs.shape is Shape.NEIGHBOUR)
         raise PlanError(f"map over zero items cannot feed the neighbour join of {names} (a fold needs at least one item)")
     if len(pending_sets) > 1:
-        raise PlanError(f"map over zero items has {len(pending_sets)} join targets; only one can own the origin's checkpoint")
-    empty = Envelope(workflow=env.workflow, frames=frames, inputs=(), gathered=True, gc=GcDuty(delete=(checkpoint,)))
+        raise PlanError(f"map over zero items has {len(pending_sets)} join targets; only one can receive the empty list")
+    empty = Envelope(workflow=env.workflow, frames=frames, inputs=(), gathered=True, deadline=env.deadline)
     return Plan(calls=(Call(pending_sets[0].function, empty),))
-
-
-def _join_sets(workflow: str, cs: CreateSet, frames: tuple[Frame, ...], n: int) -> list[NewSet]:
-    if n == 0:
-        return []
-    if cs.shape is Shape.AGGREGATE:
-        return [NewSet(naming.fan_in_set_key(workflow, cs.function, frames, n), n)]
-    # neighbour: target i joins branch i (slot 0) and its own output at i-1 (slot 1)
-    return [NewSet(naming.fan_in_set_key(workflow, cs.function, frames + (Frame(i, n, 0),), n), 1 if i == 0 else 2)
-            for i in range(n)]
 
 
 def _fan_in(ins: FanIn, env: Envelope, frames: tuple[Frame, ...]) -> Plan | None:
@@ -199,14 +181,15 @@ def _fan_in(ins: FanIn, env: Envelope, frames: tuple[Frame, ...]) -> Plan | None
         raise PlanError(f"fan_in to {ins.function!r} outside any fan-out (no frame to join on)")
     top = frames[-1]
     if ins.shape is Shape.AGGREGATE:
-        target_frames, slot = frames[:-1], top.index
+        target_frames, slot, width = frames[:-1], top.index, top.size
     else:
+        # neighbour: target i joins branch i (slot 0) and the target's own output at i-1 (slot 1)
         index = top.index + ins.offset
         if index >= top.size:
             return None  # no neighbour to the right: this transition does not fire
-        target_frames, slot = frames[:-1] + (Frame(index, top.size, 0),), ins.slot
+        target_frames, slot, width = frames[:-1] + (Frame(index, top.size, 0),), ins.slot, 1 if index == 0 else 2
     set_key = naming.fan_in_set_key(env.workflow, ins.function, target_frames, top.size)
-    return Plan(join=Join(set_key=set_key, slot=slot, target=ins.function, target_frames=target_frames))
+    return Plan(join=Join(set_key=set_key, width=width, slot=slot, target=ins.function, target_frames=target_frames))
 
 
 def _failure(ins: Fail, ir: FunctionIR, value: Any) -> dict[str, Any]:
@@ -222,8 +205,7 @@ def continuation(ir: FunctionIR, env: Envelope) -> Call | None:
     """The next item of this map item's lane (`Envelope.lanes`), or None at the lane's end.
 
     It is derived from our own request alone: same function, same origin checkpoint (the item
-    travels by reference: we do not hold it), the GC-set slot of its index. Egress sends it
-    before any other call of ours, so whoever can collect our checkpoint runs after it was sent.
+    travels by reference: we do not hold it).
     """
     if not env.lanes or env.gathered or len(env.inputs) != 1:
         return None
@@ -233,9 +215,9 @@ def continuation(ir: FunctionIR, env: Envelope) -> Call | None:
     if index >= top.size or source.ref is None or source.item is None:
         return None
     item = DataRef(ref=source.ref, item=source.item + env.lanes, path=source.path)
-    gc = replace(env.gc, slot=index) if env.gc.set is not None else env.gc
     frames = env.frames[:-1] + (Frame(index, top.size, top.iteration),)
-    return Call(ir.function, Envelope(workflow=env.workflow, frames=frames, inputs=(item,), gc=gc, lanes=env.lanes))
+    return Call(ir.function, Envelope(workflow=env.workflow, frames=frames, inputs=(item,), lanes=env.lanes,
+                                      deadline=env.deadline))
 
 
 def _lanes(ins: Map, ir: FunctionIR, value: Any) -> int:

@@ -11,6 +11,7 @@ import importlib.util
 import inspect
 import logging
 import sys
+import time
 import uuid
 from collections.abc import Callable
 from concurrent.futures import Executor, ThreadPoolExecutor
@@ -20,14 +21,15 @@ from typing import Any
 
 from unum_entry import naming
 from unum_entry.codec import encode
-from unum_entry.egress import EgressContext, EgressReport, Invoker, collect, commit, egress
-from unum_entry.envelope import DataRef, Envelope
-from unum_entry.errors import HandlerFailed, HandlerLoadError, StaleInvocation, UnumError
+from unum_entry.egress import EgressContext, EgressReport, Invoker, commit, egress
+from unum_entry.envelope import ROOT, DataRef, Envelope
+from unum_entry.errors import HandlerFailed, HandlerLoadError, RetentionExpired, StaleInvocation, UnumError
 from unum_entry.hooks import FaultPoint, Hooks, NoHooks
 from unum_entry.ingress import AlreadyCommitted, ingress
 from unum_entry.ir import FunctionIR
+from unum_entry.retention import Retention
 from unum_entry.steps import Aborted, HookRaised, Journal, StepEnv, StepsAPI, abort_workflow, advance, compensation_request
-from unum_entry.steps import drop_compensations, recorded_steps, run_compensation, witnesses
+from unum_entry.steps import run_compensation, witnesses
 from unum_entry.stores.base import Store
 
 Handler = Callable[[Any, "InvocationContext"], Any]
@@ -57,11 +59,19 @@ class RuntimeConfig:
 
     inline_limit: int = 64 * 1024
     dispatch_workers: int = 64
+    # How long objects live (unum_entry.retention); None: the store's TTL with the default
+    # redelivery window.
+    retention: Retention | None = None
 
 
 def new_workflow(input_value: Any, workflow_id: str | None = None) -> Envelope:
-    """The envelope that starts a workflow at its entry function."""
+    """The envelope that starts a workflow at its entry function (which sets its deadline)."""
     return Envelope(workflow=workflow_id or f"wf-{uuid.uuid4().hex}", inputs=(DataRef(value=input_value),), start=True)
+
+
+def store_retention(store: Store) -> Retention:
+    """The retention rule over a store's TTL and clock."""
+    return Retention(ttl_seconds=store.ttl_seconds, clock=getattr(store, "_clock", time.time))
 
 
 class Runtime:
@@ -77,18 +87,22 @@ class Runtime:
         self.hooks = hooks or NoHooks()
         self._own_executor = executor is None
         self.executor = executor or ThreadPoolExecutor(self.config.dispatch_workers, thread_name_prefix=f"unum-{ir.function}")
+        self.retention = self.config.retention or store_retention(store)
         self._egress = EgressContext(ir=ir, store=store, invoker=invoker, executor=self.executor,
                                      hooks=self.hooks, inline_limit=self.config.inline_limit,
+                                     retention=self.retention, abort=abort_workflow,
                                      dispatch_workers=self.config.dispatch_workers)
         self._steps = StepEnv(store=store, invoker=invoker, hooks=self.hooks, function=ir.function, handler=handler)
 
     def handle(self, env: Envelope) -> EgressReport | None:
-        """Process one delivery. Returns None when it was a stale duplicate (dropped).
+        """Process one delivery. Returns None when nothing was left to do (dropped).
 
-        Raises HandlerFailed when user code raised (retryable), other UnumErrors when the
-        request or output does not fit the IR (not retryable), and whatever a hook raises.
-        A handler's `ctx.abort` fails the workflow and starts its compensations (returns None);
-        a compensation request (unum_entry.steps) runs one compensation (returns None).
+        Raises HandlerFailed when user code raised (retryable), RetentionExpired when the
+        workflow outlived its objects, other UnumErrors when the request or output does not fit
+        the IR (not retryable), StoreError/InvokeError when the platform should redeliver, and
+        whatever a hook raises. A handler's `ctx.abort` fails the workflow and starts its
+        compensations (returns None); a compensation request (unum_entry.steps) runs one
+        compensation (returns None).
         """
         request = compensation_request(env)
         if request is not None:
@@ -97,46 +111,55 @@ class Runtime:
             except HookRaised as escape:
                 raise escape.original from None
             return None
+        if not env.deadline:  # the workflow's start: its objects live from now on
+            env = replace(env, deadline=self.retention.deadline())
+        if not self._may_run(env):
+            return None
         invocation = naming.checkpoint_key(env.workflow, self.ir.function, env.frames)
         checkpoint = invocation if self.ir.checkpoint else None
-        try:
-            before = ingress(env, self.store, checkpoint)
-        except StaleInvocation:
-            return None
-        steps = 0
+        before = ingress(env, self.store, checkpoint, check_first=self.ir.ingress_check)
         if isinstance(before, AlreadyCommitted):
             stored, created = before.stored, False
-            if self._steps.durable and checkpoint is not None:
-                steps = recorded_steps(self.store, invocation)
         else:
             self.hooks.at(FaultPoint.BEFORE_HANDLER, invocation)
             journal = None  # plain handlers get no journal: no step work at all
             if self._steps.durable:
-                journal = Journal(self._steps, env.workflow, invocation, recheck=lambda: self._recheck(env, checkpoint),
+                journal = Journal(self._steps, env.workflow, invocation, recheck=lambda: self._recheck(checkpoint),
                                   guards=witnesses(env, checkpoint))
             try:
                 output = self._call_handler(before.event, env, invocation, journal)
             except Aborted as abort:
                 self._give_up(env, {"Error": abort.error, "Cause": abort.cause}, invocation)
                 return None
-            except StaleInvocation:  # a step found the workflow ended: a late re-run (steps.py)
-                return None
-            self.hooks.at(FaultPoint.AFTER_HANDLER, invocation)
-            encoded = encode(output, what=f"output of function {self.ir.function!r}")
-            if journal is not None and checkpoint is not None:
-                steps = journal.gc_count()  # before the commit: a replay must find it
-            stored, created = commit(self._egress, env, checkpoint, encoded)
+            except StaleInvocation:
+                # A step found the workflow ended (drop), or this invocation committed while
+                # this slow duplicate ran: continue as a duplicate with the committed output.
+                committed = self.store.get(checkpoint) if checkpoint is not None else None
+                if committed is None:
+                    return None
+                stored, created = committed, False
+            else:
+                self.hooks.at(FaultPoint.AFTER_HANDLER, invocation)
+                encoded = encode(output, what=f"output of function {self.ir.function!r}")
+                stored, created = commit(self._egress, env, checkpoint, encoded)
         self.hooks.at(FaultPoint.AFTER_CHECKPOINT, invocation)
-        context = replace(self._egress, steps=steps) if steps else self._egress
-        report = egress(context, env, invocation, checkpoint, stored, created)
-        if report.terminal and not report.failed and len(env.frames) == 1 and self._steps.durable:
-            drop_compensations(self.store, env.workflow)  # the workflow succeeded: nothing to undo
-        return report
+        return egress(self._egress, env, invocation, checkpoint, stored, created)
+
+    def _may_run(self, env: Envelope) -> bool:
+        """The retention rule's deadline (unum_entry.retention): past it, a delivery of a workflow
+        that already has an outcome is dropped; otherwise it fails the workflow."""
+        try:
+            self.retention.check(env.workflow, env.deadline)
+        except RetentionExpired:
+            outcome = [naming.result_key(env.workflow, ROOT), naming.failure_key(env.workflow)]
+            if self.store.read(outcome):
+                return False
+            raise
+        return True
 
     def fail(self, env: Envelope, error: UnumError) -> None:
-        """Give up on this invocation: record the workflow's failure (first one wins), start the
-        compensations of its completed steps, and collect what it consumed so retries of it
-        find nothing to do."""
+        """Give up on this invocation: record the workflow's failure (first one wins) and start
+        the compensations of its completed steps. Nothing is deleted (unum_entry.retention)."""
         request = compensation_request(env)
         if request is not None:
             # A compensation that keeps failing: skip it so the older ones still run.
@@ -149,16 +172,15 @@ class Runtime:
         }
         self._give_up(env, record, naming.checkpoint_key(env.workflow, self.ir.function, env.frames))
 
-    def _recheck(self, env: Envelope, checkpoint: str | None) -> None:
-        """Ingress's stale check again (before a step runs afresh): raises StaleInvocation when
-        this invocation committed and was collected while this execution was running."""
-        ingress(env, self.store, checkpoint)
+    def _recheck(self, checkpoint: str | None) -> None:
+        """Before a step runs afresh: raises StaleInvocation when this invocation committed
+        while this execution was running (a slow duplicate must not perform a new effect)."""
+        if checkpoint is not None and self.store.get(checkpoint) is not None:
+            raise StaleInvocation(f"{checkpoint} committed while this execution ran")
 
     def _give_up(self, env: Envelope, error: dict[str, Any], invocation: str) -> None:
         record = {**error, "Function": self.ir.function, "Invocation": invocation, "Attempts": env.attempt + 1}
         abort_workflow(self.store, self._egress.invoker, env.workflow, record)
-        collect(self.store, env.gc)
-        self.store.delete([naming.started_key(env.workflow)])
 
     def close(self) -> None:
         if self._own_executor:

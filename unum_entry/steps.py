@@ -197,15 +197,6 @@ class Journal:
             self._register(seq, effect, name, compensate, args, kwargs, result, transactional=True)
         return result
 
-    def gc_count(self) -> int:
-        """Before the commit: record how many steps ran (the manifest), so whoever collects the
-        checkpoint collects the step records too. Returns the count to collect."""
-        if not self.steps:
-            return 0
-        stored, _ = self.env.store.create(naming.step_manifest_key(self.invocation), encode(self.steps),
-                                          workflow=self.workflow, kind=Kind.STEP)
-        return max(self.steps, decode(stored))  # a divergent duplicate may have run more
-
     # ---- helpers ---------------------------------------------------------------------------
 
     def _record(self, key: str, value: bytes, ops: list[AppOp]) -> bytes:
@@ -234,8 +225,8 @@ class Journal:
             raise HookRaised(StaleInvocation(f"workflow {self.workflow} has ended; not running step "
                                              f"{self.steps - 1} of {self.invocation} again"))
         if self.recheck is not None:
-            # A slow duplicate whose invocation committed and was collected (journal included)
-            # while it ran: ingress's witnesses (inputs gone, GC-set slot filled) say so now.
+            # A slow duplicate whose invocation committed while it ran: it must not run a new
+            # step (the runtime continues with the committed output instead).
             try:
                 self.recheck()
             except StaleInvocation as exc:
@@ -489,13 +480,6 @@ def abort_workflow(store: Store, invoker: Any, workflow: str, record: Mapping[st
     start_compensations(store, invoker, workflow)
 
 
-def drop_compensations(store: Store, workflow: str) -> None:
-    """The workflow finished successfully: its compensation log is garbage."""
-    count = _first_gap(store, workflow)
-    if count:
-        store.delete(naming.compensation_key(workflow, i) for i in range(count))
-
-
 # ---- compensation invocations ------------------------------------------------------------------
 
 @dataclass(frozen=True)
@@ -568,23 +552,11 @@ def advance(store: Store, invoker: Any, workflow: str, request: CompensationRequ
 
 def witnesses(env: Envelope, checkpoint: str | None) -> list[Guard]:
     """What must still hold for an execution of the invocation `env` to run a step afresh: the
-    workflow has no root-level result and no failure, and ingress's witnesses still say "not
-    committed": every input reference exists, our slot of the fan-out's GC set is empty, and
-    (for the entry) the start marker is absent. Mirrors `ingress._stale_reason`."""
+    workflow has no root-level result and no failure, and the invocation has not committed (a
+    slow duplicate whose invocation committed meanwhile must not perform a new effect; it
+    continues with the committed output instead)."""
     guards = [Guard(naming.result_key(env.workflow, ROOT), present=False),
               Guard(naming.failure_key(env.workflow), present=False)]
-    if checkpoint is None:
-        return guards
-    guards += [Guard(d.ref, present=True) for d in env.inputs
-               if d.ref is not None and (not d.inline or d.item is None)]
-    if env.gc.set is not None and env.gc.slot is not None:
-        guards.append(Guard(env.gc.set, present=True, slot=env.gc.slot))
-    if env.start:
-        guards.append(Guard(naming.started_key(env.workflow), present=False))
-    return list({g.key: g for g in guards}.values())
-
-
-def recorded_steps(store: Store, invocation: str) -> int:
-    """How many steps a committed invocation recorded (its manifest; 0 if none)."""
-    stored = store.get(naming.step_manifest_key(invocation))
-    return 0 if stored is None else decode(stored)
+    if checkpoint is not None:
+        guards.append(Guard(checkpoint, present=False))
+    return guards

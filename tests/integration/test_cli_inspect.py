@@ -24,8 +24,27 @@ def test_inspect_a_finished_workflow(tmp_path):
     shown = cli("inspect", "wf-1", "--store", store)
     assert shown.returncode == 0, shown.stderr
     report = json.loads(shown.stdout)
-    assert report["status"] == "succeeded" and report["pending_objects"] == {}
+    assert report["status"] == "succeeded"
     assert report["results"][0]["greeting"] == "HELLO, ADA!"
+    # every function's checkpoint is retained (docs/coordination.md), until a stated time
+    assert report["retained_objects"] == {"checkpoint": 3}  # Hello, Shout, Sign
+    assert report["retained_until"].endswith("Z")
+
+
+def test_gc_sweeps_only_what_expired(tmp_path):
+    """Nothing of a fresh workflow is expired; the same store read 8 days later (the default
+    TTL is 7) is swept clean by `gc`, results included."""
+    import time
+
+    from unum_entry.stores.file import FileStore
+
+    store = str(tmp_path / "store")
+    assert cli("run", "images/chain", "--input", '{"name": "ada"}', "--store", store, "--workflow-id", "wf-1").returncode == 0
+    swept = cli("gc", "--store", store)
+    assert swept.returncode == 0 and "swept 0 expired" in swept.stderr
+    later = FileStore(store, clock=lambda: time.time() + 8 * 24 * 3600)
+    assert later.sweep() == 4  # three checkpoints and the result
+    assert list(FileStore(store).records()) == []
 
 
 def test_inspect_a_failed_workflow(tmp_path):

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from unum_entry.envelope import DataRef, Envelope, Frame, GcDuty, is_envelope
+from unum_entry.envelope import DataRef, Envelope, Frame, Gather, is_envelope
 from unum_entry.errors import EnvelopeError
 
 pytestmark = pytest.mark.unit
@@ -20,7 +20,7 @@ json_values = st.recursive(st.none() | st.booleans() | st.integers() | st.text(m
 def test_round_trip(value, index, attempt):
     env = Envelope(workflow="wf-1", frames=(Frame(), Frame(index, 10, 2)),
                    inputs=(DataRef(ref="c-1", value=value, item=3, path="$.xs"),),
-                   gc=GcDuty(delete=("c-0",), set="s-1", slot=index, on_full=("c-9",)), attempt=attempt)
+                   deadline=1_700_000_000 + index, redelivered=bool(attempt % 2), attempt=attempt)
     wire = env.to_wire()
     assert is_envelope(wire)
     assert Envelope.from_wire(wire) == env
@@ -33,7 +33,7 @@ def test_gathered_inputs_and_refs_without_values():
 
 
 def good():
-    return {"unum": 1, "workflow": "w", "frames": [[0, 1, 0]], "inputs": [{"value": 1}]}
+    return {"unum": 2, "workflow": "w", "frames": [[0, 1, 0]], "inputs": [{"value": 1}]}
 
 
 @pytest.mark.parametrize("mutate, field", [
@@ -53,9 +53,12 @@ def good():
     (lambda w: w.update(gathered="yes"), "envelope.gathered"),
     (lambda w: w.update(attempt=True), "envelope.attempt"),
     (lambda w: w.update(lanes=-2), "envelope.lanes"),
-    (lambda w: w.update(gc=[]), "envelope.gc"),
-    (lambda w: w.update(gc={"delete": "c-1"}), "envelope.gc.delete"),
-    (lambda w: w.update(gc={"set": "s-1"}), "envelope.gc"),
+    (lambda w: w.update(gather=[]), "envelope.gather"),
+    (lambda w: w.update(gather={"set": "s-1", "width": 0}), "envelope.gather"),
+    (lambda w: w.update(gathered=True, inputs=[], gather={"set": "s-1"}), "envelope.gather"),
+    (lambda w: w.update(gather={"set": "s-1", "width": 2}), "envelope.gather: needs gathered"),
+    (lambda w: w.update(deadline=-1), "envelope.deadline"),
+    (lambda w: w.update(redelivered="yes"), "envelope.redelivered"),
 ])
 def test_malformed_envelopes_name_the_field(mutate, field):
     wire = good()
@@ -69,3 +72,10 @@ def test_not_an_object():
     with pytest.raises(EnvelopeError, match="expected an object"):
         Envelope.from_wire([1])
     assert not is_envelope({"name": "ada"})
+
+
+def test_a_fan_in_targets_envelope_names_its_join_set_not_its_members():
+    env = Envelope(workflow="w", gathered=True, gather=Gather("s-1", 100_000), deadline=7)
+    wire = env.to_wire()
+    assert wire["gather"] == {"set": "s-1", "width": 100_000} and len(repr(wire)) < 200
+    assert Envelope.from_wire(wire) == env

@@ -98,7 +98,7 @@ def test_destination_record_becomes_the_failure_record(tmp_path) -> None:
 
 def test_malformed_envelope_is_dropped_with_a_message_not_raised(tmp_path) -> None:
     adapter, _, invoker = adapter_for(tmp_path, "def handler(e, c):\n    return e\n")
-    summary = adapter.handle({"unum": 1, "workflow": "w", "frames": "bad", "inputs": []}, Context())
+    summary = adapter.handle({"unum": 2, "workflow": "w", "frames": "bad", "inputs": []}, Context())
     assert "envelope.frames" in summary["error"] and invoker.calls == []
 
 

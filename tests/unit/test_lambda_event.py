@@ -74,7 +74,7 @@ def test_oversized_without_store_is_a_clear_error() -> None:
     ({WRAPPED: "not base64!"}, "not base64"),
     ({WRAPPED: "AAAA"}, "envelope"),
     ({BY_REF: 17}, "stored envelope key"),
-    ({"unum": 1, "workflow": "w", "frames": [], "inputs": []}, "envelope.frames"),
+    ({"unum": 2, "workflow": "w", "frames": [], "inputs": []}, "envelope.frames"),
 ])
 def test_malformed_events_name_the_field(event, message) -> None:
     with pytest.raises(EnvelopeError, match=message):

@@ -23,7 +23,7 @@ def test_deterministic_and_fixed_length(wf, fn, frames):
     a = naming.checkpoint_key(wf, fn, frames)
     assert a == naming.checkpoint_key(wf, fn, frames)
     assert len(a) == 34 and a.startswith("c-")
-    for key in (naming.fan_in_set_key(wf, fn, frames, 3), naming.gc_set_key(a, 3), naming.result_key(wf, frames),
+    for key in (naming.fan_in_set_key(wf, fn, frames, 3), naming.set_shard_key(a, 0, 3), naming.result_key(wf, frames),
                 naming.failure_key(wf)):
         assert len(key) == 34
 

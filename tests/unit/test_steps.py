@@ -9,12 +9,10 @@ import pytest
 
 from unum_entry import naming
 from unum_entry.codec import decode, encode
-from unum_entry.egress import _collect_journal_with, _member_keys
-from unum_entry.envelope import Envelope, GcDuty
+from unum_entry.envelope import Envelope
 from unum_entry.errors import GuardFailed, StaleInvocation, StepError, TransactionConflict
 from unum_entry.hooks import NoHooks
 from unum_entry.local.platform import local_platform
-from unum_entry.plan import Call, Plan
 from unum_entry.steps import (
     Aborted,
     HookRaised,
@@ -22,7 +20,6 @@ from unum_entry.steps import (
     StepEnv,
     _append,
     compensation_request,
-    drop_compensations,
     durable,
     start_compensations,
     witnesses,
@@ -192,8 +189,7 @@ def test_memory_store_transaction_is_all_or_nothing():
 def test_memory_store_guards(guard, holds):
     store = MemoryStore()
     store.create("c-in", b"x", workflow=WF)
-    store.create_set("s-set", 2, workflow=WF)
-    store.add_to_set("s-set", 0, "1")
+    store.add_to_set("s-set", 0, "1", size=2, workflow=WF)
     if holds:
         assert store.transact("t-g", b"v", [], workflow=WF, guards=[guard]) == (b"v", True)
     else:
@@ -220,13 +216,12 @@ def test_a_fresh_step_after_the_workflow_ended_is_refused():
     assert ran == []
 
 
-def test_witnesses_mirror_ingress():
-    env = Envelope.from_wire({"unum": 1, "workflow": WF, "frames": [[0, 1, 0], [1, 3, 0]],
-                              "inputs": [{"ref": "c-in", "value": 1}],
-                              "gc": {"delete": ["c-in"], "set": "s-gc", "slot": 1, "on_full": ["c-o"]}})
+def test_a_step_runs_afresh_only_while_the_workflow_runs_and_the_invocation_has_not_committed():
+    env = Envelope.from_wire({"unum": 2, "workflow": WF, "frames": [[0, 1, 0], [1, 3, 0]],
+                              "inputs": [{"ref": "c-in", "value": 1}]})
     keys = {(g.key, g.present, g.slot) for g in witnesses(env, "c-me")}
-    assert ("c-in", True, None) in keys and ("s-gc", True, 1) in keys
-    assert (naming.failure_key(WF), False, None) in keys
+    assert keys == {("c-me", False, None), (naming.failure_key(WF), False, None),
+                    (naming.result_key(WF, (Envelope(workflow=WF).top,)), False, None)}
 
 
 # ---- the compensation log ------------------------------------------------------------------------
@@ -276,103 +271,10 @@ def test_a_step_completing_after_the_abort_compensates_itself_and_stops_the_hand
     assert (request.index, request.stop, request.top) == (1, 1, 1)
 
 
-def test_success_drops_the_log_and_later_registrations_are_skipped():
+def test_after_success_later_registrations_are_skipped():
     store = MemoryStore()
     journal(store).step("a", lambda: 1, (), {}, undo)
     store.create(naming.result_key(WF, (Envelope(workflow=WF).top,)), b"r", workflow=WF, kind=Kind.RESULT)
-    drop_compensations(store, WF)
+    kinds = sorted(r.kind.value for r in store.records(WF))
     assert _append(store, WF, encode({"e": "x"}), "x") == (-1, False)
-    assert [r.kind for r in store.records(WF)] == [Kind.STEP, Kind.RESULT]
-
-
-# ---- journal GC in egress ------------------------------------------------------------------------
-
-def test_the_journal_travels_with_every_duty_to_collect_the_checkpoint():
-    plan = Plan(calls=(Call("B", Envelope(workflow=WF, gc=GcDuty(delete=("c-me",)))),
-                       Call("C", Envelope(workflow=WF, gc=GcDuty(set="s", slot=0, on_full=("c-me",)))),
-                       Call("D", Envelope(workflow=WF, gc=GcDuty(delete=("c-other",))))))
-    journal_keys = naming.journal_keys("c-me", 2)
-    out = _collect_journal_with(plan, "c-me", journal_keys)
-    assert out.calls[0].envelope.gc.delete == ("c-me", *journal_keys)
-    assert out.calls[1].envelope.gc.on_full == ("c-me", *journal_keys)
-    assert out.calls[2].envelope.gc.delete == ("c-other",)
-    assert _member_keys("c-me+2") == ["c-me", *journal_keys]
-    assert _member_keys("c-me") == ["c-me"]
-
-
-STEPPED = ("from unum_entry.steps import durable\n\n@durable\ndef handler(event, ctx):\n"
-           "    a = ctx.step('a', lambda: event)\n    ctx.transact('b', lambda tx: tx.put('t', ctx.invocation, a))\n"
-           "    return {BODY}\n")
-
-
-@pytest.mark.parametrize("shape", ["chain", "map"])
-def test_a_finished_workflow_leaves_no_step_record(tmp_path, shape):
-    if shape == "chain":
-        functions = {"A": FunctionSource(STEPPED.replace("{BODY}", "a"), [{"op": "invoke", "function": "B"}]),
-                     "B": FunctionSource(STEPPED.replace("{BODY}", "a"))}
-    else:
-        functions = {"A": FunctionSource(STEPPED.replace("{BODY}", "[1, 2, 3]"),
-                                         [{"op": "create_set", "function": "S"}, {"op": "map", "function": "W"}]),
-                     "W": FunctionSource(STEPPED.replace("{BODY}", "a"), [{"op": "fan_in", "function": "S"}]),
-                     "S": FunctionSource(STEPPED.replace("{BODY}", "sum(a)"))}
-    workflow = write_workflow(tmp_path / shape, name=shape, entry="A", functions=functions)
-    store = MemoryStore()
-    with local_platform(workflow, store, workers=2) as platform:
-        outcome = platform.run(7 if shape == "chain" else [1, 2, 3], timeout=30)
-    assert outcome.result == (7 if shape == "chain" else 6)
-    assert [r.kind for r in store.records()] == [Kind.RESULT]
-    assert len(store._app) == (2 if shape == "chain" else 5)
-
-
-def test_step_free_functions_do_no_step_work(tmp_path):
-    """A plain handler's context builds no journal record and reads nothing extra."""
-    from unum_entry.stores.counting import CountingStore
-
-    workflow = write_workflow(tmp_path / "plain", name="plain", entry="A", functions={
-        "A": FunctionSource("def handler(event, context):\n    return event\n", [{"op": "invoke", "function": "B"}]),
-        "B": FunctionSource("def handler(event, context):\n    return event\n")})
-    store = CountingStore(MemoryStore())
-    with local_platform(workflow, store, workers=1) as platform:
-        platform.run(1, timeout=30)
-    # A reads its checkpoint and start marker, B its checkpoint and input; each commits; A writes
-    # the start marker; B the result; deletes: A's checkpoint (by B), B's checkpoint and the marker.
-    assert dict(store.counts) == {"read": 4, "create_checkpoint": 2, "create_marker": 1, "create_result": 1, "delete": 3}
-
-
-def test_concurrent_journals_of_one_step_agree(tmp_path):
-    store, calls = MemoryStore(), []
-    barrier = threading.Barrier(8)
-
-    def run():
-        barrier.wait(timeout=10)
-        return journal(store).transact("inc", lambda tx: calls.append(1) or tx.put("c", "n", tx.get("c", "n", 0) + 1),
-                                       (), {}, None)
-
-    threads = [threading.Thread(target=run) for _ in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert decode(store.app_read("c", ["n"])["n"].value) == 1
-
-
-def test_abort_from_a_plain_handler_fails_the_workflow_without_retries(tmp_path):
-    workflow = write_workflow(tmp_path / "abort", name="abort", entry="A", functions={
-        "A": FunctionSource("def handler(event, ctx):\n    ctx.abort('Refused', f'no {event}')\n")})
-    store = MemoryStore()
-    with local_platform(workflow, store, workers=1) as platform:
-        outcome = platform.run("way", timeout=30)
-        assert platform.stats["handler_retries"] == 0
-    assert outcome.failure["Error"] == "Refused" and outcome.failure["Cause"] == "no way"
-    assert outcome.failure["Attempts"] == 1 and outcome.results == []
-    assert [r.kind for r in store.records()] == [Kind.FAILURE]
-
-
-def test_a_plain_handler_calling_a_step_fails_with_the_fix_in_the_message(tmp_path):
-    workflow = write_workflow(tmp_path / "plain-step", name="plain-step", entry="A", functions={
-        "A": FunctionSource("def handler(event, ctx):\n    return ctx.step('s', lambda: 1)\n", [], {"max_attempts": 1})})
-    store = MemoryStore()
-    with local_platform(workflow, store, workers=1) as platform:
-        outcome = platform.run(None, timeout=30)
-    assert outcome.failure["Error"] == "StepError"
-    assert "'A'" in outcome.failure["Cause"] and "@unum_entry.steps.durable" in outcome.failure["Cause"]
+    assert sorted(r.kind.value for r in store.records(WF)) == kinds  # the log kept for its TTL, nothing added

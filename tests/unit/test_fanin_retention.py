@@ -1,0 +1,63 @@
+"""The fan-in rule (a tree of 16-slot shards) and the retention rule, over the memory store."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from unum_entry import fanin, naming
+from unum_entry.errors import RetentionExpired
+from unum_entry.retention import Retention
+from unum_entry.stores.memory import MemoryStore
+
+pytestmark = pytest.mark.unit
+
+SET = "s-join"
+
+
+def join_all(store: MemoryStore, width: int, order: list[int]) -> list[int]:
+    """Join every slot in `order`; returns the slots whose join saw the set complete."""
+    return [slot for slot in order
+            if fanin.join(store, SET, width, slot, f"c-{slot}", workflow="wf", expires_at=2**31)]
+
+
+@pytest.mark.parametrize("width", [1, 2, 15, 16, 17, 256, 257, 4097])
+def test_exactly_the_last_join_sees_the_set_complete_in_any_order(width: int) -> None:
+    order = list(range(width))
+    random.Random(width).shuffle(order)
+    store = MemoryStore()
+    assert join_all(store, width, order) == [order[-1]]
+    records = store.read(fanin.leaf_keys(SET, width))
+    assert fanin.members(records, SET, width) == [f"c-{i}" for i in range(width)]
+
+
+def test_no_shard_holds_more_than_sixteen_members_and_joins_are_idempotent() -> None:
+    store = MemoryStore()
+    width = 1000
+    join_all(store, width, list(range(width - 1)))
+    assert max(len(r.members) for r in store.records("wf")) <= fanin.SHARD_SLOTS
+    assert join_all(store, width, [5, 5, 999]) == [999]   # a repeated join changes nothing
+    assert join_all(store, width, [999, 0]) == [999, 0]   # every later duplicate also sees it full
+
+
+def test_a_target_whose_shard_expired_fails_clearly_instead_of_waiting() -> None:
+    store = MemoryStore()
+    join_all(store, 40, list(range(40)))
+    records = store.read(fanin.leaf_keys(SET, 40))
+    del records[naming.set_shard_key(SET, 0, 1)]
+    with pytest.raises(RetentionExpired, match="shard 1 of 40 branches is gone"):
+        fanin.members(records, SET, 40)
+
+
+def test_retention_keeps_early_objects_to_the_deadline_and_late_ones_through_redelivery() -> None:
+    now = [1_000_000.0]
+    rule = Retention(ttl_seconds=7 * 86400, redelivery_seconds=6 * 3600, margin_seconds=900, clock=lambda: now[0])
+    deadline = rule.deadline()
+    assert rule.expires_at(deadline) == deadline
+    now[0] = deadline - 3600  # written an hour before the deadline: lives through redelivery
+    assert rule.expires_at(deadline) == int(now[0]) + 6 * 3600
+    rule.check("wf", deadline)
+    now[0] = deadline - 600  # inside the margin: must not start
+    with pytest.raises(RetentionExpired, match="outlived its retention"):
+        rule.check("wf", deadline)

@@ -1,0 +1,83 @@
+"""The fan-in rule: `n` branches join one target through a tree of fixed-size set shards.
+
+Branch `i` adds its checkpoint name to slot `i % SHARD_SLOTS` of leaf shard `i // SHARD_SLOTS`.
+Whoever sees a shard full adds that shard's index (member "1") to its parent on the next level;
+whoever sees the root full has seen every branch join and invokes the target. Each add is one
+upsert of an item of at most SHARD_SLOTS short members, so a branch's cost is the same at width
+4 and at width 100,000, and no store item or document takes more than SHARD_SLOTS writes.
+
+Every step is idempotent (a slot keeps its first member; a parent add is the same add again), so
+a retry that crashes anywhere redoes the same adds and reaches the same decision. Several adders
+may see the root full (concurrent adds, duplicates): each invokes the target, whose commit keeps
+one execution's output.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from unum_entry import naming
+from unum_entry.errors import RetentionExpired
+from unum_entry.stores.base import Record, Store
+
+SHARD_SLOTS = 16
+_PARENT_MEMBER = "1"
+
+
+@dataclass(frozen=True)
+class Shard:
+    key: str
+    size: int
+
+
+def _level_widths(width: int) -> list[int]:
+    """How many slots each level of the tree has: `width` leaves' slots, then one slot per
+    shard of the level below, up to the level with a single shard (the root)."""
+    widths = [width]
+    while widths[-1] > SHARD_SLOTS:
+        widths.append(-(-widths[-1] // SHARD_SLOTS))
+    return widths
+
+
+def _shard(set_key: str, level: int, index: int, level_width: int) -> Shard:
+    size = min(SHARD_SLOTS, level_width - index * SHARD_SLOTS)
+    return Shard(naming.set_shard_key(set_key, level, index), size)
+
+
+def join(store: Store, set_key: str, width: int, slot: int, member: str, *, workflow: str,
+         expires_at: int) -> bool:
+    """Add `member` at `slot` of the join set; True when this call saw every branch joined."""
+    if not 0 <= slot < width:
+        raise ValueError(f"slot {slot} outside a join of width {width}")
+    index = slot
+    for level, level_width in enumerate(_level_widths(width)):
+        shard_index, position = divmod(index, SHARD_SLOTS)
+        shard = _shard(set_key, level, shard_index, level_width)
+        state = store.add_to_set(shard.key, position, member, size=shard.size, workflow=workflow,
+                                 expires_at=expires_at)
+        if not state.full:
+            return False
+        member, index = _PARENT_MEMBER, shard_index
+    return True
+
+
+def leaf_keys(set_key: str, width: int) -> list[str]:
+    """The keys of the leaf shards, in slot order (what a target's ingress reads)."""
+    return [naming.set_shard_key(set_key, 0, i) for i in range(-(-width // SHARD_SLOTS))]
+
+
+def members(records: Mapping[str, Record], set_key: str, width: int) -> list[str]:
+    """Every branch's member in slot order, from the leaf shards in `records`.
+
+    Raises RetentionExpired when a leaf is missing or not full: the target is invoked only after
+    every leaf filled, and nothing deletes a shard before its expiry."""
+    found: list[str] = []
+    for i, key in enumerate(leaf_keys(set_key, width)):
+        shard = _shard(set_key, 0, i, width)
+        record = records.get(key)
+        if record is None or any(slot not in record.members for slot in range(shard.size)):
+            raise RetentionExpired(f"join set {set_key}: shard {i} of {width} branches is "
+                                   f"{'gone' if record is None else 'incomplete'} (expired)")
+        found.extend(record.members[slot] for slot in range(shard.size))
+    return found
