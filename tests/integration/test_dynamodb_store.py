@@ -6,12 +6,14 @@ exact requests it sends, batching and retries, URL options, error mapping — an
 from __future__ import annotations
 
 import copy
+import os
 import socket
 import time
 import uuid
 from typing import Any
 
 import pytest
+from botocore.exceptions import ClientError
 
 from builder.localstack import LocalStackError, MotoServer
 from unum_entry.errors import StoreError
@@ -36,6 +38,20 @@ def calls(dynamodb_store: DynamoDBStore):
     events.register("provide-client-params.dynamodb", record, unique_id="unum-test-calls")
     yield seen
     events.unregister("provide-client-params.dynamodb", unique_id="unum-test-calls")
+
+
+@pytest.fixture
+def requests(dynamodb_store: DynamoDBStore):
+    """Every HTTP request the store's client sends (retries included), by operation name."""
+    sent: list[str] = []
+
+    def count(request: Any, **_: Any) -> None:
+        sent.append(request.headers["X-Amz-Target"].decode().split(".")[-1])
+
+    events = dynamodb_store.client.meta.events
+    events.register("before-send.dynamodb", count, unique_id="unum-test-requests")
+    yield sent
+    events.unregister("before-send.dynamodb", unique_id="unum-test-requests")
 
 
 def fresh_table_name() -> str:
@@ -83,8 +99,8 @@ class PartialBatches:
 def test_items_follow_the_documented_layout(dynamodb_store: DynamoDBStore) -> None:
     before = int(time.time())
     dynamodb_store.create("c-1", b"\x01\x02", workflow="wf-1")
-    dynamodb_store.create_set("s-1", 3, workflow="wf-1")
-    dynamodb_store.add_to_set("s-1", 2, "member-2")
+    dynamodb_store.add_to_set("s-1", 2, "member-2", size=3, workflow="wf-1")
+    dynamodb_store.add_to_set("s-1", 0, "member-0", size=3, workflow="wf-1")
 
     def raw(key: str) -> dict[str, Any]:
         return dynamodb_store.client.get_item(
@@ -95,9 +111,9 @@ def test_items_follow_the_documented_layout(dynamodb_store: DynamoDBStore) -> No
     assert checkpoint == {"k": {"S": "c-1"}, "w": {"S": "wf-1"}, "t": {"S": "checkpoint"},
                           "v": {"B": b"\x01\x02"}}
     assert before + dynamodb_store.ttl_seconds <= ttl <= int(time.time()) + dynamodb_store.ttl_seconds
-    a_set.pop("ttl")
+    assert before + dynamodb_store.ttl_seconds <= int(a_set.pop("ttl")["N"]) <= ttl
     assert a_set == {"k": {"S": "s-1"}, "w": {"S": "wf-1"}, "t": {"S": "set"}, "n": {"N": "3"},
-                     "m": {"M": {"2": {"S": "member-2"}}}}
+                     "m2": {"S": "member-2"}, "m0": {"S": "member-0"}}
 
 
 def test_ensure_table_creates_an_on_demand_table_with_ttl_and_is_idempotent(
@@ -178,28 +194,104 @@ def test_records_scan_consistently_and_filter_on_the_server(dynamodb_store: Dyna
     assert params["ExpressionAttributeValues"] == {":w": {"S": "wf-a"}}
 
 
-def test_add_to_set_writes_the_slot_only_if_empty(dynamodb_store: DynamoDBStore, calls) -> None:
-    dynamodb_store.create_set("s-1", 2, workflow="wf")
-    calls.clear()
-
-    dynamodb_store.add_to_set("s-1", 1, "b")
+def test_add_to_set_is_one_upsert_that_fills_the_slot_only_if_empty(dynamodb_store: DynamoDBStore, calls) -> None:
+    dynamodb_store.add_to_set("s-1", 1, "b", size=2, workflow="wf", expires_at=2_000_000_000)
 
     ((name, params),) = calls
     assert name == "UpdateItem"
-    assert params["UpdateExpression"] == "SET #m.#slot = if_not_exists(#m.#slot, :member)"
-    assert params["ConditionExpression"] == "attribute_exists(k)"
-    assert params["ExpressionAttributeNames"] == {"#m": "m", "#slot": "1"}
+    assert params["UpdateExpression"] == (
+        "SET #w = if_not_exists(#w, :w), #t = if_not_exists(#t, :set), #n = if_not_exists(#n, :n), "
+        "#ttl = if_not_exists(#ttl, :ttl), #slot = if_not_exists(#slot, :member)")
+    assert params["ConditionExpression"] == "attribute_not_exists(k) OR (#t = :set AND #ttl > :now)"
+    assert params["ExpressionAttributeNames"] == {"#w": "w", "#t": "t", "#n": "n", "#ttl": "ttl", "#slot": "m1"}
+    values = params["ExpressionAttributeValues"]
+    assert (values[":n"], values[":ttl"], values[":member"]) == ({"N": "2"}, {"N": "2000000000"}, {"S": "b"})
     assert params["ReturnValues"] == "ALL_NEW"
+    assert params["ReturnValuesOnConditionCheckFailure"] == "ALL_OLD"
+
+
+def test_one_request_per_create_and_per_add(dynamodb_store: DynamoDBStore, requests) -> None:
+    """What a transition costs on the wire (docs/coordination.md): counted at the HTTP layer."""
+    dynamodb_store.create("c-1", b"winner", workflow="wf")
+    assert requests == ["PutItem"]
+    requests.clear()
+    assert dynamodb_store.create("c-1", b"loser", workflow="wf") == (b"winner", False)
+    assert requests == ["PutItem"]  # the winner's bytes come back in the failed put's response
+    requests.clear()
+
+    for slot in range(16):  # the first add creates the set, the last one fills it
+        state = dynamodb_store.add_to_set("s-1", slot, f"c-{slot}", size=16, workflow="wf")
+    assert state.full and requests == ["UpdateItem"] * 16
+    requests.clear()
+    dynamodb_store.add_to_set("s-1", 3, "c-again", size=16, workflow="wf")  # a duplicate add
+    assert requests == ["UpdateItem"]
+    requests.clear()
+
+    assert dynamodb_store.get_many(["c-1", "s-1"]) == {"c-1": b"winner"}
+    assert requests == ["BatchGetItem"]
+
+
+def test_a_one_megabyte_value_round_trips_by_reference(dynamodb_store: DynamoDBStore, requests) -> None:
+    big = os.urandom(1024 * 1024)
+
+    assert dynamodb_store.create("c-big", big, workflow="wf") == (big, True)
+    assert requests == ["PutItem"] * 4  # three 350 KB chunks, then the checkpoint's manifest
+    requests.clear()
+    assert dynamodb_store.get("c-big") == big
+    assert requests == ["BatchGetItem"] * 2  # the record, then all its chunks
+    assert dynamodb_store.create("c-big", os.urandom(1024 * 1024), workflow="wf") == (big, False)
+    assert dynamodb_store.create("c-big", b"small", workflow="wf") == (big, False)
+
+    item = dynamodb_store.client.get_item(TableName=dynamodb_store.table, Key={"k": {"S": "c-big"}})["Item"]
+    assert item["v"]["B"][:1] == b"\xc1" and len(item["v"]["B"]) < 200  # a manifest, not the bytes
+
+
+def test_moto_enforces_the_item_size_limit(dynamodb_store: DynamoDBStore) -> None:
+    """Without storing by reference a 400 KB+ value fails (what the test above relies on)."""
+    with pytest.raises(ClientError, match="Item size has exceeded the maximum allowed size"):
+        dynamodb_store.client.put_item(TableName=dynamodb_store.table,
+                                       Item={"k": {"S": "c-raw"}, "v": {"B": b"x" * 410_000}})
+
+
+def test_sweep_deletes_only_what_is_still_expired(dynamodb_store: DynamoDBStore, calls) -> None:
+    now = int(time.time())
+    dynamodb_store.create("c-old", b"x", workflow="wf", expires_at=now - 10)
+    dynamodb_store.create("c-live", b"y", workflow="wf")
+    calls.clear()
+
+    assert dynamodb_store.sweep() == 1
+    assert [name for name, _ in calls] == ["Scan", "DeleteItem"]
+    scan, delete = calls[0][1], calls[1][1]
+    assert scan["FilterExpression"] == "#ttl <= :now" and scan["ConsistentRead"] is True
+    assert delete["ConditionExpression"] == "#ttl = :ttl"
+    assert delete["ExpressionAttributeValues"] == {":ttl": {"N": str(now - 10)}}
+
+    # A record recreated after the scan saw the expired one survives the delete.
+    dynamodb_store.create("c-gone", b"old", workflow="wf", expires_at=now - 10)
+    dynamodb_store.create("c-gone", b"new", workflow="wf")  # replaces the expired record
+    assert dynamodb_store._delete_expired("c-gone", now - 10) == 0
+    assert dynamodb_store.get("c-gone") == b"new"
+
+
+def test_an_add_to_an_expired_set_replaces_it(dynamodb_store: DynamoDBStore, requests) -> None:
+    now = int(time.time())
+    dynamodb_store.add_to_set("s-1", 0, "old", size=2, workflow="wf", expires_at=now - 10)
+    requests.clear()
+
+    assert dynamodb_store.add_to_set("s-1", 1, "new", size=3, workflow="wf").members == {1: "new"}
+    assert requests == ["UpdateItem", "DeleteItem", "UpdateItem"]  # refused, expired one removed, again
 
 
 def test_concurrent_adds_each_see_a_distinct_count_and_exactly_one_sees_full(
         dynamodb_store: DynamoDBStore, race) -> None:
-    dynamodb_store.create_set("s-fan", THREADS, workflow="wf")
+    # Created before the race: moto creates items non-atomically (see the contract's
+    # `creation_is_not_atomic`); slot THREADS lies outside the set and is never counted.
+    dynamodb_store.add_to_set("s-fan", THREADS, "before", size=THREADS, workflow="wf")
 
-    states = race(THREADS, lambda i: dynamodb_store.add_to_set("s-fan", i, f"m-{i}"))
+    states = race(THREADS, lambda i: dynamodb_store.add_to_set("s-fan", i, f"m-{i}", size=THREADS, workflow="wf"))
 
     # UpdateItem with ALL_NEW is atomic: the adds are serialized, the k-th sees k members.
-    assert sorted(len(state.members) for state in states) == list(range(1, THREADS + 1))
+    assert sorted(len(state.members) - 1 for state in states) == list(range(1, THREADS + 1))
     assert sum(state.full for state in states) == 1
 
 
@@ -260,13 +352,13 @@ def test_a_missing_table_is_a_store_error_naming_operation_and_table(dynamodb_st
     with pytest.raises(StoreError, match=r"PutItem on table 'unum-no-such-table'"):
         store.create("c-1", b"x", workflow="wf")
     with pytest.raises(StoreError, match=r"UpdateItem on table 'unum-no-such-table'"):
-        store.add_to_set("s-1", 0, "x")
+        store.add_to_set("s-1", 0, "x", size=1, workflow="wf")
 
 
 def test_add_to_set_on_a_value_key_is_a_store_error(dynamodb_store: DynamoDBStore) -> None:
     dynamodb_store.create("c-1", b"x", workflow="wf")
-    with pytest.raises(StoreError, match=r"'c-1' .* is not a set"):
-        dynamodb_store.add_to_set("c-1", 0, "x")
+    with pytest.raises(StoreError, match=r"'c-1' .* holds a checkpoint, not a set"):
+        dynamodb_store.add_to_set("c-1", 0, "x", size=1, workflow="wf")
 
 
 def test_a_foreign_item_is_a_store_error_naming_what_was_found(dynamodb_store: DynamoDBStore) -> None:

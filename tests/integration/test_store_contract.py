@@ -1,45 +1,87 @@
 """The store contract (`unum_entry.stores.base.Store`), one test per rule, run against every
-backend: the embedded file store and DynamoDB (moto server over loopback HTTP)."""
+backend: the embedded file store, the in-process memory store and DynamoDB (moto server over
+loopback HTTP) here; Firestore (its emulator) through tests/integration/gcp/test_firestore_contract.py.
+
+Large values are tested with each backend's `max_value_bytes`: the real item limits on DynamoDB
+and Firestore, a forced small one on the file and memory stores (which have no limit)."""
 
 from __future__ import annotations
 
+import os
 import time
 
 import pytest
 
-from unum_entry.errors import SetGone
+from unum_entry.errors import StoreError
 from unum_entry.stores import Kind, SetState, Store
+from unum_entry.stores.base import MANIFEST_TAG
 from unum_entry.stores.dynamodb import DynamoDBStore
 from unum_entry.stores.file import FileStore
+from unum_entry.stores.memory import MemoryStore
 
 pytestmark = pytest.mark.integration
 
 THREADS = 16
+SMALL_LIMIT = 1000  # max_value_bytes forced on stores without a limit of their own
 
 
-@pytest.fixture(params=["file", "dynamodb"])
+@pytest.fixture(params=["file", "memory", "dynamodb"])
 def store(request: pytest.FixtureRequest, tmp_path) -> Store:
     if request.param == "file":
         file_store = FileStore(tmp_path / "store")
         request.addfinalizer(file_store.close)
         return file_store
+    if request.param == "memory":
+        return MemoryStore()
     return request.getfixturevalue("dynamodb_store")
 
 
 def reopen(store: Store, **kwargs) -> Store:
     """Another store over the same data (e.g. with a different clock)."""
     if isinstance(store, FileStore):
-        return FileStore(store.root, **kwargs)
-    if isinstance(store, DynamoDBStore):
-        return DynamoDBStore(store.client, store.table, **kwargs)
-    if hasattr(store, "reopen"):  # backends whose contract runs from elsewhere (tests/integration/gcp)
-        return store.reopen(**kwargs)
-    raise TypeError(f"no reopen for {type(store).__name__}")
+        other: Store = FileStore(store.root, **kwargs)
+    elif isinstance(store, DynamoDBStore):
+        other = DynamoDBStore(store.client, store.table, **kwargs)
+    elif isinstance(store, MemoryStore):
+        other = MemoryStore(**kwargs)
+        other._records, other._app, other._lock = store._records, store._app, store._lock  # the same data
+    elif hasattr(store, "reopen"):  # backends whose contract runs from elsewhere (tests/integration/gcp)
+        other = store.reopen(**kwargs)
+    else:
+        raise TypeError(f"no reopen for {type(store).__name__}")
+    if "max_value_bytes" in vars(store):  # a limit forced on the instance (see `limited`)
+        other.max_value_bytes = store.max_value_bytes
+    return other
+
+
+def at(store: Store, when: float) -> Store:
+    """The same data seen at time `when`."""
+    return reopen(store, clock=lambda: when)
 
 
 def later(store: Store) -> Store:
     """The same data seen from after every object `store` writes now has expired."""
-    return reopen(store, clock=lambda: time.time() + store.ttl_seconds + 60)
+    return at(store, time.time() + store.ttl_seconds + 60)
+
+
+def limited(store: Store) -> int:
+    """The store's max_value_bytes, forcing SMALL_LIMIT on a store without one."""
+    if store.max_value_bytes is None:
+        store.max_value_bytes = SMALL_LIMIT
+    return store.max_value_bytes
+
+
+def creation_is_not_atomic(store: Store) -> bool:
+    """moto (5.2, threaded server) applies an UpdateItem that creates its item in two unlocked
+    steps (put an empty item, then update it), so two concurrent creating upserts can lose a
+    member or see a key-only item. DynamoDB itself applies every UpdateItem atomically; on moto
+    the race tests create the set before racing (test_dynamodb_serialized.py races the creation
+    on a moto server whose requests are serialized)."""
+    return isinstance(store, DynamoDBStore)
+
+
+def add(store: Store, key: str, slot: int, member: str, size: int = 2, **kwargs) -> SetState:
+    return store.add_to_set(key, slot, member, size=size, workflow=kwargs.pop("workflow", "wf"), **kwargs)
 
 
 # ---- create / get ------------------------------------------------------------------------------
@@ -62,13 +104,14 @@ def test_concurrent_creates_of_one_key_agree_on_one_value(store: Store, race) ->
 def test_get_and_get_many_leave_out_missing_keys(store: Store) -> None:
     store.create("c-a", b"A", workflow="wf")
     store.create("r-b", b"B", workflow="wf", kind=Kind.RESULT)
-    store.create_set("s-c", 2, workflow="wf")
+    add(store, "s-c", 0, "x")
 
     assert store.get("c-a") == b"A"
     assert store.get("c-missing") is None
     assert store.get("s-c") is None  # a set has no value
     assert store.get_many(["c-a", "r-b", "c-missing", "c-a", "s-c"]) == {"c-a": b"A", "r-b": b"B"}
     assert store.get_many([]) == {}
+    assert set(store.read(["c-a", "s-c", "c-missing"])) == {"c-a", "s-c"}
 
 
 def test_get_many_reads_more_keys_than_one_batch(store: Store) -> None:
@@ -80,13 +123,19 @@ def test_get_many_reads_more_keys_than_one_batch(store: Store) -> None:
     assert store.get_many(present + missing) == {key: key.encode() for key in present}
 
 
+def test_create_on_a_set_is_refused(store: Store) -> None:
+    add(store, "s-1", 0, "a")
+    with pytest.raises(TypeError, match="holds a set"):
+        store.create("s-1", b"v", workflow="wf")
+
+
 # ---- delete --------------------------------------------------------------------------------------
 
 def test_delete_many_keys_including_missing_ones(store: Store) -> None:
     keys = [f"c-{i:02d}" for i in range(60)]
     for key in keys:
         store.create(key, b"x", workflow="wf")
-    store.create_set("s-1", 3, workflow="wf")
+    add(store, "s-1", 0, "old", size=3)
     store.create("c-keep", b"kept", workflow="wf")
 
     store.delete(keys + ["s-1"] + [f"c-never-{i}" for i in range(10)])
@@ -96,8 +145,8 @@ def test_delete_many_keys_including_missing_ones(store: Store) -> None:
     assert store.get_many(keys) == {}
     assert store.get("c-keep") == b"kept"
     assert {record.key for record in store.records()} == {"c-keep"}
-    with pytest.raises(SetGone):
-        store.add_to_set("s-1", 0, "late")
+    # A deleted set is gone: the next add starts a fresh one.
+    assert add(store, "s-1", 1, "new", size=3) == SetState(size=3, members={1: "new"})
 
 
 def test_a_deleted_key_can_be_created_again(store: Store) -> None:
@@ -108,68 +157,84 @@ def test_a_deleted_key_can_be_created_again(store: Store) -> None:
 
 # ---- sets ----------------------------------------------------------------------------------------
 
-def test_create_set_only_once(store: Store) -> None:
-    assert store.create_set("s-1", 3, workflow="wf") is True
-    assert store.create_set("s-1", 3, workflow="wf") is False
-
-
-def test_create_set_rejects_an_empty_set(store: Store) -> None:
-    with pytest.raises(ValueError, match="size >= 1"):
-        store.create_set("s-1", 0, workflow="wf")
-
-
-def test_add_to_set_returns_the_set_after_the_add_and_is_idempotent_per_slot(store: Store) -> None:
-    store.create_set("s-1", 3, workflow="wf")
-
-    assert store.add_to_set("s-1", 1, "b") == SetState(size=3, members={1: "b"})
-    assert store.add_to_set("s-1", 1, "b") == SetState(size=3, members={1: "b"})
+def test_add_to_set_creates_the_set_keeps_each_slots_first_member_and_reports_full(store: Store) -> None:
+    assert add(store, "s-1", 1, "b", size=3) == SetState(size=3, members={1: "b"})
+    assert add(store, "s-1", 1, "b", size=3) == SetState(size=3, members={1: "b"})
     # A slot keeps its first member: a retry that computed another name changes nothing.
-    assert store.add_to_set("s-1", 1, "b-again") == SetState(size=3, members={1: "b"})
-    assert not store.add_to_set("s-1", 0, "a").full
+    assert add(store, "s-1", 1, "b-again", size=3) == SetState(size=3, members={1: "b"})
+    assert not add(store, "s-1", 0, "a", size=3).full
 
-    state = store.add_to_set("s-1", 2, "c")
-    assert state.full
+    state = add(store, "s-1", 2, "c", size=3)
+    assert state.full  # the add that fills the last slot sees the set full
     assert state.ordered_members() == ["a", "b", "c"]
-    assert store.add_to_set("s-1", 2, "c").full  # a retried last add still sees it full
+    assert add(store, "s-1", 2, "c", size=3).full  # a retried last add still sees it full
+
+
+def test_a_set_keeps_the_size_of_its_first_add(store: Store) -> None:
+    # (All adders of one set belong to one workflow: set names hash the workflow id.)
+    expiry = int(time.time()) + 3600
+    add(store, "s-1", 0, "a", size=2, workflow="wf-1", expires_at=expiry)
+    state = add(store, "s-1", 1, "b", size=5, workflow="wf-1", expires_at=expiry + 500)
+
+    assert state == SetState(size=2, members={0: "a", 1: "b"}) and state.full
+    (record,) = store.records()
+    assert (record.key, record.kind, record.workflow, record.size) == ("s-1", Kind.SET, "wf-1", 2)
+    assert record.expires_at in (expiry, expiry + 500)  # Firestore keeps the last adder's document expiry
+    assert dict(record.members) == {0: "a", 1: "b"}
+
+
+def test_add_to_set_refuses_bad_sizes_and_slots(store: Store) -> None:
+    with pytest.raises(ValueError, match="size >= 1"):
+        add(store, "s-1", 0, "a", size=0)
+    with pytest.raises(ValueError, match="negative"):
+        add(store, "s-1", -1, "a")
+    assert store.read(["s-1"]) == {}
 
 
 def test_a_slot_outside_the_set_is_stored_but_never_counted(store: Store) -> None:
-    store.create_set("s-1", 2, workflow="wf")
-
-    state = store.add_to_set("s-1", 2, "stray")
+    state = add(store, "s-1", 2, "stray")
     assert not state.has_slot(2) and not state.full
 
-    store.add_to_set("s-1", 0, "a")
-    state = store.add_to_set("s-1", 1, "b")
+    add(store, "s-1", 0, "a")
+    state = add(store, "s-1", 1, "b")
     assert state.has_slot(1) and state.full
     assert state.ordered_members() == ["a", "b"]
 
 
-def test_concurrent_adds_of_distinct_slots_end_full(store: Store, race) -> None:
-    store.create_set("s-fan", THREADS, workflow="wf")
-
-    states = race(THREADS, lambda i: store.add_to_set("s-fan", i, f"m-{i}"))
-
+def test_concurrent_adders_of_distinct_slots_all_land_and_one_sees_full(store: Store, race) -> None:
+    rounds = 3 if isinstance(store, (FileStore, MemoryStore)) else 1
     everyone = {i: f"m-{i}" for i in range(THREADS)}
-    for i, state in enumerate(states):
-        assert state.members[i] == f"m-{i}"  # every add sees its own member
-        assert state.full == (dict(state.members) == everyone)
-    assert any(state.full for state in states)  # the last adder(s) see it full
-    final = store.add_to_set("s-fan", 0, "m-0")
-    assert final.full and final.ordered_members() == [f"m-{i}" for i in range(THREADS)]
+    for round_ in range(rounds):
+        key = f"s-fan-{round_}"
+        if creation_is_not_atomic(store):
+            add(store, key, THREADS + 1, "before", size=THREADS)  # outside the set: never counted
+        # Every thread's add may be the one that creates the set.
+        states = race(THREADS, lambda i, key=key: add(store, key, i, f"m-{i}", size=THREADS))
+
+        for i, state in enumerate(states):
+            assert state.size == THREADS
+            assert state.members[i] == f"m-{i}"  # every add sees its own member
+            assert state.full == ({slot: m for slot, m in state.members.items() if slot < THREADS} == everyone)
+        assert any(state.full for state in states)  # the completing adder (maybe others) sees it full
+        final = store.read([key])[key]
+        assert {slot: m for slot, m in final.members.items() if slot < THREADS} == everyone  # none lost
 
 
-def test_add_to_a_set_that_does_not_exist_raises_set_gone(store: Store) -> None:
-    with pytest.raises(SetGone):
-        store.add_to_set("s-never", 0, "a")
+def test_concurrent_adders_of_one_slot_agree_on_its_first_member(store: Store, race) -> None:
+    if creation_is_not_atomic(store):
+        add(store, "s-one", 1, "before", size=1)
+    states = race(8, lambda i: add(store, "s-one", 0, f"m-{i}", size=1))
+
+    winners = {state.members[0] for state in states}
+    assert len(winners) == 1 and all(state.full for state in states)
+    assert store.read(["s-one"])["s-one"].members[0] == winners.pop()
 
 
-def test_add_to_a_deleted_set_raises_set_gone(store: Store) -> None:
-    store.create_set("s-1", 2, workflow="wf")
-    store.add_to_set("s-1", 0, "a")
-    store.delete(["s-1"])
-    with pytest.raises(SetGone):
-        store.add_to_set("s-1", 1, "b")
+def test_add_to_a_key_holding_a_value_is_refused(store: Store) -> None:
+    store.create("c-1", b"x", workflow="wf")
+    with pytest.raises(StoreError, match="not a set"):
+        add(store, "c-1", 0, "a")
+    assert store.get("c-1") == b"x"
 
 
 # ---- expiry --------------------------------------------------------------------------------------
@@ -180,19 +245,121 @@ def test_expired_values_read_as_absent_and_can_be_created_again(store: Store) ->
 
     assert future.get("c-1") is None
     assert future.get_many(["c-1"]) == {}
+    assert future.read(["c-1"]) == {}
     assert list(future.records()) == []
     assert future.create("c-1", b"new", workflow="wf") == (b"new", True)
     assert future.create("c-1", b"newer", workflow="wf") == (b"new", False)
     assert store.get("c-1") == b"new"
 
 
-def test_expired_sets_can_be_created_again(store: Store) -> None:
-    store.create_set("s-1", 2, workflow="wf")
-    store.add_to_set("s-1", 0, "old")
-    future = later(store)
+def test_create_stores_the_given_expiry(store: Store) -> None:
+    now = int(time.time())
+    store.create("c-short", b"s", workflow="wf", expires_at=now + 100)
+    store.create("c-default", b"d", workflow="wf")
 
-    assert future.create_set("s-1", 2, workflow="wf") is True
-    assert future.add_to_set("s-1", 1, "new") == SetState(size=2, members={1: "new"})
+    expiries = {record.key: record.expires_at for record in store.records()}
+    assert expiries["c-short"] == now + 100
+    assert now + store.ttl_seconds - 5 <= expiries["c-default"] <= now + store.ttl_seconds + 5
+
+    soon = at(store, now + 200)  # after c-short's expiry, long before the default one
+    assert soon.get_many(["c-short", "c-default"]) == {"c-default": b"d"}
+    assert soon.create("c-short", b"again", workflow="wf", expires_at=now + 900) == (b"again", True)
+    assert at(store, now + 300).get("c-short") == b"again"
+
+
+def test_expired_sets_are_absent_and_an_add_starts_a_fresh_one(store: Store) -> None:
+    now = int(time.time())
+    add(store, "s-1", 0, "old", expires_at=now + 100)
+    soon = at(store, now + 200)
+
+    assert soon.read(["s-1"]) == {}
+    assert [record.key for record in soon.records()] == []
+    assert add(soon, "s-1", 1, "new", size=3, expires_at=now + 900) == SetState(size=3, members={1: "new"})
+    assert add(soon, "s-1", 0, "newer", size=3, expires_at=now + 900) == SetState(size=3, members={0: "newer", 1: "new"})
+
+
+def test_sweep_deletes_exactly_the_expired_records(store: Store) -> None:
+    now = int(time.time())
+    for i in range(5):
+        store.create(f"c-old-{i}", b"x", workflow="wf", expires_at=now + 100)
+    store.create("r-old", b"r", workflow="wf", kind=Kind.RESULT, expires_at=now + 100)
+    add(store, "s-old", 0, "a", expires_at=now + 100)
+    store.create("c-live", b"live", workflow="wf", expires_at=now + 1000)
+    add(store, "s-live", 0, "a", expires_at=now + 1000)
+
+    assert store.sweep(now=now + 50) == 0  # nothing has expired yet
+    assert store.sweep(now=now + 200) == 7
+    assert store.sweep(now=now + 200) == 0  # idempotent
+
+    assert {record.key for record in store.records()} == {"c-live", "s-live"}
+    assert {record.key for record in at(store, now + 200).records()} == {"c-live", "s-live"}
+    assert store.get("c-live") == b"live"
+    assert store.create("c-old-0", b"fresh", workflow="wf") == (b"fresh", True)
+
+
+def test_sweep_uses_the_stores_clock_by_default(store: Store) -> None:
+    now = int(time.time())
+    store.create("c-1", b"x", workflow="wf", expires_at=now + 100)
+    assert store.sweep() == 0
+    assert at(store, now + 200).sweep() == 1
+    assert store.get("c-1") is None
+
+
+# ---- values larger than a record -----------------------------------------------------------------
+
+def test_a_large_value_is_stored_by_reference_and_read_whole(store: Store) -> None:
+    limit = limited(store)
+    big = os.urandom(2 * limit + 17)
+
+    assert store.create("c-big", big, workflow="wf") == (big, True)
+    assert store.create("c-big", b"loser", workflow="wf") == (big, False)  # the loser gets the whole winner
+    assert store.get("c-big") == big
+    assert store.get_many(["c-big", "c-missing"]) == {"c-big": big}
+    assert store.read(["c-big"])["c-big"].value == big
+
+    records = {record.key: record for record in store.records("wf")}
+    assert records["c-big"].value == big and records["c-big"].kind is Kind.CHECKPOINT
+    chunks = [record for record in records.values() if record.kind is Kind.CHUNK]
+    assert len(chunks) == 3 and all(0 < len(chunk.value or b"") <= limit for chunk in chunks)
+    assert all(chunk.key.startswith("b-") and chunk.workflow == "wf" for chunk in chunks)
+    assert all(chunk.expires_at == records["c-big"].expires_at for chunk in chunks)
+
+
+def test_a_value_at_the_limit_is_stored_inline(store: Store) -> None:
+    limit = limited(store)
+    exact = b"\x92" + os.urandom(limit - 1)
+    assert store.create("c-exact", exact, workflow="wf") == (exact, True)
+    assert store.get("c-exact") == exact
+    assert [record.kind for record in store.records()] == [Kind.CHECKPOINT]
+
+
+def test_concurrent_creates_of_large_values_agree_on_one(store: Store, race) -> None:
+    limit = limited(store)
+    values = [bytes([i]) * (limit + 1 + i) for i in range(4)]
+
+    results = race(4, lambda i: store.create("c-big", values[i], workflow="wf"))
+
+    winners = [value for value, created in results if created]
+    assert len(winners) == 1 and {value for value, _ in results} == {winners[0]}
+    assert store.get("c-big") == winners[0]
+
+
+def test_a_value_that_starts_like_a_manifest_round_trips(store: Store) -> None:
+    limited(store)
+    for key, value in (("c-1", MANIFEST_TAG), ("c-2", MANIFEST_TAG + b"\x92\x90\x00"), ("c-3", b"")):
+        assert store.create(key, value, workflow="wf") == (value, True)
+        assert store.create(key, b"other", workflow="wf") == (value, False)
+        assert store.get(key) == value
+
+
+def test_an_expired_large_value_is_absent_and_swept_with_its_chunks(store: Store) -> None:
+    limit = limited(store)
+    now = int(time.time())
+    store.create("c-big", os.urandom(limit + 1), workflow="wf", expires_at=now + 100)
+
+    assert at(store, now + 200).get("c-big") is None
+    assert store.sweep(now=now + 200) == 3  # the record and its two chunks
+    assert list(store.records()) == []
 
 
 # ---- records -------------------------------------------------------------------------------------
@@ -201,8 +368,7 @@ def test_records_lists_live_objects_and_filters_by_workflow(store: Store) -> Non
     store.create("c-a1", b"1", workflow="wf-a")
     store.create("r-a", b"result", workflow="wf-a", kind=Kind.RESULT)
     store.create("f-a", b"failure", workflow="wf-a", kind=Kind.FAILURE)
-    store.create_set("s-a", 2, workflow="wf-a")
-    store.add_to_set("s-a", 1, "x")
+    add(store, "s-a", 1, "x", workflow="wf-a")
     store.create("c-b1", b"2", workflow="wf-b")
 
     records = {record.key: record for record in store.records("wf-a")}

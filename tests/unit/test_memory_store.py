@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from unum_entry.errors import SetGone, StoreError
+from unum_entry.errors import StoreError
 from unum_entry.stores.base import Kind, SetState
 from unum_entry.stores.memory import MemoryStore
 
@@ -49,27 +49,29 @@ def test_concurrent_creates_agree_on_one_winner() -> None:
     assert len(winners) == 1 and {value for value, _ in results} == {winners[0]}
 
 
+def add(store: MemoryStore, key: str, slot: int, member: str, size: int = 2, **kwargs) -> SetState:
+    return store.add_to_set(key, slot, member, size=size, workflow="wf", **kwargs)
+
+
 def test_get_many_delete_and_recreate() -> None:
     store = MemoryStore()
     store.create("c-a", b"A", workflow="wf")
     store.create("r-b", b"B", workflow="wf", kind=Kind.RESULT)
-    store.create_set("s-c", 2, workflow="wf")
+    add(store, "s-c", 0, "x")
     assert store.get_many(["c-a", "r-b", "s-c", "c-missing", "c-a"]) == {"c-a": b"A", "r-b": b"B"}
     store.delete(["c-a", "c-missing", "s-c"])
     assert store.get("c-a") is None
     assert store.create("c-a", b"again", workflow="wf") == (b"again", True)
-    assert store.create_set("s-c", 2, workflow="wf") is True
+    assert add(store, "s-c", 1, "y") == SetState(size=2, members={1: "y"})  # a fresh set
 
 
-def test_sets_are_idempotent_per_slot_and_report_full() -> None:
+def test_sets_are_upserted_idempotent_per_slot_and_report_full() -> None:
     store = MemoryStore()
-    assert store.create_set("s-1", 3, workflow="wf") is True
-    assert store.create_set("s-1", 3, workflow="wf") is False
-    assert store.add_to_set("s-1", 1, "b") == SetState(size=3, members={1: "b"})
-    assert store.add_to_set("s-1", 1, "other") == SetState(size=3, members={1: "b"})
-    assert not store.add_to_set("s-1", 5, "stray").full  # outside the set: stored, never counted
-    store.add_to_set("s-1", 0, "a")
-    state = store.add_to_set("s-1", 2, "c")
+    assert add(store, "s-1", 1, "b", size=3) == SetState(size=3, members={1: "b"})
+    assert add(store, "s-1", 1, "other", size=3) == SetState(size=3, members={1: "b"})
+    assert not add(store, "s-1", 5, "stray", size=3).full  # outside the set: stored, never counted
+    add(store, "s-1", 0, "a", size=4)  # a later adder's size does not change the set
+    state = add(store, "s-1", 2, "c", size=3)
     assert state.full and state.ordered_members() == ["a", "b", "c"]
     [record] = store.records("wf")
     assert record.kind is Kind.SET and record.size == 3 and dict(record.members)[0] == "a"
@@ -77,44 +79,41 @@ def test_sets_are_idempotent_per_slot_and_report_full() -> None:
 
 def test_returned_states_do_not_change_after_later_adds() -> None:
     store = MemoryStore()
-    store.create_set("s-1", 2, workflow="wf")
-    first = store.add_to_set("s-1", 0, "a")
-    store.add_to_set("s-1", 1, "b")
+    first = add(store, "s-1", 0, "a")
+    add(store, "s-1", 1, "b")
     assert dict(first.members) == {0: "a"}
-
-
-def test_add_to_a_missing_or_deleted_set_raises_set_gone() -> None:
-    store = MemoryStore()
-    with pytest.raises(SetGone):
-        store.add_to_set("s-never", 0, "a")
-    store.create_set("s-1", 2, workflow="wf")
-    store.delete(["s-1"])
-    with pytest.raises(SetGone):
-        store.add_to_set("s-1", 0, "a")
 
 
 def test_values_and_sets_do_not_mix() -> None:
     store = MemoryStore()
     store.create("c-1", b"x", workflow="wf")
-    with pytest.raises(StoreError):
-        store.add_to_set("c-1", 0, "a")
-    store.create_set("s-1", 1, workflow="wf")
+    with pytest.raises(StoreError, match="not a set"):
+        add(store, "c-1", 0, "a")
+    add(store, "s-1", 0, "a", size=1)
     with pytest.raises(TypeError):
         store.create("s-1", b"v", workflow="wf")
 
 
-def test_expired_objects_are_absent_and_can_be_created_again() -> None:
+def test_expired_objects_are_absent_recreated_and_swept() -> None:
     clock = Clock()
     store = MemoryStore(ttl_seconds=10, clock=clock)
     store.create("c-1", b"old", workflow="wf")
-    store.create_set("s-1", 2, workflow="wf")
-    store.add_to_set("s-1", 0, "old")
+    add(store, "s-1", 0, "old")
+    store.create("c-long", b"kept", workflow="wf", expires_at=int(clock.now) + 100)
     clock.now += 11
 
     assert store.get("c-1") is None
-    assert list(store.records()) == []
+    assert [record.key for record in store.records()] == ["c-long"]
+    assert store.sweep() == 2
     assert store.create("c-1", b"new", workflow="wf") == (b"new", True)
-    with pytest.raises(SetGone):
-        store.add_to_set("s-1", 1, "late")
-    assert store.create_set("s-1", 2, workflow="wf") is True
-    assert store.add_to_set("s-1", 1, "new") == SetState(size=2, members={1: "new"})
+    assert add(store, "s-1", 1, "new") == SetState(size=2, members={1: "new"})
+
+
+def test_large_values_are_stored_by_reference_when_a_limit_is_set() -> None:
+    store = MemoryStore()
+    store.max_value_bytes = 200
+    big = bytes(range(256)) * 2
+    assert store.create("c-big", big, workflow="wf") == (big, True)
+    assert store.get("c-big") == big
+    kinds = sorted(record.kind.value for record in store.records())
+    assert kinds == ["checkpoint"] + ["chunk"] * 3

@@ -1,26 +1,50 @@
-"""The store contract: the only coordination point of a workflow.
+"""The store contract: the only coordination point of a workflow (docs/coordination.md).
 
-`Store` holds every rule once (TTL stamping, expiry on read, what counts as a full set); a
-backend implements five small primitives whose docstrings state the contract. Keys are short
-ASCII names made by `unum_entry.naming` (`c-…` checkpoint, `s-…` set, `r-…` result,
-`f-…` failure); values are opaque bytes (msgpack, encoded by the runtime).
+`Store` holds every rule once (expiry stamping, expiry on read, what counts as a full set,
+values stored by reference); a backend implements a few small primitives whose docstrings state
+the contract. Keys are short ASCII names made by `unum_entry.naming` (`c-…` checkpoint, `s-…`
+set shard, `r-…` result, `f-…` failure, `b-…` chunk of a large value); values are opaque bytes
+(msgpack, encoded by the runtime).
 
-Consistency the runtime relies on (seed 003 §3.3-3.4): `create` is atomic create-if-absent and a
-losing writer gets the winner's value; `add_to_set` is atomic and returns the members *after* the
-add; reads are strongly consistent.
+Consistency the runtime relies on:
+- `create` is atomic create-if-absent; a losing writer gets the winner's value.
+- `add_to_set` is an atomic upsert (it creates the set when absent) and returns the set *after*
+  the add: concurrent adders never lose each other's members, a slot keeps its first member,
+  and the adder whose add fills the set sees it full.
+- reads are strongly consistent; a record whose expiry has passed reads as absent everywhere
+  (and `create`/`add_to_set` treat it as absent) even before the backend removes it.
+
+Large values. A value longer than the backend's `max_value_bytes` (an item or document limit) is
+stored by reference, by the rule below, for every backend alike: its bytes go first into
+content-addressed chunk records (`b-` + a hash of the key, the value's SHA-256, the expiry and
+the chunk's index; each at most `max_value_bytes`, kind CHUNK, same workflow and expiry), then
+the record itself is committed holding a manifest: the byte 0xC1 followed by msgpack
+`[chunk keys, total length]`. 0xC1 is the one byte msgpack never emits, so a manifest cannot be
+mistaken for a runtime value; a value that itself starts with 0xC1 is always stored by
+reference, so the rule is unambiguous for any bytes (chunk records hold raw bytes and are never
+read as manifests). Every read path (`create`'s winner value,
+`get`, `get_many`, `read`, `records`, `transact`) resolves manifests: callers only ever see
+whole values. A losing writer's chunks are orphans that expire with their record; `delete` does
+not follow manifests (chunks expire or are swept with the record they belong to).
 """
 
 from __future__ import annotations
 
 import enum
+import hashlib
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+
+import msgpack
 
 from unum_entry.errors import StoreError
 
 DEFAULT_TTL_SECONDS = 7 * 24 * 3600
+
+MANIFEST_TAG = b"\xc1"  # first byte of a manifest (a value stored by reference); msgpack never emits it
+CHUNK_PREFIX = "b-"
 
 
 class Kind(str, enum.Enum):
@@ -33,6 +57,7 @@ class Kind(str, enum.Enum):
     MARKER = "marker"
     STEP = "step"                  # a step's recorded result, or an invocation's step manifest
     COMPENSATION = "compensation"  # an entry of a workflow's compensation log
+    CHUNK = "chunk"                # a piece of a value stored by reference (see the module docstring)
 
 
 @dataclass(frozen=True)
@@ -73,7 +98,8 @@ class AppOp:
 @dataclass(frozen=True)
 class Guard:
     """A condition on a unum key that a step transaction also requires: `present` (the key
-    exists) or not; with `slot`, the key is a set that exists and whose `slot` is still empty."""
+    exists and has not expired) or not; with `slot`, the key is a live set whose `slot` is still
+    empty."""
 
     key: str
     present: bool
@@ -104,25 +130,31 @@ class SetState:
 class Store(ABC):
     """Checkpoints, results and coordination sets over a strongly consistent backend."""
 
+    #: The longest value a backend stores inline in one record; longer values are stored by
+    #: reference (module docstring). None: no limit (file, memory).
+    max_value_bytes: int | None = None
+
     def __init__(self, ttl_seconds: int = DEFAULT_TTL_SECONDS, clock=time.time) -> None:
         self.ttl_seconds = ttl_seconds
         self._clock = clock
 
     # ---- the public contract (used by ingress/egress) -------------------------------------
 
-    def create(self, key: str, value: bytes, *, workflow: str, kind: Kind = Kind.CHECKPOINT) -> tuple[bytes, bool]:
+    def create(self, key: str, value: bytes, *, workflow: str, kind: Kind = Kind.CHECKPOINT,
+               expires_at: int | None = None) -> tuple[bytes, bool]:
         """Create `key` holding `value` unless it exists. Returns (stored value, created?).
 
         The first writer wins; every later writer gets the winner's value back, so all
-        executions of one invocation continue with the same output.
+        executions of one invocation continue with the same output. `expires_at` (epoch
+        seconds; default now + `ttl_seconds`) is when the record stops existing; an expired
+        record counts as absent, so a create after its expiry creates it afresh.
         """
-        record = Record(key=key, kind=kind, workflow=workflow, expires_at=self._expiry(), value=value)
-        existing = self._create(record)
+        expiry = self._expiry() if expires_at is None else int(expires_at)
+        stored = self._by_reference(key, bytes(value), workflow, expiry)
+        existing = self._create(Record(key=key, kind=kind, workflow=workflow, expires_at=expiry, value=stored))
         if existing is None:
             return value, True
-        if existing.value is None:
-            raise TypeError(f"store key {key!r} holds a {existing.kind.value}, not a value")
-        return existing.value, False
+        return self._value_of(existing), False
 
     def get(self, key: str) -> bytes | None:
         """The value stored under `key`, or None (missing or expired)."""
@@ -138,29 +170,40 @@ class Store(ABC):
         if not wanted:
             return {}
         now = self._clock()
-        return {key: record for key, record in self._get_many(wanted).items() if record.expires_at > now}
+        return self._resolve({key: record for key, record in self._get_many(wanted).items() if record.expires_at > now})
 
     def delete(self, keys: Iterable[str]) -> None:
-        """Delete objects (checkpoints or sets); missing keys are fine (GC is idempotent)."""
+        """Delete objects (values or sets); missing keys are fine (deleting is idempotent)."""
         wanted = list(dict.fromkeys(keys))
         if wanted:
             self._delete(wanted)
 
-    def create_set(self, key: str, size: int, *, workflow: str) -> bool:
-        """Create an empty set with `size` slots unless it exists. True if this call created it."""
+    def add_to_set(self, key: str, slot: int, member: str, *, size: int, workflow: str,
+                   expires_at: int | None = None) -> SetState:
+        """Put `member` in `slot` of the set `key` and return the set right after the add.
+
+        An upsert: a set that does not exist (or has expired) is created with `size` slots,
+        `workflow` and `expires_at` (default now + `ttl_seconds`); a set that exists keeps its
+        own size, workflow and expiry. A slot keeps its first member, so adding again (with the
+        same or another member) changes nothing. Atomic: concurrent adds to different slots all
+        land, and the add that fills the last empty slot sees the set full (others may too).
+        A slot outside the set is stored but never counted (see SetState.has_slot). Raises
+        StoreError when `key` holds a value.
+        """
         if size < 1:
             raise ValueError(f"set {key!r} needs a size >= 1, got {size}")
-        record = Record(key=key, kind=Kind.SET, workflow=workflow, expires_at=self._expiry(), size=size)
-        return self._create(record) is None
+        if slot < 0:
+            raise ValueError(f"set {key!r}: slot {slot} is negative")
+        expiry = self._expiry() if expires_at is None else int(expires_at)
+        return self._add_to_set(Record(key=key, kind=Kind.SET, workflow=workflow, expires_at=expiry, size=size),
+                                slot, member)
 
-    def add_to_set(self, key: str, slot: int, member: str) -> SetState:
-        """Put `member` in `slot` (idempotent) and return the set after the add.
-
-        Raises SetGone when the set does not exist: it was collected, so whoever saw it full
-        has already acted and the caller has nothing to coordinate. A slot keeps its first
-        member. A slot outside the set is stored but never counted (see SetState.has_slot).
-        """
-        return self._add_to_set(key, slot, member)
+    def sweep(self, now: float | None = None) -> int:
+        """Delete every record that has expired by `now` (default: the store's clock) and return
+        how many were deleted. A record replaced by a fresh one meanwhile is kept. DynamoDB and
+        Firestore also delete expired records by themselves (their TTL); the file store relies
+        on this (`python -m builder gc`)."""
+        return self._sweep(self._clock() if now is None else now)
 
     def app_read(self, table: str, keys: Iterable[str]) -> dict[str, Versioned]:
         """Application items of `table` (strongly consistent); absent keys are left out.
@@ -169,7 +212,8 @@ class Store(ABC):
         return self._app_read(table, wanted) if wanted else {}
 
     def transact(self, key: str, value: bytes, ops: Iterable[AppOp], *, workflow: str,
-                 kind: Kind = Kind.STEP, guards: Iterable[Guard] = ()) -> tuple[bytes, bool]:
+                 kind: Kind = Kind.STEP, guards: Iterable[Guard] = (),
+                 expires_at: int | None = None) -> tuple[bytes, bool]:
         """Create `key` holding `value` AND apply the application writes in `ops`, atomically:
         all or nothing, even if the caller dies half-way. Returns (stored value, created?).
 
@@ -178,19 +222,22 @@ class Store(ABC):
         its expected version, nothing is written and TransactionConflict is raised (re-read and
         retry); if a guard does not hold, nothing is written and GuardFailed is raised.
         """
-        record = Record(key=key, kind=kind, workflow=workflow, expires_at=self._expiry(), value=value)
+        expiry = self._expiry() if expires_at is None else int(expires_at)
+        stored = self._by_reference(key, bytes(value), workflow, expiry)
+        record = Record(key=key, kind=kind, workflow=workflow, expires_at=expiry, value=stored)
         existing = self._transact(record, list(ops), list(guards))
         if existing is None:
             return value, True
-        if existing.value is None:
-            raise TypeError(f"store key {key!r} holds a {existing.kind.value}, not a value")
-        return existing.value, False
+        return self._value_of(existing), False
 
     def records(self, workflow: str | None = None) -> Iterator[Record]:
-        """Every live object (of one workflow if given). For inspect, tests and cleanup; O(table)."""
+        """Every live object (of one workflow if given), chunks included, values resolved. For
+        inspect, tests and cleanup; one pass over the store (O(records))."""
         now = self._clock()
         for record in self._scan(workflow):
             if record.expires_at > now:
+                if _is_manifest(record):
+                    record = self._resolve({record.key: record})[record.key]
                 yield record
 
     # ---- backend primitives --------------------------------------------------------------
@@ -198,25 +245,33 @@ class Store(ABC):
     @abstractmethod
     def _create(self, record: Record) -> Record | None:
         """Atomically store `record` if its key is absent (or expired) and return None;
-        otherwise store nothing and return the existing record."""
+        otherwise store nothing and return the existing record (as stored: not resolved)."""
 
     @abstractmethod
     def _get_many(self, keys: list[str]) -> dict[str, Record]:
         """Strongly consistent read of the given keys (values and sets, with their members);
-        absent keys are left out."""
+        absent keys are left out. Expired records may be returned (the caller filters)."""
 
     @abstractmethod
     def _delete(self, keys: list[str]) -> None:
         """Delete the keys; absent keys are not an error."""
 
     @abstractmethod
-    def _add_to_set(self, key: str, slot: int, member: str) -> SetState:
-        """Atomically set `members[slot] = member` on an existing set and return the state
-        after the update. Raise SetGone if the set does not exist."""
+    def _add_to_set(self, record: Record, slot: int, member: str) -> SetState:
+        """Atomically: if `record.key` is absent or expired, create the set `record` describes
+        (kind SET, its size, workflow and expiry, no members); then, unless `slot` already has a
+        member, make `member` its member. Return the set's state right after this update.
+        Raise StoreError if the key holds a live value."""
 
     @abstractmethod
     def _scan(self, workflow: str | None) -> Iterable[Record]:
-        """All records (optionally of one workflow), in no particular order."""
+        """All records (optionally of one workflow), in no particular order; expired ones may
+        be included (the caller filters). Linear in the number of records."""
+
+    @abstractmethod
+    def _sweep(self, now: float) -> int:
+        """Delete every record with `expires_at <= now`, but never one that a concurrent writer
+        replaced by a live record meanwhile; return how many were deleted."""
 
     # Transactional steps (unum_entry.steps). Optional: a backend without multi-item
     # transactions keeps these defaults, and only `ctx.transact` is unavailable on it.
@@ -242,3 +297,76 @@ class Store(ABC):
 
     def _expiry(self) -> int:
         return int(self._clock()) + self.ttl_seconds
+
+    def _by_reference(self, key: str, value: bytes, workflow: str, expires_at: int) -> bytes:
+        """What the record `key` stores for `value`: the value itself, or (too long, or starting
+        with MANIFEST_TAG) a manifest of chunk records written here first."""
+        limit = self.max_value_bytes
+        if not value.startswith(MANIFEST_TAG) and (limit is None or len(value) <= limit):
+            return value
+        step = limit or len(value)
+        digest = hashlib.sha256(value).digest()
+        keys: list[str] = []
+        for index, start in enumerate(range(0, len(value), step)):
+            chunk_key = chunk_key_of(key, digest, expires_at, index)
+            # Create-if-absent: an existing chunk of this name holds these very bytes (the name
+            # hashes the whole value), e.g. written by an earlier attempt of the same writer.
+            self._create(Record(key=chunk_key, kind=Kind.CHUNK, workflow=workflow, expires_at=expires_at,
+                                value=value[start:start + step]))
+            keys.append(chunk_key)
+        manifest = MANIFEST_TAG + msgpack.packb([keys, len(value)])
+        if limit is not None and len(manifest) > limit:
+            raise StoreError(f"value of {key!r} ({len(value)} bytes) is too large even by reference: its "
+                             f"manifest of {len(keys)} chunks exceeds {limit} bytes")
+        return manifest
+
+    def _value_of(self, record: Record) -> bytes:
+        if record.value is None:
+            raise TypeError(f"store key {record.key!r} holds a {record.kind.value}, not a value")
+        return self._resolve({record.key: record})[record.key].value or b""
+
+    def _resolve(self, records: dict[str, Record]) -> dict[str, Record]:
+        """`records` with every manifest replaced by the whole value (one batch read of all the
+        chunks). A missing chunk of a live manifest is a StoreError: chunks expire with their
+        record, so only a deletion behind the store's back can cause it."""
+        manifests = {key: _manifest(record) for key, record in records.items() if _is_manifest(record)}
+        if not manifests:
+            return records
+        wanted = list(dict.fromkeys(chunk for chunks, _ in manifests.values() for chunk in chunks))
+        now = self._clock()
+        chunks = {key: record.value for key, record in self._get_many(wanted).items()
+                  if record.expires_at > now and record.value is not None}
+        resolved = dict(records)
+        for key, (names, length) in manifests.items():
+            missing = [name for name in names if name not in chunks]
+            if missing:
+                raise StoreError(f"value of {key!r} is stored by reference but its chunk(s) {missing[:3]} "
+                                 f"are missing ({len(missing)} of {len(names)})")
+            value = b"".join(chunks[name] for name in names)
+            if len(value) != length:
+                raise StoreError(f"value of {key!r} is stored by reference: its chunks hold {len(value)} "
+                                 f"bytes, its manifest says {length}")
+            resolved[key] = replace(records[key], value=value)
+        return resolved
+
+
+def chunk_key_of(key: str, digest: bytes, expires_at: int, index: int) -> str:
+    """The name of chunk `index` of a value of `key` whose SHA-256 is `digest`, stored until
+    `expires_at` (the expiry is part of the name so a chunk never outlives or predeceases its
+    manifest: a writer with another expiry writes chunks of its own)."""
+    payload = msgpack.packb(["chunk", key, digest, expires_at, index], use_bin_type=True)
+    return CHUNK_PREFIX + hashlib.blake2b(payload, digest_size=16).hexdigest()
+
+
+def _is_manifest(record: Record) -> bool:
+    """Does `record` hold a manifest? (Chunks hold raw bytes, whatever their first byte.)"""
+    return record.value is not None and record.value[:1] == MANIFEST_TAG and record.kind is not Kind.CHUNK
+
+
+def _manifest(record: Record) -> tuple[list[str], int]:
+    try:
+        names, length = msgpack.unpackb(record.value[1:], raw=False)  # type: ignore[index]
+        return [str(name) for name in names], int(length)
+    except (ValueError, TypeError, msgpack.UnpackException) as exc:
+        raise StoreError(f"value of {record.key!r} starts with the manifest byte 0xC1 but is not a "
+                         f"manifest ({type(exc).__name__}: {exc})") from exc

@@ -16,6 +16,7 @@ class CountingStore(Store):
     def __init__(self, inner: Store) -> None:
         super().__init__(ttl_seconds=inner.ttl_seconds)
         self.inner = inner
+        self.max_value_bytes = inner.max_value_bytes  # informational: `inner` stores by reference
         self.counts: Counter[str] = Counter()
         self._lock = threading.Lock()
 
@@ -23,9 +24,12 @@ class CountingStore(Store):
         with self._lock:
             self.counts[kind] += n
 
-    def create(self, key: str, value: bytes, *, workflow: str, kind: Kind = Kind.CHECKPOINT) -> tuple[bytes, bool]:
+    def create(self, key: str, value: bytes, *, workflow: str, kind: Kind = Kind.CHECKPOINT,
+               expires_at: int | None = None) -> tuple[bytes, bool]:
+        """Counted as one `create_<kind>` (a value stored by reference also writes its chunks
+        inside `inner`; those are not counted here)."""
         self._count(f"create_{kind.value}")
-        return self.inner.create(key, value, workflow=workflow, kind=kind)
+        return self.inner.create(key, value, workflow=workflow, kind=kind, expires_at=expires_at)
 
     def get_many(self, keys: Iterable[str]) -> dict[str, bytes]:
         wanted = list(dict.fromkeys(keys))
@@ -42,13 +46,14 @@ class CountingStore(Store):
         self._count("delete", len(wanted))
         self.inner.delete(wanted)
 
-    def create_set(self, key: str, size: int, *, workflow: str) -> bool:
-        self._count("create_set")
-        return self.inner.create_set(key, size, workflow=workflow)
-
-    def add_to_set(self, key: str, slot: int, member: str) -> SetState:
+    def add_to_set(self, key: str, slot: int, member: str, *, size: int, workflow: str,
+                   expires_at: int | None = None) -> SetState:
         self._count("add_to_set")
-        return self.inner.add_to_set(key, slot, member)
+        return self.inner.add_to_set(key, slot, member, size=size, workflow=workflow, expires_at=expires_at)
+
+    def sweep(self, now: float | None = None) -> int:
+        self._count("sweep")
+        return self.inner.sweep(now)
 
     def app_read(self, table: str, keys: Iterable[str]) -> dict[str, Versioned]:
         wanted = list(dict.fromkeys(keys))
@@ -56,13 +61,15 @@ class CountingStore(Store):
         return self.inner.app_read(table, wanted)
 
     def transact(self, key: str, value: bytes, ops: Iterable[AppOp], *, workflow: str,
-                 kind: Kind = Kind.STEP, guards: Iterable[Guard] = ()) -> tuple[bytes, bool]:
+                 kind: Kind = Kind.STEP, guards: Iterable[Guard] = (),
+                 expires_at: int | None = None) -> tuple[bytes, bool]:
         """Counted as one `transact` plus one `transact_item` per item it touches (DynamoDB
         bills transactional writes at twice the normal rate, per item)."""
         ops, guards = list(ops), list(guards)
         self._count("transact")
         self._count("transact_item", 1 + len(ops) + len(guards))
-        return self.inner.transact(key, value, ops, workflow=workflow, kind=kind, guards=guards)
+        return self.inner.transact(key, value, ops, workflow=workflow, kind=kind, guards=guards,
+                                   expires_at=expires_at)
 
     def records(self, workflow: str | None = None) -> Iterator[Record]:
         return self.inner.records(workflow)
@@ -86,8 +93,11 @@ class CountingStore(Store):
     def _delete(self, keys: list[str]) -> None:  # pragma: no cover
         raise NotImplementedError
 
-    def _add_to_set(self, key: str, slot: int, member: str) -> SetState:  # pragma: no cover
+    def _add_to_set(self, record: Record, slot: int, member: str) -> SetState:  # pragma: no cover
         raise NotImplementedError
 
     def _scan(self, workflow: str | None) -> Iterable[Record]:  # pragma: no cover
+        raise NotImplementedError
+
+    def _sweep(self, now: float) -> int:  # pragma: no cover
         raise NotImplementedError

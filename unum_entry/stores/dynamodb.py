@@ -8,17 +8,25 @@ Table layout: one item per object, partition key only.
 =========  ====  ===================================================================
 attribute  type  meaning
 =========  ====  ===================================================================
-``k``      S     the key (``c-…`` checkpoint, ``s-…`` set, ``r-…`` result, ``f-…`` failure);
-                 the table's partition key
+``k``      S     the key (``c-…`` checkpoint, ``s-…`` set shard, ``r-…`` result, ``f-…``
+                 failure, ``b-…`` chunk of a large value); the table's partition key
 ``w``      S     workflow (invocation) id the object belongs to; `records()` filters on it
-``t``      S     kind: ``Kind.value`` (checkpoint / set / result / failure)
-``v``      B     value (opaque bytes); checkpoints, results and failures only
+``t``      S     kind: ``Kind.value`` (checkpoint / set / result / failure / chunk / …)
+``v``      B     value (opaque bytes, at most `max_value_bytes`; longer values are stored by
+                 reference: `unum_entry.stores.base`); every kind but sets
 ``n``      N     set size (number of slots); sets only
-``m``      M     set members: slot number as a string -> member (S); sets only, created empty
+``m0``…    S     set members, one top-level attribute per filled slot (``m<slot>``); sets
+                 only. Fan-ins are sharded at 16 slots, so a set stays well under 1 KB
 ``ttl``    N     expiry, epoch seconds; the table's TTL attribute. DynamoDB deletes expired
                  items lazily (typically within days), so every read and every conditional
                  write also treats ``ttl <= now`` as absent.
 =========  ====  ===================================================================
+
+Requests (fault-free): `create` is one conditional PutItem, also when it loses (the winner's
+item comes back in the same response: ReturnValuesOnConditionCheckFailure=ALL_OLD);
+`add_to_set` is one UpdateItem (an upsert, ReturnValues=ALL_NEW); `get_many` is one
+BatchGetItem per 100 keys. A value stored by reference adds one PutItem per 350 KB chunk and
+reading it one BatchGetItem.
 
 Application tables (transactional steps, `unum_entry.steps`) are separate tables the user owns,
 partition key ``k`` (S), holding ``v`` (B, the item's bytes) and ``ver`` (N, its version); one
@@ -46,12 +54,13 @@ from urllib.parse import urlsplit
 # imported only where a client is built (`_build_client`).
 from botocore.exceptions import BotoCoreError, ClientError
 
-from unum_entry.errors import GuardFailed, SetGone, StoreError, TransactionConflict
+from unum_entry.errors import GuardFailed, StoreError, TransactionConflict
 from unum_entry.stores.base import AppOp, Guard, Kind, Record, SetState, Store, Versioned
 from unum_entry.urls import parse_resource_url
 
 # Attribute names (see the module docstring).
-KEY, WORKFLOW, KIND, VALUE, SIZE, MEMBERS, TTL = "k", "w", "t", "v", "n", "m", "ttl"
+KEY, WORKFLOW, KIND, VALUE, SIZE, TTL = "k", "w", "t", "v", "n", "ttl"
+MEMBER_PREFIX = "m"  # slot i of a set is attribute "m<i>"
 VERSION = "ver"  # application items only
 
 _CONDITION_FAILED = "ConditionalCheckFailedException"
@@ -64,6 +73,12 @@ _CONFLICT_ATTEMPTS = 8
 
 # Create-if-absent, where "absent" includes expired-but-not-yet-swept by DynamoDB's TTL.
 _CREATE_CONDITION = f"attribute_not_exists({KEY}) OR #ttl <= :now"
+# Add to a set: upsert every attribute; a slot (and size, workflow, kind, expiry) keeps its first
+# value. Refused (to be handled off the fast path) when the key holds a value or an expired item.
+_ADD_UPDATE = ("SET #w = if_not_exists(#w, :w), #t = if_not_exists(#t, :set), #n = if_not_exists(#n, :n), "
+               "#ttl = if_not_exists(#ttl, :ttl), #slot = if_not_exists(#slot, :member)")
+_ADD_CONDITION = f"attribute_not_exists({KEY}) OR (#t = :set AND #ttl > :now)"
+_ROUNDS = 3
 
 
 @dataclass(frozen=True)
@@ -92,6 +107,9 @@ class DynamoDBStore(Store):
     `client` is a boto3 DynamoDB client (thread-safe; share one per process). A client passed
     in stays the caller's: `close()` only closes clients that `from_url` built.
     """
+
+    # An item holds at most 400 KB (names and values); this leaves room for the other attributes.
+    max_value_bytes = 350_000
 
     def __init__(self, client: Any, table: str, *, retry: BatchRetry = BatchRetry(), **kwargs) -> None:
         super().__init__(**kwargs)
@@ -188,7 +206,7 @@ class DynamoDBStore(Store):
         # with X, without a second (possibly stale) read. `#ttl <= :now` lets a writer replace an
         # item that has expired but not yet been swept by TTL, exactly as if it were gone.
         item = _item(record)
-        for _ in range(3):
+        for _ in range(_ROUNDS):
             now = int(self._clock())
             with self._mapped("PutItem"):
                 try:
@@ -234,33 +252,69 @@ class DynamoDBStore(Store):
             self._batch("BatchWriteItem", self.client.batch_write_item, request, "UnprocessedItems",
                         lambda response: None)
 
-    def _add_to_set(self, key: str, slot: int, member: str) -> SetState:
-        # One atomic update: the slot is written only if still empty (a retry with another
-        # member keeps the first, like the file store), and ALL_NEW returns the set as it is
-        # right after this write, so exactly one adder observes the last empty slot filled.
-        with self._mapped("UpdateItem"):
-            try:
-                response = _conflict_retrying(
-                    self.client.update_item,
-                    TableName=self.table,
-                    Key=_key(key),
-                    UpdateExpression="SET #m.#slot = if_not_exists(#m.#slot, :member)",
-                    ConditionExpression=f"attribute_exists({KEY})",
-                    ExpressionAttributeNames={"#m": MEMBERS, "#slot": str(slot)},
-                    ExpressionAttributeValues={":member": {"S": member}},
-                    ReturnValues="ALL_NEW",
-                )
-            except ClientError as exc:
-                if _code(exc) == "ValidationException" and "document path" in _message(exc):
-                    raise StoreError(f"store key {key!r} in DynamoDB table {self.table!r} is not a set "
-                                     f"(it has no members map): {_message(exc)}") from exc
-                if _code(exc) != _CONDITION_FAILED:
-                    raise
-                raise SetGone(f"set {key!r} does not exist in DynamoDB table {self.table!r}") from exc
-        record = self._record(response["Attributes"])
-        if record.size is None:
-            raise StoreError(f"store key {key!r} holds a {record.kind.value}, not a set")
-        return SetState(size=record.size, members=record.members)
+    def _add_to_set(self, record: Record, slot: int, member: str) -> SetState:
+        # One atomic UpdateItem that upserts: it creates the item when absent and fills the slot
+        # only if still empty (`if_not_exists`: a slot keeps its first member, the set its first
+        # size, workflow and expiry). ALL_NEW returns the item right after this write, so the
+        # adder whose write fills the last slot sees the set full. The condition refuses an item
+        # that is a value or has expired; the refusal carries the old item (ALL_OLD): a value is
+        # a StoreError, an expired set is deleted (conditionally) and the add is retried.
+        key = record.key
+        names = {"#w": WORKFLOW, "#t": KIND, "#n": SIZE, "#ttl": TTL, "#slot": f"{MEMBER_PREFIX}{slot}"}
+        values = {":w": {"S": record.workflow}, ":set": {"S": Kind.SET.value}, ":n": {"N": str(record.size)},
+                  ":ttl": {"N": str(record.expires_at)}, ":member": {"S": member}}
+        for _ in range(_ROUNDS):
+            now = int(self._clock())
+            with self._mapped("UpdateItem"):
+                try:
+                    response = _conflict_retrying(
+                        self.client.update_item,
+                        TableName=self.table,
+                        Key=_key(key),
+                        UpdateExpression=_ADD_UPDATE,
+                        ConditionExpression=_ADD_CONDITION,
+                        ExpressionAttributeNames=names,
+                        ExpressionAttributeValues={**values, ":now": {"N": str(now)}},
+                        ReturnValues="ALL_NEW",
+                        ReturnValuesOnConditionCheckFailure="ALL_OLD",
+                    )
+                    state = self._record(response["Attributes"])
+                    assert state.size is not None  # set by this very update if it was absent
+                    return SetState(size=state.size, members=state.members)
+                except ClientError as exc:
+                    if _code(exc) != _CONDITION_FAILED:
+                        raise
+                    old = exc.response.get("Item")
+            if old is None:
+                old = self._get_one(key)  # a backend without ReturnValuesOnConditionCheckFailure
+            if old is None:
+                continue  # deleted meanwhile: the next round creates it
+            found = self._record(old)
+            if found.expires_at > now and found.kind is not Kind.SET:
+                raise StoreError(f"store key {key!r} in DynamoDB table {self.table!r} holds a "
+                                 f"{found.kind.value}, not a set")
+            self._delete_expired(key, found.expires_at)
+        raise StoreError(f"could not add to set {key!r} in DynamoDB table {self.table!r}: "
+                         "it keeps expiring and reappearing")
+
+    def _sweep(self, now: float) -> int:
+        # Scan for expired items (filtered on the server), then delete each one only if it is
+        # still the same expired item (a conditional DeleteItem): a record recreated meanwhile
+        # survives. DynamoDB's own TTL does the same job for free, eventually.
+        params: dict[str, Any] = {
+            "TableName": self.table, "ConsistentRead": True, "FilterExpression": "#ttl <= :now",
+            "ProjectionExpression": "#k, #ttl", "ExpressionAttributeNames": {"#k": KEY, "#ttl": TTL},
+            "ExpressionAttributeValues": {":now": {"N": str(int(now))}},
+        }
+        deleted = 0
+        while True:
+            with self._mapped("Scan"):
+                page = self.client.scan(**params)
+            for item in page.get("Items", []):
+                deleted += self._delete_expired(item[KEY]["S"], int(item[TTL]["N"]))
+            if not page.get("LastEvaluatedKey"):
+                return deleted
+            params["ExclusiveStartKey"] = page["LastEvaluatedKey"]
 
     def _app_read(self, table: str, keys: list[str]) -> dict[str, Versioned]:
         found: dict[str, Versioned] = {}
@@ -283,9 +337,11 @@ class DynamoDBStore(Store):
         items: list[dict[str, Any]] = [{"Put": {
             "TableName": self.table, "Item": _item(record), "ConditionExpression": _CREATE_CONDITION,
             "ExpressionAttributeNames": {"#ttl": TTL}, "ExpressionAttributeValues": {":now": {"N": str(now)}},
+            "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
         }}]
         for guard in guards:
-            items.append({"ConditionCheck": {"TableName": self.table, "Key": _key(guard.key), **_guard_condition(guard)}})
+            items.append({"ConditionCheck": {"TableName": self.table, "Key": _key(guard.key),
+                                             **_guard_condition(guard, now)}})
         for op in ops:
             items.append(_app_operation(op))
         with self._mapped("TransactWriteItems"):
@@ -295,9 +351,10 @@ class DynamoDBStore(Store):
             except ClientError as exc:
                 if _code(exc) != "TransactionCanceledException":
                     raise
-                reasons = [r.get("Code", "None") for r in exc.response.get("CancellationReasons", [])]
+                cancelled = exc.response.get("CancellationReasons", [])
+                reasons = [r.get("Code", "None") for r in cancelled]
         if reasons and reasons[0] == "ConditionalCheckFailed":
-            old = self._get_one(record.key)
+            old = cancelled[0].get("Item") or self._get_one(record.key)
             if old is not None:
                 return self._record(old)
         if "ConditionalCheckFailed" in reasons[1:1 + len(guards)]:
@@ -331,6 +388,20 @@ class DynamoDBStore(Store):
         with self._mapped("GetItem"):
             return self.client.get_item(TableName=self.table, Key=_key(key), ConsistentRead=True).get("Item")
 
+    def _delete_expired(self, key: str, expires_at: int) -> int:
+        """Delete `key` if it still holds the item that expires at `expires_at` (1), else
+        nothing (0)."""
+        with self._mapped("DeleteItem"):
+            try:
+                _conflict_retrying(self.client.delete_item, TableName=self.table, Key=_key(key),
+                                   ConditionExpression="#ttl = :ttl", ExpressionAttributeNames={"#ttl": TTL},
+                                   ExpressionAttributeValues={":ttl": {"N": str(expires_at)}})
+                return 1
+            except ClientError as exc:
+                if _code(exc) != _CONDITION_FAILED:
+                    raise
+                return 0
+
     def _batch(self, operation: str, call: Callable[..., Mapping[str, Any]], request: dict[str, Any],
                leftover: str, on_response: Callable[[Mapping[str, Any]], None]) -> None:
         """Send one batch request, resubmitting its unprocessed part with bounded backoff."""
@@ -350,15 +421,17 @@ class DynamoDBStore(Store):
 
     def _record(self, item: Mapping[str, Any]) -> Record:
         try:
-            members = item.get(MEMBERS, {}).get("M", {})
+            kind = Kind(item[KIND]["S"])
+            members = {int(name[1:]): entry["S"] for name, entry in item.items()
+                       if name[:1] == MEMBER_PREFIX and name[1:].isdigit()} if kind is Kind.SET else {}
             return Record(
                 key=item[KEY]["S"],
-                kind=Kind(item[KIND]["S"]),
+                kind=kind,
                 workflow=item[WORKFLOW]["S"],
                 expires_at=int(item[TTL]["N"]),
                 value=item[VALUE]["B"] if VALUE in item else None,
                 size=int(item[SIZE]["N"]) if SIZE in item else None,
-                members={int(slot): entry["S"] for slot, entry in members.items()},
+                members=members,
             )
         except (KeyError, ValueError, TypeError) as exc:
             raise StoreError(f"item {item.get(KEY, {}).get('S', '?')!r} in DynamoDB table {self.table!r} "
@@ -394,9 +467,6 @@ def _item(record: Record) -> dict[str, Any]:
     }
     if record.value is not None:
         item[VALUE] = {"B": record.value}
-    if record.kind is Kind.SET:
-        item[SIZE] = {"N": str(record.size)}
-        item[MEMBERS] = {"M": {}}
     return item
 
 
@@ -414,12 +484,19 @@ def _conflict_retrying(call: Callable[..., Any], **params: Any) -> Any:
     raise AssertionError("unreachable")  # pragma: no cover
 
 
-def _guard_condition(guard: Guard) -> dict[str, Any]:
-    """The condition of a step transaction's guard on a unum item."""
+def _guard_condition(guard: Guard, now: int) -> dict[str, Any]:
+    """The condition of a step transaction's guard on a unum item (an expired item is absent)."""
+    names: dict[str, str] = {"#ttl": TTL}
+    values: dict[str, Any] = {":now": {"N": str(now)}}
     if guard.slot is not None:
-        return {"ConditionExpression": f"attribute_exists({KEY}) AND attribute_not_exists(#m.#slot)",
-                "ExpressionAttributeNames": {"#m": MEMBERS, "#slot": str(guard.slot)}}
-    return {"ConditionExpression": f"attribute_exists({KEY})" if guard.present else f"attribute_not_exists({KEY})"}
+        condition = f"attribute_exists({KEY}) AND #ttl > :now AND #t = :set AND attribute_not_exists(#slot)"
+        names.update({"#t": KIND, "#slot": f"{MEMBER_PREFIX}{guard.slot}"})
+        values[":set"] = {"S": Kind.SET.value}
+    elif guard.present:
+        condition = f"attribute_exists({KEY}) AND #ttl > :now"
+    else:
+        condition = f"attribute_not_exists({KEY}) OR #ttl <= :now"
+    return {"ConditionExpression": condition, "ExpressionAttributeNames": names, "ExpressionAttributeValues": values}
 
 
 def _app_operation(op: AppOp) -> dict[str, Any]:

@@ -1,37 +1,72 @@
-"""Embedded file-backed store: one directory, safe across threads and processes, no locks.
+"""Embedded file-backed store: one directory, safe across threads and processes.
 
 Layout under `root`:
-- `objects/<key>`: a checkpoint, result or failure record (msgpack). Created by writing a
-  temp file and `os.link`-ing it into place: link fails if the name exists, which makes
-  create-if-absent atomic *with* its content (no reader ever sees a half-written value).
-- `sets/<key>/`: a set is a directory holding `size` and one file per filled slot. It is created
-  by renaming a fully prepared temp directory into place (rename fails onto an existing
-  non-empty directory). Adding links a slot file in; deleting renames the directory away
-  first, so a concurrent add either lands before the delete or sees the set gone.
-- `tmp/`: scratch space for the two steps above.
+- `objects/<key>`: every record (checkpoints, results, failures, chunks *and* sets), one small
+  file each, made of frames: a 4-byte big-endian length, then that many bytes of msgpack. The
+  first frame is the record (`[key, kind, workflow, expiry, value, size, None]`); a set's file
+  has one more frame per filled slot (`[slot, member]`), appended in the order they were added.
+  A file whose first frame is incomplete (empty, or cut short) is a record being written, or
+  one whose writer crashed mid-write: every reader treats it as absent.
+- `tmp/`: scratch files of transactional steps (redo records, application items).
 - `app/<table>/<key>`: application items of transactional steps (msgpack `{v, ver}`), outside
-  `objects/` so `records()` never lists them. `app/.lock` (fcntl) serialises transactions and
+  `objects/` so `records()` never lists them. `app/.lock` serialises transactions and
   application reads; `app/.redo/<step key>` is a transaction's redo record (see `_transact`).
+
+How each primitive stays atomic. Every *change* of an existing file in `objects/` is made under
+an exclusive `flock` on that very file; the holder then checks that the file is still linked
+(`st_nlink`), so a lock taken on a file deleted meanwhile is dropped and the path opened again.
+Readers take no lock: they read the file and keep the complete frames.
+- `create` (the hot path: one per workflow transition) opens `objects/<key>` with
+  `O_CREAT|O_EXCL` (create-if-absent), locks it, checks it is still empty and linked, writes its
+  one frame with one write(2) and closes it: one inode, no rename, no scratch file. A loser
+  (`EEXIST`) reads the winner's file. When that file is incomplete (being written, or its writer
+  died) or expired, the loser locks it — which waits for a live writer — and reads it again;
+  still incomplete or expired, it truncates the file and writes its own record in its place. A
+  writer that created the file but lost the lock to such a takeover finds the file non-empty
+  once it holds the lock, and becomes a loser. So a value, once complete, never changes while it
+  is live, and no reader ever sees a half-written one.
+- `add_to_set`: under the set file's lock, read it, and append one frame (the slot's member)
+  unless the slot is taken. O(1) per add: a set file is a header plus at most a few hundred
+  bytes (fan-ins are sharded at 16 slots). A fresh or expired set is (re)written from offset 0.
+- `delete` and `sweep` unlink a file under its lock (sweep after reading it again, so a record
+  replaced since it expired survives).
+Lock order: `app/.lock` before object locks, object locks in key order; nobody waits for
+`app/.lock` or a second object lock while holding an object lock outside a transaction.
+
+Durability: no fsync. What the embedded platform promises is surviving a *process* crash (a
+handler that dies, a worker that is killed): a completed write(2) is in the kernel's page cache
+and every other process sees it, crashed or not. Surviving a power loss or kernel crash would
+need an fsync of the file and of its directory per write, which costs milliseconds on most
+disks and would cap the store at a few hundred transitions per second; use a cloud store
+(DynamoDB, Firestore) where that matters.
+
+Expiry: every read path treats a record whose expiry has passed as absent (`Store`), `create`
+and `add_to_set` replace it, and `sweep` (`python -m builder gc --store …`) deletes expired
+records (and files left incomplete by a crashed writer for over an hour), the file store having
+no server-side TTL.
 """
 
 from __future__ import annotations
 
 import contextlib
-import errno
 import fcntl
+import itertools
 import os
-import shutil
+import struct
+import time
 import uuid
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import msgpack
 
-from unum_entry.errors import GuardFailed, SetGone, StoreError, TransactionConflict
+from unum_entry.errors import GuardFailed, StoreError, TransactionConflict
 from unum_entry.stores.base import AppOp, Guard, Kind, Record, SetState, Store, Versioned
 
-_SIZE_FILE = "size"
-_META_FILE = "meta"
+_ABANDONED_AFTER = 3600  # seconds before sweep removes an incomplete object or scratch file
+_KINDS = {kind.value: kind for kind in Kind}
+_LENGTH = struct.Struct(">I")
+_READ_SIZE = 1 << 18
 
 
 class FileStore(Store):
@@ -40,84 +75,132 @@ class FileStore(Store):
     def __init__(self, root: str | os.PathLike[str], **kwargs) -> None:
         super().__init__(**kwargs)
         self.root = Path(root)
-        self._objects = self.root / "objects"
-        self._sets = self.root / "sets"
-        self._tmp = self.root / "tmp"
+        self._objects = os.path.join(self.root, "objects")
+        self._tmp = os.path.join(self.root, "tmp")
         self._app = self.root / "app"
         self._redo = self._app / ".redo"
-        for folder in (self._objects, self._sets, self._tmp):
-            folder.mkdir(parents=True, exist_ok=True)
+        for folder in (self._objects, self._tmp):
+            os.makedirs(folder, exist_ok=True)
+        # Objects are opened relative to this descriptor: no path walk per call.
+        self._dir = os.open(self._objects, os.O_RDONLY | os.O_DIRECTORY)
+        # Scratch names: unique per store instance, process (a fork copies the instance) and call.
+        self._token = uuid.uuid4().hex[:12]
+        self._counter = itertools.count()
+
+    def close(self) -> None:
+        fd, self._dir = getattr(self, "_dir", -1), -1
+        if fd >= 0:
+            os.close(fd)
+
+    def __del__(self) -> None:
+        with contextlib.suppress(Exception):
+            self.close()
 
     # ---- primitives ----------------------------------------------------------------------
 
     def _create(self, record: Record) -> Record | None:
-        if record.kind is Kind.SET:
-            return self._create_set_dir(record)
-        path = self._object_path(record.key)
-        tmp = self._scratch()
-        tmp.write_bytes(_pack(record))
+        name = _safe(record.key)
+        data = _frame(_pack(record))
         try:
-            for _ in range(3):
-                try:
-                    os.link(tmp, path)
-                    return None
-                except FileExistsError:
-                    existing = self._read_object(path)
-                    if existing is None:
-                        continue  # deleted between link and read: try again
-                    if existing.expires_at > self._clock():
-                        return existing
-                    _unlink(path)  # expired: TTL says it is gone
-            raise StoreError(f"could not create {record.key!r}: it keeps reappearing")
+            fd = os.open(name, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644, dir_fd=self._dir)
+        except FileExistsError:
+            existing = self._read(name)
+            if existing is not None and existing.expires_at > self._clock():
+                return existing
+            return self._create_over(name, data)  # being written, abandoned or expired
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            status = os.fstat(fd)
+            if status.st_nlink and not status.st_size:
+                _write_at(fd, data, 0)
+                return None
         finally:
-            _unlink(tmp)
+            os.close(fd)
+        # Taken over (or removed) between our create and our lock: compete again.
+        return self._create_over(name, data)
+
+    def _create_over(self, name: str, data: bytes) -> Record | None:
+        """Under the file's lock: the live record there, or (absent, incomplete, expired) None
+        after writing `data` in its place."""
+        with self._locked(name, create=True) as fd:
+            assert fd is not None
+            existing = _decode(name, _read_fd(fd))
+            if existing is not None and existing.expires_at > self._clock():
+                return existing
+            os.ftruncate(fd, 0)
+            _write_at(fd, data, 0)
+            return None
 
     def _get_many(self, keys: list[str]) -> dict[str, Record]:
         found: dict[str, Record] = {}
         for key in keys:
-            record = self._read_object(self._object_path(key)) or self._read_set_record(self._set_path(key))
+            record = self._read(_safe(key))
             if record is not None:
                 found[key] = record
         return found
 
     def _delete(self, keys: list[str]) -> None:
         for key in keys:
-            _unlink(self._object_path(key))
-            set_dir = self._set_path(key)
-            if set_dir.exists():
-                doomed = self._scratch()
-                try:
-                    os.rename(set_dir, doomed)
-                except FileNotFoundError:
-                    continue
-                shutil.rmtree(doomed, ignore_errors=True)
+            name = _safe(key)
+            with self._locked(name, create=False) as fd:
+                if fd is not None:
+                    os.unlink(name, dir_fd=self._dir)
 
-    def _add_to_set(self, key: str, slot: int, member: str) -> SetState:
-        set_dir = self._set_path(key)
-        tmp = self._scratch()
-        tmp.write_text(member)
-        try:
-            os.link(tmp, set_dir / str(slot))
-        except FileExistsError:
-            pass  # slot already filled (a retry): adding is idempotent
-        except FileNotFoundError as exc:
-            raise SetGone(f"set {key!r} does not exist") from exc
-        finally:
-            _unlink(tmp)
-        state = self._read_set(set_dir)
-        if state is None:
-            raise SetGone(f"set {key!r} was deleted while adding slot {slot}")
-        return state
+    def _add_to_set(self, record: Record, slot: int, member: str) -> SetState:
+        name = _safe(record.key)
+        entry = _frame(msgpack.packb([slot, member], use_bin_type=True))
+        with self._locked(name, create=True) as fd:
+            assert fd is not None
+            data = _read_fd(fd)
+            frames, end = _frames(data)
+            current = _decode_frames(name, frames)
+            if current is not None and current.expires_at > self._clock():
+                if current.kind is not Kind.SET or current.size is None:
+                    raise StoreError(f"store key {record.key!r} holds a {current.kind.value}, not a set")
+                members = dict(current.members)
+                if slot in members:  # a slot keeps its first member: nothing to write
+                    return SetState(size=current.size, members=members)
+                if end < len(data):
+                    os.ftruncate(fd, end)  # a frame cut short by a crashed adder
+                _write_at(fd, entry, end)
+                members[slot] = member
+                return SetState(size=current.size, members=members)
+            # Absent (a new, empty file), abandoned or expired: a fresh set.
+            if data:
+                os.ftruncate(fd, 0)
+            _write_at(fd, _frame(_pack(record)) + entry, 0)
+        assert record.size is not None
+        return SetState(size=record.size, members={slot: member})
 
     def _scan(self, workflow: str | None) -> Iterable[Record]:
-        for path in self._objects.iterdir():
-            record = self._read_object(path)
+        with os.scandir(self._objects) as entries:
+            names = [entry.name for entry in entries]
+        for name in names:
+            record = self._read(name)
             if record is not None and (workflow is None or record.workflow == workflow):
                 yield record
-        for set_dir in self._sets.iterdir():
-            record = self._read_set_record(set_dir)
-            if record is not None and (workflow is None or record.workflow == workflow):
-                yield record
+
+    def _sweep(self, now: float) -> int:
+        abandoned_before = time.time() - _ABANDONED_AFTER
+        with os.scandir(self._objects) as entries:
+            names = [entry.name for entry in entries]
+        deleted = 0
+        for name in names:
+            record = self._read(name)
+            if record is not None and record.expires_at > now:
+                continue
+            with self._locked(name, create=False) as fd:
+                if fd is None:
+                    continue
+                record = _decode(name, _read_fd(fd))  # again, under the lock: it may have been replaced
+                if record is not None:
+                    if record.expires_at <= now:
+                        os.unlink(name, dir_fd=self._dir)
+                        deleted += 1
+                elif os.fstat(fd).st_mtime < abandoned_before:
+                    os.unlink(name, dir_fd=self._dir)  # incomplete for an hour: its writer died
+        self._sweep_scratch(abandoned_before)
+        return deleted
 
     def _app_read(self, table: str, keys: list[str]) -> dict[str, Versioned]:
         with self._app_locked():
@@ -128,19 +211,17 @@ class FileStore(Store):
         # Crash-atomic without a database: under one exclusive fcntl lock (released by the OS
         # if the holder dies), (1) finish or discard whatever a dead holder left (`_recover`),
         # (2) validate, (3) write the redo record (every application write) by rename,
-        # (4) link the step record into objects/ — the commit point, (5) apply the writes,
-        # (6) drop the redo record. Dying before (4) leaves a redo record without its step
-        # record: discarded. Dying after (4) leaves one with it: its writes are (re)applied.
-        # Either both the step record and the writes exist, or neither; nobody reads
-        # application items without the lock, so nobody sees a half-applied transaction.
-        with self._app_locked():
-            existing = self._read_object(self._object_path(record.key))
-            if existing is not None:
-                if existing.expires_at > self._clock():
-                    return existing
-                _unlink(self._object_path(record.key))
-            # Guards after the record: witnesses are deleted before records, and whoever deletes
-            # them does so with one atomic unlink/rename, so this order cannot be fooled.
+        # (4) create the step record in objects/ — the commit point, (5) apply the writes,
+        # (6) drop the redo record. Dying before (4) completes leaves a redo record without a
+        # complete step record: discarded. Dying after leaves one with it: its writes are
+        # (re)applied. Either both the step record and the writes exist, or neither; nobody
+        # reads application items without the lock, so nobody sees a half-applied transaction.
+        # The guarded objects' locks are held too, so no add, sweep or delete changes them
+        # between the checks and the commit.
+        with self._app_locked(), self._held(guard.key for guard in guards):
+            existing = self._read(_safe(record.key))
+            if existing is not None and existing.expires_at > self._clock():
+                return existing
             for guard in guards:
                 if not self._guard_holds(guard):
                     raise GuardFailed(f"step {record.key!r}: guard on {guard.key!r} does not hold")
@@ -151,32 +232,75 @@ class FileStore(Store):
             writes = [[op.table, op.key, op.value, op.expected + 1] for op in ops if op.write]
             redo = self._redo / _safe(record.key)
             self._prepare_redo(redo, writes)
-            self._commit_record(record)
+            existing = self._commit_record(record)
+            if existing is not None:  # a plain create of this key got there first
+                _unlink(redo)
+                return existing
             self._apply(writes)
             _unlink(redo)
         return None
 
     # ---- helpers -------------------------------------------------------------------------
 
+    def _read(self, name: str) -> Record | None:
+        """The record in objects/`name` as stored (expired or not), or None (absent or
+        incomplete). Lock-free."""
+        try:
+            fd = os.open(name, os.O_RDONLY, dir_fd=self._dir)
+        except FileNotFoundError:
+            return None
+        try:
+            return _decode(name, _read_fd(fd))
+        finally:
+            os.close(fd)
+
+    @contextlib.contextmanager
+    def _locked(self, name: str, *, create: bool) -> Iterator[int | None]:
+        """objects/`name` opened read-write and exclusively locked, still linked; None when it
+        does not exist (and `create` is false)."""
+        flags = os.O_RDWR | (os.O_CREAT if create else 0)
+        while True:
+            try:
+                fd = os.open(name, flags, 0o644, dir_fd=self._dir)
+            except FileNotFoundError:
+                fd = -1
+                break
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+                if os.fstat(fd).st_nlink:
+                    break
+            except BaseException:
+                os.close(fd)
+                raise
+            os.close(fd)  # deleted while we waited for the lock: open whatever is there now
+        try:
+            yield fd if fd >= 0 else None
+        finally:
+            if fd >= 0:
+                os.close(fd)  # releases the lock
+
+    @contextlib.contextmanager
+    def _held(self, keys: Iterable[str]) -> Iterator[None]:
+        """Hold the locks of the existing objects among `keys` (in key order)."""
+        with contextlib.ExitStack() as stack:
+            for key in sorted(set(keys)):
+                stack.enter_context(self._locked(_safe(key), create=False))
+            yield
+
     def _guard_holds(self, guard: Guard) -> bool:
+        found = self._read(_safe(guard.key))
+        if found is not None and found.expires_at <= self._clock():
+            found = None
         if guard.slot is not None:
-            set_dir = self._set_path(guard.key)
-            return set_dir.is_dir() and not (set_dir / str(guard.slot)).exists()
-        found = self._read_object(self._object_path(guard.key)) is not None or self._set_path(guard.key).is_dir()
-        return found == guard.present
+            return found is not None and found.kind is Kind.SET and guard.slot not in found.members
+        return (found is not None) == guard.present
+
+    def _commit_record(self, record: Record) -> Record | None:
+        """A transaction's commit point: create its step record (`_create`)."""
+        return self._create(record)
 
     def _prepare_redo(self, redo: Path, writes: list[list]) -> None:
-        tmp = self._scratch()
-        tmp.write_bytes(msgpack.packb(writes, use_bin_type=True))
-        os.replace(tmp, redo)
-
-    def _commit_record(self, record: Record) -> None:
-        tmp = self._scratch()
-        tmp.write_bytes(_pack(record))
-        try:
-            os.link(tmp, self._object_path(record.key))
-        finally:
-            _unlink(tmp)
+        os.replace(self._scratch(msgpack.packb(writes, use_bin_type=True)), redo)
 
     def _apply(self, writes: list[list]) -> None:
         for table, key, value, version in writes:
@@ -185,16 +309,14 @@ class FileStore(Store):
                 _unlink(path)
                 continue
             path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = self._scratch()
-            tmp.write_bytes(msgpack.packb({"v": value, "ver": version}, use_bin_type=True))
-            os.replace(tmp, path)
+            os.replace(self._scratch(msgpack.packb({"v": value, "ver": version}, use_bin_type=True)), path)
 
     def _recover(self) -> None:
         """Under the app lock: finish committed transactions a dead holder left half-applied,
         discard uncommitted ones."""
         for name in os.listdir(self._redo):
             redo = self._redo / name
-            if self._object_path(name).exists():
+            if self._read(name) is not None:  # the step record is complete: committed
                 self._apply(msgpack.unpackb(redo.read_bytes(), raw=False))
             _unlink(redo)
 
@@ -221,85 +343,95 @@ class FileStore(Store):
     def _app_path(self, table: str, key: str) -> Path:
         return self._app / _safe(table) / _safe(key)
 
-    def _create_set_dir(self, record: Record) -> Record | None:
-        target = self._set_path(record.key)
-        for _ in range(3):
-            staging = self._scratch()
-            staging.mkdir()
-            (staging / _SIZE_FILE).write_text(str(record.size))
-            (staging / _META_FILE).write_bytes(_pack(record))
-            try:
-                os.rename(staging, target)
-                return None
-            except OSError as exc:
-                shutil.rmtree(staging, ignore_errors=True)
-                if exc.errno not in (errno.EEXIST, errno.ENOTEMPTY):
-                    raise
-            existing = self._read_set_record(target)
-            if existing is None or existing.expires_at > self._clock():
-                # A set deleted between our rename and this read counts as "existed": the
-                # caller (the fan-out origin) must not assume it owns a fresh set.
-                return existing or record
-            self._delete([record.key])  # expired: TTL says it is gone
-        raise StoreError(f"could not create set {record.key!r}: it keeps reappearing")
-
-    def _read_object(self, path: Path) -> Record | None:
+    def _scratch(self, data: bytes) -> str:
+        """A new file in tmp/ holding `data`; the caller moves it into place or unlinks it."""
+        path = os.path.join(self._tmp, f"{self._token}.{os.getpid()}.{next(self._counter)}")
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         try:
-            data = path.read_bytes()
-        except FileNotFoundError:
-            return None
-        return _unpack(data)
+            _write_at(fd, data, 0)
+        finally:
+            os.close(fd)
+        return path
 
-    def _read_set(self, set_dir: Path) -> SetState | None:
-        try:
-            names = os.listdir(set_dir)
-            size = int((set_dir / _SIZE_FILE).read_text())
-            members = {int(n): (set_dir / n).read_text() for n in names if n.isdigit()}
-        except FileNotFoundError:
-            return None
-        return SetState(size=size, members=members)
-
-    def _read_set_record(self, set_dir: Path) -> Record | None:
-        try:
-            meta = _unpack((set_dir / _META_FILE).read_bytes())
-        except FileNotFoundError:
-            return None
-        state = self._read_set(set_dir)
-        members = state.members if state else {}
-        return Record(key=meta.key, kind=Kind.SET, workflow=meta.workflow,
-                      expires_at=meta.expires_at, size=meta.size, members=members)
-
-    def _object_path(self, key: str) -> Path:
-        return self._objects / _safe(key)
-
-    def _set_path(self, key: str) -> Path:
-        return self._sets / _safe(key)
-
-    def _scratch(self) -> Path:
-        return self._tmp / uuid.uuid4().hex
+    def _sweep_scratch(self, cutoff: float) -> None:
+        with os.scandir(self._tmp) as entries:
+            for entry in entries:
+                with contextlib.suppress(FileNotFoundError):
+                    if entry.stat().st_mtime < cutoff:
+                        _unlink(entry.path)
 
 
 def _safe(key: str) -> str:
-    if not key or "/" in key or key.startswith("."):
+    if not key or "/" in key or key.startswith(".") or "\0" in key:
         raise StoreError(f"store key {key!r} is not a valid file name")
     return key
 
 
-def _unlink(path: Path) -> None:
+def _unlink(path: str | os.PathLike[str]) -> None:
     try:
         os.unlink(path)
     except FileNotFoundError:
         pass
 
 
+def _read_fd(fd: int) -> bytes:
+    """The whole file behind `fd`, from offset 0 (pread: the descriptor's offset is not used)."""
+    data = os.pread(fd, _READ_SIZE, 0)
+    if len(data) < _READ_SIZE:
+        return data
+    parts = [data]
+    offset = len(data)
+    while chunk := os.pread(fd, _READ_SIZE, offset):
+        parts.append(chunk)
+        offset += len(chunk)
+    return b"".join(parts)
+
+
+def _write_at(fd: int, data: bytes, offset: int) -> None:
+    view = memoryview(data)
+    while view:
+        written = os.pwrite(fd, view, offset)
+        view, offset = view[written:], offset + written
+
+
+def _frame(payload: bytes) -> bytes:
+    return _LENGTH.pack(len(payload)) + payload
+
+
+def _frames(data: bytes) -> tuple[list[bytes], int]:
+    """The complete frames at the start of `data`, and where they end."""
+    frames: list[bytes] = []
+    offset, size = 0, len(data)
+    while offset + 4 <= size:
+        (length,) = _LENGTH.unpack_from(data, offset)
+        if offset + 4 + length > size:
+            break
+        frames.append(data[offset + 4:offset + 4 + length])
+        offset += 4 + length
+    return frames, offset
+
+
+def _decode(name: str, data: bytes) -> Record | None:
+    return _decode_frames(name, _frames(data)[0])
+
+
+def _decode_frames(name: str, frames: list[bytes]) -> Record | None:
+    if not frames:
+        return None  # empty or cut short: being written, or abandoned by a crashed writer
+    try:
+        key, kind, workflow, expires_at, value, size, _ = msgpack.unpackb(frames[0], raw=False)
+        kind = _KINDS[kind]
+        members: dict[int, str] = {}
+        if kind is Kind.SET:
+            for frame in frames[1:]:
+                slot, member = msgpack.unpackb(frame, raw=False)
+                members.setdefault(slot, member)
+        return Record(key=key, kind=kind, workflow=workflow, expires_at=expires_at, value=value,
+                      size=size, members=members)
+    except (ValueError, TypeError, KeyError, msgpack.UnpackException) as exc:
+        raise StoreError(f"objects/{name} is not a unum record ({type(exc).__name__}: {exc})") from exc
+
+
 def _pack(record: Record) -> bytes:
-    return msgpack.packb({
-        "k": record.key, "t": record.kind.value, "w": record.workflow, "e": record.expires_at,
-        "v": record.value, "n": record.size,
-    })
-
-
-def _unpack(data: bytes) -> Record:
-    raw = msgpack.unpackb(data)
-    return Record(key=raw["k"], kind=Kind(raw["t"]), workflow=raw["w"], expires_at=raw["e"],
-                  value=raw["v"], size=raw["n"])
+    return msgpack.packb([record.key, record.kind.value, record.workflow, record.expires_at, record.value,
+                          record.size, None], use_bin_type=True)

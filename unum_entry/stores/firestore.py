@@ -10,18 +10,35 @@ Collection layout: one document per object; the document id is the key.
 =============  =========  ==============================================================
 field          type       meaning
 =============  =========  ==============================================================
-(document id)  string     the key (``c-…`` checkpoint, ``s-…`` set, ``r-…`` result,
-                          ``f-…`` failure, ``m-…`` start marker)
+(document id)  string     the key (``c-…`` checkpoint, ``s-…`` set shard, ``r-…`` result,
+                          ``f-…`` failure, ``b-…`` chunk of a large value)
 ``w``          string     workflow (invocation) id; `records(workflow)` filters on it
-``t``          string     kind: ``Kind.value``
-``v``          bytes      value (checkpoints, results, failures, markers)
-``n``          integer    set size (sets only)
-``m``          array      set members as ``"SLOT:MEMBER"`` strings in the order they were
-                          added (sets only, created empty); a slot's first entry wins
+``t``          string     kind: ``Kind.value``; values only (a document without ``t`` that
+                          has ``m`` is a set: see below)
+``v``          bytes      value, at most `max_value_bytes` (longer values are stored by
+                          reference: `unum_entry.stores.base`)
+``n``          array      set sizes as ``"SIZE:EXPIRY"`` strings in the order they were first
+                          written (sets only); the first live entry is the set's size
+``m``          array      set members as ``"SLOT:EXPIRY:MEMBER"`` strings in the order they
+                          were first written (sets only); a slot's first live entry wins
 ``expire_at``  timestamp  expiry; the collection's TTL policy field. Firestore deletes
                           expired documents lazily (typically within a day), so every read
                           and every create also treats ``expire_at <= now`` as absent.
 =============  =========  ==============================================================
+
+Sets are upserted without a transaction (Firestore, and much sooner its emulator, aborts
+transactions that contend on one document): one `set(..., merge=True)` whose `n` and `m` are
+`ArrayUnion`s, then one read. ArrayUnion appends a string only when it is absent and never
+reorders, so the first writer of a slot (or of the size) stays first. Each entry carries its
+writer's expiry, so entries of an expired set that Firestore has not deleted yet are ignored and
+the set starts afresh; `expire_at` is the last adder's expiry. A set document never gets a
+``t`` field, so an add that hits a value's key (a programming error) cannot turn the value into
+a set: it is refused with StoreError after the write (the value keeps its bytes and kind; its ``w`` and
+``expire_at`` are overwritten by the set's).
+
+Requests (fault-free): `create` is one commit (a losing create adds one read); `add_to_set`
+one commit and one read; `get_many` one BatchGetDocuments per 300 keys. A value stored by
+reference adds one commit per 900 KB chunk and reading it one BatchGetDocuments.
 
 Deploy the TTL policy with
 `gcloud firestore fields ttls update expire_at --collection-group=COLLECTION --enable-ttl`
@@ -41,7 +58,7 @@ import re
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from unum_entry.errors import SetGone, StoreError
+from unum_entry.errors import StoreError
 from unum_entry.stores.base import Kind, Record, SetState, Store
 from unum_entry.urls import parse_resource_url
 
@@ -63,6 +80,9 @@ class FirestoreStore(Store):
     `client` is a `google.cloud.firestore.Client` (thread-safe; share one per process). A client
     passed in stays the caller's: `close()` only closes clients that `from_url` built.
     """
+
+    # A document holds at most 1 MiB (field names and values); this leaves room for the rest.
+    max_value_bytes = 900_000
 
     def __init__(self, client: Any, collection: str = DEFAULT_COLLECTION, **kwargs) -> None:
         super().__init__(**kwargs)
@@ -144,31 +164,51 @@ class FirestoreStore(Store):
             with self._mapped("delete", keys[start]):
                 batch.commit()
 
-    def _add_to_set(self, key: str, slot: int, member: str) -> SetState:
-        # One atomic write, then a strongly consistent read. `update` fails with NotFound when
-        # the set is gone (SetGone). ArrayUnion appends "SLOT:MEMBER" only when that exact
-        # string is absent, so a retried add changes nothing and, as entries are never
-        # reordered, a slot's first member stays first (`_members` keeps it). The read sees our
-        # add and maybe later ones: every adder that sees the set full acts, and that is safe
-        # because what it does (invoke the target, collect) is idempotent.
-        ref = self._ref(key)
-        with self._mapped("update (ArrayUnion)", key):
-            from google.cloud.firestore import ArrayUnion  # lazy: the client package is heavy
+    def _add_to_set(self, record: Record, slot: int, member: str) -> SetState:
+        # One atomic upsert, then a strongly consistent read (module docstring). The read sees
+        # our add and maybe later ones: every adder that sees the set full acts, which is safe
+        # because what it does (add to the parent shard, invoke the target) is idempotent.
+        from google.cloud.firestore import ArrayUnion  # lazy: the client package is heavy
 
-            try:
-                ref.update({MEMBERS: ArrayUnion([f"{slot}:{member}"])})
-            except self._errors.NotFound as exc:
-                raise SetGone(f"set {key!r} does not exist in Firestore collection {self.collection!r}") from exc
+        key = record.key
+        ref = self._ref(key)
+        with self._mapped("set (merge, ArrayUnion)", key):
+            ref.set({
+                WORKFLOW: record.workflow,
+                EXPIRE_AT: _timestamp(record.expires_at),
+                SIZE: ArrayUnion([f"{record.size}:{record.expires_at}"]),
+                MEMBERS: ArrayUnion([f"{slot}:{record.expires_at}:{member}"]),
+            }, merge=True)
             snapshot = ref.get()
         if not snapshot.exists:
-            # Collected right after our add: whoever saw it full has acted (SetGone's contract).
-            raise SetGone(f"set {key!r} in Firestore collection {self.collection!r} was collected")
-        record = self._record(snapshot)
-        if record.size is None:
-            raise StoreError(f"store key {key!r} holds a {record.kind.value}, not a set")
-        if record.expires_at <= self._clock():
-            raise SetGone(f"set {key!r} in Firestore collection {self.collection!r} has expired")
-        return SetState(size=record.size, members=record.members)
+            raise StoreError(f"set {key!r} in Firestore collection {self.collection!r} vanished right after "
+                             "an add (deleted behind the store's back?)")
+        found = self._record(snapshot)
+        if found.kind is not Kind.SET:
+            raise StoreError(f"store key {key!r} holds a {found.kind.value}, not a set")
+        if found.size is None:
+            raise StoreError(f"set {key!r} in Firestore collection {self.collection!r} has expired: the add's "
+                             f"expiry {record.expires_at} is already past")
+        return SetState(size=found.size, members=found.members)
+
+    def _sweep(self, now: float) -> int:
+        # Query the expired documents, then delete each only if it is unchanged since the query
+        # (a precondition on its update time): a document recreated or added to meanwhile
+        # survives. Firestore's TTL policy does the same job for free, eventually.
+        from google.cloud.firestore_v1.base_query import FieldFilter
+
+        query = self.client.collection(self.collection).where(filter=FieldFilter(EXPIRE_AT, "<=", _timestamp(now)))
+        with self._mapped("query (expired)", "*"):
+            snapshots = list(query.stream())
+        deleted = 0
+        for snapshot in snapshots:
+            with self._mapped("delete (expired)", snapshot.id):
+                try:
+                    snapshot.reference.delete(option=self.client.write_option(last_update_time=snapshot.update_time))
+                    deleted += 1
+                except (self._errors.FailedPrecondition, self._errors.NotFound):
+                    pass  # changed or removed since the query
+        return deleted
 
     def _scan(self, workflow: str | None) -> Iterator[Record]:
         query = self.client.collection(self.collection)
@@ -199,16 +239,11 @@ class FirestoreStore(Store):
     def _record(self, snapshot: Any) -> Record:
         doc = snapshot.to_dict() or {}
         try:
-            kind = Kind(doc[KIND])
-            return Record(
-                key=snapshot.id,
-                kind=kind,
-                workflow=doc[WORKFLOW],
-                expires_at=int(doc[EXPIRE_AT].timestamp()),
-                value=bytes(doc[VALUE]) if VALUE in doc else None,
-                size=int(doc[SIZE]) if kind is Kind.SET else None,
-                members=_members(doc.get(MEMBERS, [])) if kind is Kind.SET else {},
-            )
+            if KIND in doc or MEMBERS not in doc:
+                return Record(key=snapshot.id, kind=Kind(doc[KIND]), workflow=doc[WORKFLOW],
+                              expires_at=int(doc[EXPIRE_AT].timestamp()),
+                              value=bytes(doc[VALUE]) if VALUE in doc else None)
+            return _set_record(snapshot.id, doc, self._clock())
         except (KeyError, ValueError, TypeError, AttributeError) as exc:
             raise StoreError(f"document {snapshot.id!r} in Firestore collection {self.collection!r} is not a "
                              f"unum record ({type(exc).__name__}: {exc}); found fields {sorted(doc)}") from exc
@@ -229,25 +264,46 @@ def _document(record: Record) -> dict[str, Any]:
     doc: dict[str, Any] = {
         WORKFLOW: record.workflow,
         KIND: record.kind.value,
-        EXPIRE_AT: datetime.datetime.fromtimestamp(record.expires_at, tz=datetime.timezone.utc),
+        EXPIRE_AT: _timestamp(record.expires_at),
     }
     if record.value is not None:
         doc[VALUE] = record.value
-    if record.kind is Kind.SET:
-        doc[SIZE] = record.size
-        doc[MEMBERS] = []
     return doc
 
 
-def _members(entries: Iterable[str]) -> dict[int, str]:
-    """`["1:b", "0:a", "1:c"]` -> `{1: "b", 0: "a"}`: the first entry of a slot wins."""
-    members: dict[int, str] = {}
-    for entry in entries:
-        slot, sep, member = str(entry).partition(":")
+def _timestamp(epoch: float) -> datetime.datetime:
+    return datetime.datetime.fromtimestamp(epoch, tz=datetime.timezone.utc)
+
+
+def _set_record(key: str, doc: dict[str, Any], now: float) -> Record:
+    """A set document as a Record: entries whose expiry has passed are ignored (they belong to
+    an expired earlier set of the same key); the first live size and the first live entry of
+    each slot win. A set without a live size entry has expired as a whole."""
+    sizes: list[int] = []
+    latest = 0
+    for entry in doc.get(SIZE, []):
+        size, sep, expiry = str(entry).partition(":")
         if not sep:
-            raise ValueError(f"set member entry {entry!r} is not SLOT:MEMBER")
-        members.setdefault(int(slot), member)
-    return members
+            raise ValueError(f"set size entry {entry!r} is not SIZE:EXPIRY")
+        latest = max(latest, int(expiry))
+        if int(expiry) > now:
+            sizes.append(int(size))
+    members: dict[int, str] = {}
+    for entry in doc.get(MEMBERS, []):
+        slot, expiry, member = _split_member(str(entry))
+        if expiry > now:
+            members.setdefault(slot, member)
+    expires_at = int(doc[EXPIRE_AT].timestamp()) if sizes else min(latest, int(now))
+    return Record(key=key, kind=Kind.SET, workflow=doc[WORKFLOW], expires_at=expires_at,
+                  size=sizes[0] if sizes else None, members=members)
+
+
+def _split_member(entry: str) -> tuple[int, int, str]:
+    """`"3:1700000000:c-ab"` -> (3, 1700000000, "c-ab")."""
+    parts = entry.split(":", 2)
+    if len(parts) != 3:
+        raise ValueError(f"set member entry {entry!r} is not SLOT:EXPIRY:MEMBER")
+    return int(parts[0]), int(parts[1]), parts[2]
 
 
 def _reserved(name: str) -> bool:

@@ -1,9 +1,10 @@
 """In-process store: a dict guarded by one lock. No I/O, so it measures the runtime's own CPU
-(bench) and gives unit tests a store without a file system. Objects live as long as the store.
+(bench) and gives unit tests a store without a file system. Objects live as long as the store
+(or until they expire: an expired object counts as absent everywhere, `sweep` drops them).
 
 Sets are kept as a `Record(kind=SET, size, members)` whose members dict is private to the store;
-every record handed out carries a copy, so callers never see later adds. An expired object
-counts as absent everywhere: `_create` replaces it and `_add_to_set` raises SetGone for it.
+every record handed out carries a copy, so callers never see later adds. `max_value_bytes` is
+None (no limit); tests set it on an instance to exercise values stored by reference.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import threading
 from collections.abc import Iterable
 from dataclasses import replace
 
-from unum_entry.errors import GuardFailed, SetGone, StoreError, TransactionConflict
+from unum_entry.errors import GuardFailed, StoreError, TransactionConflict
 from unum_entry.stores.base import AppOp, Guard, Kind, Record, SetState, Store, Versioned
 
 
@@ -28,12 +29,11 @@ class MemoryStore(Store):
     # ---- primitives ----------------------------------------------------------------------
 
     def _create(self, record: Record) -> Record | None:
-        stored = replace(record, members=dict(record.members)) if record.kind is Kind.SET else record
         with self._lock:
             existing = self._live(record.key)
             if existing is not None:
                 return _snapshot(existing)
-            self._records[record.key] = stored
+            self._records[record.key] = record
             return None
 
     def _get_many(self, keys: list[str]) -> dict[str, Record]:
@@ -45,17 +45,25 @@ class MemoryStore(Store):
             for key in keys:
                 self._records.pop(key, None)
 
-    def _add_to_set(self, key: str, slot: int, member: str) -> SetState:
+    def _add_to_set(self, record: Record, slot: int, member: str) -> SetState:
         with self._lock:
-            record = self._live(key)
-            if record is None:
-                raise SetGone(f"set {key!r} does not exist")
-            if record.kind is not Kind.SET or record.size is None:
-                raise StoreError(f"store key {key!r} holds a {record.kind.value}, not a set")
-            members = record.members
-            assert isinstance(members, dict)  # created by _create above: always a private dict
+            current = self._live(record.key)
+            if current is None:
+                current = replace(record, members={})
+                self._records[record.key] = current
+            elif current.kind is not Kind.SET or current.size is None:
+                raise StoreError(f"store key {record.key!r} holds a {current.kind.value}, not a set")
+            members = current.members
+            assert isinstance(members, dict)  # made above: always a private dict
             members.setdefault(slot, member)  # a slot keeps its first member (idempotent add)
-            return SetState(size=record.size, members=dict(members))
+            return SetState(size=current.size, members=dict(members))
+
+    def _sweep(self, now: float) -> int:
+        with self._lock:
+            expired = [key for key, record in self._records.items() if record.expires_at <= now]
+            for key in expired:
+                del self._records[key]
+        return len(expired)
 
     def _app_read(self, table: str, keys: list[str]) -> dict[str, Versioned]:
         with self._lock:
@@ -70,7 +78,7 @@ class MemoryStore(Store):
                 found = self._live(guard.key)
                 holds = (found is not None) == guard.present
                 if holds and guard.slot is not None:
-                    holds = found is not None and guard.slot not in found.members
+                    holds = found is not None and found.kind is Kind.SET and guard.slot not in found.members
                 if not holds:
                     raise GuardFailed(f"step {record.key!r}: guard on {guard.key!r} does not hold")
             for op in ops:

@@ -5,6 +5,7 @@ Firestore has: the TTL field, its document ids and its URL."""
 from __future__ import annotations
 
 import datetime
+import os
 import time
 
 import pytest
@@ -33,7 +34,7 @@ def store(firestore_store: FirestoreStore) -> FirestoreStore:
 
 def test_every_object_carries_the_ttl_policy_timestamp(store: FirestoreStore) -> None:
     store.create("c-1", b"x", workflow="wf")
-    store.create_set("s-1", 2, workflow="wf")
+    store.add_to_set("s-1", 0, "a", size=2, workflow="wf")
     collection = store.client.collection(store.collection)
     for key in ("c-1", "s-1"):
         stamp = collection.document(key).get().to_dict()[EXPIRE_AT]
@@ -53,10 +54,69 @@ def test_a_document_that_is_not_a_unum_record_is_named(store: FirestoreStore) ->
         store.get("c-alien")
 
 
-def test_add_to_a_value_is_refused(store: FirestoreStore) -> None:
+def test_add_to_a_value_is_refused_and_keeps_the_value(store: FirestoreStore) -> None:
     store.create("c-1", b"x", workflow="wf", kind=Kind.CHECKPOINT)
     with pytest.raises(StoreError, match="not a set"):
-        store.add_to_set("c-1", 0, "a")
+        store.add_to_set("c-1", 0, "a", size=1, workflow="wf")
+    assert store.get("c-1") == b"x" and [r.kind for r in store.records()] == [Kind.CHECKPOINT]
+
+
+def test_a_set_document_follows_the_documented_layout(store: FirestoreStore) -> None:
+    store.add_to_set("s-1", 1, "c-b", size=2, workflow="wf", expires_at=2_000_000_000)
+    store.add_to_set("s-1", 1, "c-other", size=3, workflow="wf", expires_at=2_000_000_000)
+    store.add_to_set("s-1", 0, "c-a", size=2, workflow="wf", expires_at=2_000_000_100)
+
+    doc = store.client.collection(store.collection).document("s-1").get().to_dict()
+    assert doc["n"] == ["2:2000000000", "3:2000000000", "2:2000000100"]  # the first one counts
+    assert doc["m"] == ["1:2000000000:c-b", "1:2000000000:c-other", "0:2000000100:c-a"]
+    assert "t" not in doc and doc["w"] == "wf"
+    assert store.read(["s-1"])["s-1"].members == {1: "c-b", 0: "c-a"}
+
+
+@pytest.fixture
+def rpcs(store: FirestoreStore, monkeypatch):
+    """Every RPC the store's client sends, by method name (counted at the generated API client)."""
+    sent: list[str] = []
+    api = store.client._firestore_api
+    for name in ("commit", "batch_get_documents", "run_query", "begin_transaction", "batch_write"):
+        original = getattr(api, name)
+
+        def counted(*args, _name=name, _original=original, **kwargs):
+            sent.append(_name)
+            return _original(*args, **kwargs)
+
+        monkeypatch.setattr(api, name, counted)
+    return sent
+
+
+def test_requests_per_create_and_per_add(store: FirestoreStore, rpcs) -> None:
+    assert store.create("c-1", b"winner", workflow="wf") == (b"winner", True)
+    assert rpcs == ["commit"]
+    rpcs.clear()
+    assert store.create("c-1", b"loser", workflow="wf") == (b"winner", False)
+    assert rpcs == ["commit", "batch_get_documents"]  # the conflict, then the winner
+    rpcs.clear()
+    for slot in range(16):
+        state = store.add_to_set("s-1", slot, f"c-{slot}", size=16, workflow="wf")
+    assert state.full and rpcs == ["commit", "batch_get_documents"] * 16  # one upsert, one read each
+
+
+def test_a_value_over_a_document_is_stored_by_reference(store: FirestoreStore, rpcs) -> None:
+    big = os.urandom(2 * 1024 * 1024)
+    assert store.create("c-big", big, workflow="wf") == (big, True)
+    assert rpcs == ["commit"] * 4  # three 900 KB chunks, then the checkpoint's manifest
+    assert store.get("c-big") == big
+    assert store.create("c-big", b"loser", workflow="wf") == (big, False)
+
+
+def test_the_emulator_enforces_the_document_size_limit(store: FirestoreStore) -> None:
+    """Without storing by reference a value over 1 MiB fails (what the test above relies on)."""
+    from google.api_core.exceptions import InvalidArgument
+
+    with pytest.raises(InvalidArgument, match="longer than 1048487 bytes"):
+        store.client.collection(store.collection).document("c-raw").set({"v": b"x" * (1024 * 1024 + 10)})
+    with pytest.raises(InvalidArgument, match="maximum entity size is 1048576 bytes"):
+        store.client.collection(store.collection).document("c-raw").set({"a": b"x" * 600_000, "b": b"y" * 600_000})
 
 
 def test_open_store_by_url(firestore_emulator) -> None:

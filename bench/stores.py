@@ -1,0 +1,128 @@
+"""Store throughput: what the embedded file store (and, for comparison, the memory store) does
+per second, on the operations a workflow transition costs (docs/coordination.md).
+
+    python bench/stores.py [--quick] [--dir PATH]     # from the repo root; prints the report
+
+- single process: create (a first writer), a losing create, add_to_set on 16-slot shards, a
+  16-key get_many, records() and sweep() per record;
+- several processes at once (default: one per CPU), each running transitions:
+  chain = 1 create; map branch = 1 create + 1 add_to_set on its shard (slot i % 16 of shard
+  i // 16, as unum_entry.fanin does).
+
+Only store work is timed (no handler, no runtime CPU, no invoke). Values are 200 random bytes,
+about a small checkpoint. The file store runs in `--dir` (default: a temporary directory; the
+report names its file system, which matters: tmpfs is faster than a disk-backed one).
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:  # run as a script from a checkout, without installing
+    sys.path.insert(0, str(REPO))
+
+from unum_entry.stores.base import Store  # noqa: E402
+from unum_entry.stores.file import FileStore  # noqa: E402
+from unum_entry.stores.memory import MemoryStore  # noqa: E402
+
+VALUE = os.urandom(200)
+SLOTS = 16
+
+
+def rate(count: int, work: Callable[[], None]) -> float:
+    start = time.perf_counter()
+    work()
+    return count / (time.perf_counter() - start)
+
+
+def single_process(store: Store, n: int) -> dict[str, float]:
+    figures: dict[str, float] = {}
+    figures["create (first writer)"] = rate(n, lambda: [store.create(f"c-a{i}", VALUE, workflow="wf") for i in range(n)])
+    figures["create (loser, gets winner)"] = rate(n, lambda: [store.create(f"c-a{i}", VALUE, workflow="wf") for i in range(n)])
+    figures["add_to_set (16-slot shards)"] = rate(n, lambda: [
+        store.add_to_set(f"s-a{i // SLOTS}", i % SLOTS, f"c-a{i}", size=SLOTS, workflow="wf") for i in range(n)])
+    keys = [f"c-a{i}" for i in range(SLOTS)]
+    figures["get_many (16 keys), keys/s"] = rate(n, lambda: [store.get_many(keys) for _ in range(n // SLOTS)])
+    total = len(list(store.records()))
+    figures["records(), records/s"] = rate(total, lambda: list(store.records()))
+    figures["sweep (all expired), records/s"] = rate(total, lambda: store.sweep(now=time.time() + 10 * store.ttl_seconds))
+    return figures
+
+
+def _transitions(root: str, kind: str, worker: int, n: int, start, results) -> None:
+    store = FileStore(root)
+    start.wait()
+    began = time.perf_counter()
+    for i in range(n):
+        key = f"c-{kind}-{worker}-{i}"
+        store.create(key, VALUE, workflow=f"wf-{worker}")
+        if kind == "map":
+            store.add_to_set(f"s-{worker}-{i // SLOTS}", i % SLOTS, key, size=SLOTS, workflow=f"wf-{worker}")
+    results.put(time.perf_counter() - began)
+
+
+def parallel(root: str, kind: str, processes: int, n: int) -> float:
+    context = multiprocessing.get_context("fork")
+    start, results = context.Event(), context.Queue()
+    workers = [context.Process(target=_transitions, args=(root, kind, w, n, start, results)) for w in range(processes)]
+    for worker in workers:
+        worker.start()
+    time.sleep(0.2)
+    began = time.perf_counter()
+    start.set()
+    for _ in workers:
+        results.get(timeout=600)
+    elapsed = time.perf_counter() - began
+    for worker in workers:
+        worker.join()
+    return processes * n / elapsed
+
+
+def filesystem(path: str) -> str:
+    try:
+        out = subprocess.run(["df", "-T", path], capture_output=True, text=True, check=True).stdout.splitlines()
+        return out[-1].split()[1]
+    except (OSError, subprocess.CalledProcessError, IndexError):
+        return "unknown"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="fewer operations")
+    parser.add_argument("--dir", help="where the file store lives (default: a temporary directory)")
+    parser.add_argument("--processes", type=int, default=os.cpu_count() or 1)
+    args = parser.parse_args()
+    n = 2_000 if args.quick else 20_000
+    base = args.dir or tempfile.mkdtemp(prefix="unum-bench-stores-")
+    print(f"unum store throughput — Python {platform.python_version()}, {os.cpu_count()} CPUs, "
+          f"file store on {filesystem(base)} ({base}), {n} operations per figure")
+    try:
+        for name, store in (("file", FileStore(os.path.join(base, "single"))), ("memory", MemoryStore())):
+            print(f"\n{name} store, one process:")
+            for label, value in single_process(store, n).items():
+                print(f"  {label:34s} {value:>10,.0f} /s  ({1e6 / value:6.1f} µs)")
+        print(f"\nfile store, {args.processes} processes at once (transitions/s, store work only):")
+        for kind in ("chain", "map"):
+            root = os.path.join(base, f"parallel-{kind}")
+            FileStore(root)
+            value = parallel(root, kind, args.processes, n // args.processes)
+            label = "chain (1 create each)" if kind == "chain" else "map branch (1 create + 1 add_to_set)"
+            print(f"  {label:38s} {value:>10,.0f} /s")
+    finally:
+        if not args.dir:
+            shutil.rmtree(base, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
