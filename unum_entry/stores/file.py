@@ -88,9 +88,26 @@ class FileStore(Store):
         self._counter = itertools.count()
 
     def close(self) -> None:
+        """Close the directory descriptor (reopened if the store is used again)."""
         fd, self._dir = getattr(self, "_dir", -1), -1
         if fd >= 0:
             os.close(fd)
+
+    def _d(self) -> int:
+        fd = self._dir
+        if fd < 0:
+            fd = self._dir = os.open(self._objects, os.O_RDONLY | os.O_DIRECTORY)
+        return fd
+
+    def __getstate__(self) -> dict:
+        """Picklable (e.g. for a spawned process): the descriptor and scratch names are per process."""
+        state = dict(self.__dict__)
+        state.update(_dir=-1, _counter=None)
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._token, self._counter = uuid.uuid4().hex[:12], itertools.count()
 
     def __del__(self) -> None:
         with contextlib.suppress(Exception):
@@ -102,7 +119,7 @@ class FileStore(Store):
         name = _safe(record.key)
         data = _frame(_pack(record))
         try:
-            fd = os.open(name, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644, dir_fd=self._dir)
+            fd = os.open(name, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644, dir_fd=self._d())
         except FileExistsError:
             existing = self._read(name)
             if existing is not None and existing.expires_at > self._clock():
@@ -144,7 +161,7 @@ class FileStore(Store):
             name = _safe(key)
             with self._locked(name, create=False) as fd:
                 if fd is not None:
-                    os.unlink(name, dir_fd=self._dir)
+                    os.unlink(name, dir_fd=self._d())
 
     def _add_to_set(self, record: Record, slot: int, member: str) -> SetState:
         name = _safe(record.key)
@@ -195,10 +212,10 @@ class FileStore(Store):
                 record = _decode(name, _read_fd(fd))  # again, under the lock: it may have been replaced
                 if record is not None:
                     if record.expires_at <= now:
-                        os.unlink(name, dir_fd=self._dir)
+                        os.unlink(name, dir_fd=self._d())
                         deleted += 1
                 elif os.fstat(fd).st_mtime < abandoned_before:
-                    os.unlink(name, dir_fd=self._dir)  # incomplete for an hour: its writer died
+                    os.unlink(name, dir_fd=self._d())  # incomplete for an hour: its writer died
         self._sweep_scratch(abandoned_before)
         return deleted
 
@@ -218,7 +235,7 @@ class FileStore(Store):
         # reads application items without the lock, so nobody sees a half-applied transaction.
         # The guarded objects' locks are held too, so no add, sweep or delete changes them
         # between the checks and the commit.
-        with self._app_locked(), self._held(guard.key for guard in guards):
+        with self._app_locked(), self._held(guard.key for guard in guards if guard.key != record.key):
             existing = self._read(_safe(record.key))
             if existing is not None and existing.expires_at > self._clock():
                 return existing
@@ -246,7 +263,7 @@ class FileStore(Store):
         """The record in objects/`name` as stored (expired or not), or None (absent or
         incomplete). Lock-free."""
         try:
-            fd = os.open(name, os.O_RDONLY, dir_fd=self._dir)
+            fd = os.open(name, os.O_RDONLY, dir_fd=self._d())
         except FileNotFoundError:
             return None
         try:
@@ -261,7 +278,7 @@ class FileStore(Store):
         flags = os.O_RDWR | (os.O_CREAT if create else 0)
         while True:
             try:
-                fd = os.open(name, flags, 0o644, dir_fd=self._dir)
+                fd = os.open(name, flags, 0o644, dir_fd=self._d())
             except FileNotFoundError:
                 fd = -1
                 break
