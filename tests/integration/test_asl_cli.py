@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from builder.compiler import compile_state_machine
+from tests.support.retained import assert_only_ttl_bounded, outcome_kinds
 from unum_entry.local.platform import local_platform
-from unum_entry.stores import Kind
 from unum_entry.stores.memory import MemoryStore
 from unum_entry.workflow import load_workflow
 
@@ -92,9 +92,11 @@ def test_map_over_1000_items(tmp_path: Path) -> None:
     store = MemoryStore()  # the file store takes ~45 s for 1,000 branches on a loaded 2-core machine
     with local_platform(load_workflow(out), store, workers=8) as platform:
         outcome = platform.run({"numbers": list(range(1000))}, timeout=120)
-    kinds = {record.kind for record in store.records()}
-    store.close()
+    try:
+        kinds = outcome_kinds(assert_only_ttl_bounded(store))
+    finally:
+        store.close()
 
     assert outcome.failure is None
     assert outcome.result == sum(i * i for i in range(1000))
-    assert kinds == {Kind.RESULT}
+    assert kinds == ["result"]

@@ -1,14 +1,14 @@
 """The example workflows under images/, run end to end through `python -m builder run`.
 
 Every folder with `input.json` + `expected.json` must print exactly the expected result and
-leave nothing but its result object in the store (all checkpoints and sets collected). The CLI's
+leave its result in the store next to nothing but retained objects that expire within the store's
+TTL (tests/support/retained.py). The CLI's
 bad-input paths must exit with a one-line message, never a Python traceback.
 """
 
 from __future__ import annotations
 
 import json
-import time
 import shutil
 import subprocess
 import sys
@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from unum_entry.stores import Kind, open_store
+from tests.support.retained import assert_only_ttl_bounded, outcome_kinds
+from unum_entry.stores import open_store
 
 pytestmark = pytest.mark.integration
 
@@ -58,14 +59,12 @@ def test_example_prints_expected_result_and_leaves_only_ttl_bounded_objects(fold
     assert json.loads(proc.stdout) == json.loads((folder / "expected.json").read_text())
     store = open_store(str(store_path))
     try:
-        records = list(store.records())
+        records = assert_only_ttl_bounded(store)
     finally:
         store.close()
-    assert any(r.kind is Kind.RESULT for r in records), "the workflow left no result in the store"
-    # Everything else is retained until its expiry (docs/coordination.md), never beyond the TTL.
-    horizon = time.time() + store.ttl_seconds + 60
-    assert all(0 < r.expires_at <= horizon for r in records), records
-    assert {r.kind for r in records} <= {Kind.RESULT, Kind.CHECKPOINT, Kind.SET, Kind.STEP, Kind.COMPENSATION}
+    kinds = outcome_kinds(records)
+    assert kinds, "the workflow left no result in the store"
+    assert set(kinds) == {"result"}, kinds  # results only: no failure record
 
 
 def test_input_that_is_not_json(tmp_path: Path) -> None:

@@ -16,6 +16,7 @@ import pytest
 
 from builder.aws_local import HostLambdaFunction
 from builder.lambda_endpoint import AsyncInvokeEndpoint, LambdaRetry
+from tests.support.retained import assert_only_ttl_bounded, outcome_kinds
 from unum_entry.invokers.aws_lambda import build_client
 from unum_entry.outcome import RunResult, read_outcome
 from unum_entry.runtime import new_workflow
@@ -40,8 +41,10 @@ class HostStack:
         assert self.endpoint.wait_idle(timeout), self.endpoint.stats
         return read_outcome(self.store, env.workflow)
 
-    def kinds(self, workflow_id: str) -> list[str]:
-        return sorted(r.kind.value for r in self.store.records(workflow_id))
+    def outcome_kinds(self, workflow_id: str) -> list[str]:
+        """The kinds of the workflow's outcome records, after checking that everything else it
+        left is retained only until an expiry within the TTL (tests/support/retained.py)."""
+        return outcome_kinds(assert_only_ttl_bounded(self.store, workflow_id))
 
 
 @contextmanager
@@ -79,7 +82,7 @@ def test_handler_retried_by_the_adapter_with_the_attempt_count(moto_server, tmp_
         outcome = stack.run(1)
         assert outcome.failure is None
         assert outcome.result == {"n": 2, "attempt": 2}
-        assert stack.kinds(outcome.workflow_id) == ["result"]
+        assert stack.outcome_kinds(outcome.workflow_id) == ["result"]
         flaky = [a for a in stack.endpoint.attempts if a.function == "Flaky"]
         assert [a.outcome for a in flaky] == ["ok", "ok", "ok"]  # failures handled in unum, not by Lambda
         assert json.loads(flaky[0].detail)["retrying"] == 1
@@ -96,7 +99,7 @@ def test_handler_failing_every_attempt_records_the_failure(moto_server, tmp_path
         assert outcome.failure is not None
         assert (outcome.failure["Function"], outcome.failure["Error"], outcome.failure["Attempts"]) == ("Boom", "ValueError", 2)
         assert "bad 7" in outcome.failure["Cause"]
-        assert stack.kinds(outcome.workflow_id) == ["failure"]
+        assert stack.outcome_kinds(outcome.workflow_id) == ["failure"]
 
 
 def test_crash_retried_by_lambda_then_on_failure_destination_records_it(moto_server, tmp_path: Path) -> None:
@@ -113,26 +116,34 @@ def test_crash_retried_by_lambda_then_on_failure_destination_records_it(moto_ser
         assert outcome.failure is not None
         assert outcome.failure["Function"] == "Crash"
         assert outcome.failure["Attempts"] == 3
-        assert stack.kinds(outcome.workflow_id) == ["failure"]
+        assert stack.outcome_kinds(outcome.workflow_id) == ["failure"]
 
 
 def test_bytes_and_oversized_envelopes_travel_wrapped_and_by_reference(moto_server, tmp_path: Path) -> None:
-    width = 30
+    width, pad = 30, 3000
     workflow = write(tmp_path / "wide", {
         "Split": (f"def handler(event, context):\n    return [bytes([i]) * 3 for i in range({width})]\n",
                   [{"op": "create_set", "function": "Sum", "shape": "aggregate"}, {"op": "map", "function": "Work"}], {}),
         "Work": ("def handler(event, context):\n    return {'len': len(event), 'first': event[0]}\n",
                  [{"op": "fan_in", "function": "Sum"}], {}),
-        "Sum": ("def handler(event, context):\n    return sum(x['first'] * x['len'] for x in event)\n", [], {}),
+        "Sum": ("def handler(event, context):\n"
+                f"    return {{'total': sum(x['first'] * x['len'] for x in event), 'pad': 'x' * {pad}}}\n",
+                [{"op": "invoke", "function": "Report"}], {}),
+        "Report": (f"def handler(event, context):\n    assert event['pad'] == 'x' * {pad}\n    return event['total']\n",
+                   [], {}),
     })
-    # a fan-in envelope names every branch checkpoint (and the GC duty): over 2000 bytes at width 30
+    # A fan-in envelope names the set and its width, not the members (docs/coordination.md), so
+    # it stays small; Sum -> Report carries a value inline (under the 64 KB inline limit) that
+    # makes its event over 2000 bytes: that envelope goes by reference.
     with host_stack(moto_server, workflow, invoker_options="&limit=2000") as stack:
         outcome = stack.run(None)
         assert outcome.failure is None, outcome.failure
         assert outcome.result == 3 * sum(range(width))
-        assert stack.kinds(outcome.workflow_id) == ["result"]  # stored envelopes were deleted too
+        # one result; stored envelopes, like every other object, only until their expiry
+        assert stack.outcome_kinds(outcome.workflow_id) == ["result"]
         bodies = [json.loads(body) for function, body in stack.endpoint.payloads]
         assert sum("unum_msgpack" in b for b in bodies) == width  # map items are bytes
-        by_ref = [b for (function, _), b in zip(stack.endpoint.payloads, bodies, strict=True) if "unum_envelope_ref" in b]
-        assert len(by_ref) >= 1 and all(function == "Sum" for function, body in stack.endpoint.payloads
-                                        if "unum_envelope_ref" in json.loads(body))
+        by_ref = [function for (function, _), b in zip(stack.endpoint.payloads, bodies, strict=True)
+                  if "unum_envelope_ref" in b]
+        assert len(by_ref) >= 1 and set(by_ref) == {"Report"}, by_ref
+        assert all(len(body) <= 2000 for _, body in stack.endpoint.payloads)

@@ -82,8 +82,8 @@ def test_a_read_only_check_and_a_delete(store):
 
 def test_guards_on_unum_keys(store):
     store.create("c-input", b"x", workflow=WF)
-    store.create_set("s-gc", 2, workflow=WF)
-    store.add_to_set("s-gc", 0, "1")
+    state = store.add_to_set("s-gc", 0, "1", size=2, workflow=WF)  # an upsert: creates the 2-slot set
+    assert (state.size, dict(state.members), state.full) == (2, {0: "1"}, False)
     ok = [Guard("c-input", present=True), Guard("r-none", present=False), Guard("s-gc", present=True, slot=1)]
     assert store.transact(key(), b"v", [], workflow=WF, guards=ok)[1]
     for bad in (Guard("c-gone", present=True), Guard("c-input", present=False), Guard("s-gc", present=True, slot=0)):
