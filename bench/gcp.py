@@ -5,8 +5,8 @@
 Needs `gcloud` with the Firestore and Pub/Sub emulators (localstack/setup.d/30-gcp-emulators.sh);
 it starts its own emulator processes on free loopback ports and stops them at the end.
 
-a. Store operations per transition on Firestore (the emulator), by kind, and the Firestore
-   document operations they are billed as; cost next to Step Functions Standard.
+a. Firestore requests per transition on the emulator, counted at the wire (RPCs by method, the
+   documents they write and read); cost next to Step Functions Standard.
 b. Time per transition: the same chain in-process (MemoryStore), in-process over the Firestore
    emulator, and as the deployed shape (functions-framework servers on the host, triggered by
    Pub/Sub emulator push subscriptions, coordinating through the Firestore emulator).
@@ -36,9 +36,9 @@ if str(REPO) not in sys.path:  # run as a script from a checkout, without instal
     sys.path.insert(0, str(REPO))
 
 from bench.run import Pattern, chain, fan_in, fan_out, map_aggregate, write_workflow  # noqa: E402
+from bench.wire import FirestoreWire  # noqa: E402
 from unum_entry.local.platform import local_platform  # noqa: E402
-from unum_entry.stores.base import Kind, Store  # noqa: E402
-from unum_entry.stores.counting import CountingStore  # noqa: E402
+from unum_entry.stores.base import Store  # noqa: E402
 from unum_entry.stores.memory import MemoryStore  # noqa: E402
 
 
@@ -96,85 +96,81 @@ def firestore_store(project: str) -> Store:
 class OpsRow:
     label: str
     transitions: int
-    counts: dict[str, int]
-    leftovers: int
+    runs: int
+    wire: FirestoreWire
+    retained: int
     deliveries: int
+    committed: int
 
-    def per(self, kind: str) -> float:
-        return self.counts.get(kind, 0) / self.transitions
+    def per(self, n: float) -> float:
+        return n / self.transitions
 
-    @property
-    def document_writes(self) -> float:
-        """Billed writes: every create (checkpoint, result, set, marker, ...) and set add."""
-        return sum(self.per(k) for k in self.counts if k.startswith("create_") or k == "add_to_set")
-
-    @property
-    def document_reads(self) -> float:
-        """Billed reads: one per key read, plus the read after each set add (ArrayUnion, then get)."""
-        return self.per("read") + self.per("add_to_set")
-
-    @property
-    def document_deletes(self) -> float:
-        return self.per("delete")
+    def cost(self, prices: FirestorePrices) -> float:
+        """$ per million transitions for the billed document operations."""
+        w = self.wire
+        return (self.per(w.document_writes) * prices.writes_per_million + self.per(w.document_reads) * prices.reads_per_million
+                + self.per(w.document_deletes) * prices.deletes_per_million)
 
 
-def measure_ops(root: Path, pattern: Pattern, store: Store, runs: int) -> OpsRow:
+def measure_ops(root: Path, pattern: Pattern, project: str, runs: int) -> OpsRow:
+    """Run `pattern` `runs` times on the local platform over a fresh Firestore collection, every
+    RPC of the store's client counted by bench.wire.FirestoreWire (reading outcomes not counted)."""
+    from unum_entry.stores.firestore import FirestoreStore
+
+    store = FirestoreStore.from_url(f"firestore://bench-{uuid.uuid4().hex[:10]}?project={project}")
+    wire = FirestoreWire()
+    wire.attach(store.client)
     workflow = write_workflow(root, pattern)
-    counting = CountingStore(store)
-    leftovers = 0
-    with local_platform(workflow, counting, workers=4) as plat:
-        for _ in range(runs):
-            outcome = plat.run(pattern.input, timeout=120)
-            if outcome.failure is not None or not outcome.results:
-                raise RuntimeError(f"{pattern.name}: workflow failed: {outcome.failure}")
-            leftovers += sum(1 for r in store.records(outcome.workflow_id) if r.kind is not Kind.RESULT)
-        stats = dict(plat.stats)
-    return OpsRow(pattern.label, stats["committed"], dict(counting.counts), leftovers, stats["deliveries"])
+    retained = 0
+    try:
+        with local_platform(workflow, store, workers=4) as plat:
+            for _ in range(runs):
+                workflow_id = plat.start(pattern.input)
+                plat.wait_idle(120)
+                with wire.paused():
+                    outcome = plat.outcome(workflow_id)
+                    retained += sum(outcome.pending.values())
+                if outcome.failure is not None or not outcome.complete:
+                    raise RuntimeError(f"{pattern.name}: workflow failed: {outcome.failure}")
+            stats = dict(plat.stats)
+    finally:
+        store.close()
+    return OpsRow(pattern.label, pattern.edges * runs, runs, wire, retained, stats["deliveries"], stats["committed"])
 
 
 def ops_section(root: Path, settings: Settings, project: str, prices: FirestorePrices) -> list[str]:
     patterns = [chain(5), fan_out(4), fan_in(4), map_aggregate(16)]
-    rows, reference = [], []
-    for pattern in patterns:
-        store = firestore_store(project)
-        try:
-            rows.append(measure_ops(root / "firestore", pattern, store, settings.runs_per_pattern))
-        finally:
-            store.close()
-        reference.append(measure_ops(root / "memory", pattern, MemoryStore(), settings.runs_per_pattern))
-    columns = sorted({k for r in rows for k in r.counts})
-    header = (f"{'pattern':<22}{'transitions':>12}" + "".join(f"{c:>{len(c) + 2}}" for c in columns)
-              + f"{'dup':>7}{'left':>6}")
-    lines = ["a. Store operations per transition on Firestore (emulator), by kind",
-             f"   CountingStore over FirestoreStore, LocalPlatform without faults, {settings.runs_per_pattern} runs per pattern",
-             "   (the MemoryStore rows: the same runs in memory, for comparison).",
+    rows = [measure_ops(root / "firestore", pattern, project, settings.runs_per_pattern) for pattern in patterns]
+    methods = sorted({m for r in rows for m in r.wire.rpcs})
+    header = (f"{'pattern':<22}{'transitions':>12}" + "".join(f"{m:>{len(m) + 2}}" for m in methods)
+              + f"{'doc writes':>12}{'doc reads':>11}{'deletes':>9}{'dup':>7}{'retained/run':>14}")
+    lines = ["a. Firestore requests per transition (emulator), counted at the wire",
+             "   Every RPC of the store's client (a gRPC interceptor: bench/wire.py), LocalPlatform without faults,",
+             f"   {settings.runs_per_pattern} runs per pattern; transitions = edges of the workflow graph taken (chain of n: n-1;",
+             "   fan-out 1->k: k; fan-in and map of k: k out + k in). RPC columns and document operations per transition.",
              "", header, "-" * len(header)]
-    for label, group in (("Firestore emulator", rows), ("MemoryStore", reference)):
-        lines.append(f"  {label}")
-        for row in group:
-            lines.append(f"{row.label:<22}{row.transitions:>12}" + "".join(f"{row.per(c):>{len(c) + 2}.3f}" for c in columns)
-                         + f"{(row.deliveries - row.transitions) / row.transitions:>7.3f}{row.leftovers:>6}")
-    lines += ["   dup = deliveries that did not commit (duplicates absorbed by a checkpoint) per transition. On Firestore a",
-              "   set add is an ArrayUnion then a read, so concurrent adders can each see a set full: each then invokes",
-              "   the join (its checkpoint absorbs the extra deliveries) or collects a fan-out's garbage (deletes are",
-              "   idempotent but each is billed). That is where Firestore's extra reads and deletes come from.",
-              "   left = objects other than results still stored after the runs (fan-out without a join keeps its",
-              "   start marker, one per run, until the TTL: a documented limit).",
+    for row in rows:
+        w = row.wire
+        lines.append(f"{row.label:<22}{row.transitions:>12}" + "".join(f"{row.per(w.rpcs[m]):>{len(m) + 2}.3f}" for m in methods)
+                     + f"{row.per(w.document_writes):>12.3f}{row.per(w.document_reads):>11.3f}{row.per(w.document_deletes):>9.3f}"
+                     + f"{row.per(row.deliveries - row.committed):>7.3f}{row.retained / row.runs:>14.0f}")
+    lines += ["   doc writes: every Write of a Commit (a create, a set add: set with merge + ArrayUnion); doc reads: every",
+              "   document a BatchGetDocuments asks for (a set add reads its shard after the write; a losing create reads",
+              "   the winner). dup = deliveries that did not commit, per transition: on Firestore an add and its read are",
+              "   two requests, so concurrent adders can each see a shard full and each invoke the join (its commit",
+              "   absorbs the extras, at the cost of their reads). retained/run = checkpoints and set shards kept until",
+              "   their expiry (the runtime deletes nothing: docs/coordination.md).",
               "",
-              "   Billed Firestore document operations per transition (a create or a set add is one write, a set add",
-              "   is followed by one read, every key read is one read, every key deleted one delete) and their cost at",
-              f"   ${prices.reads_per_million:.2f}/M reads, ${prices.writes_per_million:.2f}/M writes, "
+              f"   Cost at ${prices.reads_per_million:.2f}/M reads, ${prices.writes_per_million:.2f}/M writes, "
               f"${prices.deletes_per_million:.2f}/M deletes (assumed regional list prices; free tier ignored)",
               f"   vs Step Functions Standard ${prices.sfn_per_million:.2f}/M state transitions. Pub/Sub adds one publish and",
               "   one push delivery per transition (billed by volume, 1 KB minimum each: about $0.07/M transitions at $40/TiB).",
               ""]
-    header2 = f"{'pattern':<22}{'writes/t':>10}{'reads/t':>10}{'deletes/t':>11}{'Firestore $/M t':>17}{'SFN / unum':>12}"
+    header2 = f"{'pattern':<22}{'Firestore $/M t':>17}{'SFN / unum':>12}"
     lines += [header2, "-" * len(header2)]
     for row in rows:
-        cost = (row.document_writes * prices.writes_per_million + row.document_reads * prices.reads_per_million
-                + row.document_deletes * prices.deletes_per_million)
-        lines.append(f"{row.label:<22}{row.document_writes:>10.3f}{row.document_reads:>10.3f}{row.document_deletes:>11.3f}"
-                     f"{cost:>17.2f}{prices.sfn_per_million / cost:>11.1f}x")
+        cost = row.cost(prices)
+        lines.append(f"{row.label:<22}{cost:>17.2f}{prices.sfn_per_million / cost:>11.1f}x")
     return lines
 
 
@@ -232,7 +228,7 @@ def deployed_seconds(root: Path, pattern: Pattern, firestore: Any, pubsub: Any, 
 
 def timing_section(root: Path, settings: Settings, firestore: Any, pubsub: Any) -> list[str]:
     pattern = chain(settings.chain_length)
-    n = settings.chain_length
+    n = pattern.edges  # transitions: a chain of k functions takes k-1 edges
     memory, _ = in_process_seconds(root / "memory", pattern, MemoryStore, settings.timing_runs)
     emulated, _ = in_process_seconds(root / "firestore", pattern, lambda: firestore_store(firestore.project),
                                      settings.timing_runs)
@@ -241,7 +237,8 @@ def timing_section(root: Path, settings: Settings, firestore: Any, pubsub: Any) 
             ("functions-framework + Pub/Sub push + Firestore (emulators)", deployed)]
     base = statistics.median(memory) / n
     header = f"{'setup':<62}{'ms/transition':>15}{'p90 ms':>9}{'x in-process':>14}"
-    lines = [f"b. Time per transition: chain of {n} functions, median of {settings.timing_runs} runs after one warm-up",
+    lines = [f"b. Time per transition: chain of {settings.chain_length} functions ({n} transitions), median of "
+             f"{settings.timing_runs} runs after one warm-up",
              "   (workflow start to result record, divided by the transitions; LocalPlatform with 4 workers in-process).",
              "", header, "-" * len(header)]
     for label, values in rows:

@@ -3,7 +3,8 @@
     python bench/run.py [--quick]       # from the repo root; writes bench/report.txt
 
 a. Store operations per transition by kind (chain, fan-out, fan-in, map) and what they cost on
-   DynamoDB on-demand next to Step Functions Standard.
+   DynamoDB on-demand next to Step Functions Standard (bench/wire.py counts the same at the wire,
+   with billed units from item sizes).
 b. Runtime CPU per transition without I/O: `Runtime.handle` over MemoryStore, no-op invoker.
 c. Dispatching a 512-branch map with a 20 ms invoke latency: concurrent vs one-by-one.
 
@@ -56,7 +57,10 @@ DOUBLE = "def handler(event, context):\n    return event * 2\n"
 COUNT = "def handler(event, context):\n    return len(event)\n"
 SUM = "def handler(event, context):\n    return sum(event)\n"
 
-OP_COLUMNS = ("read", "create_checkpoint", "create_set", "add_to_set", "create_result", "delete")
+# What the runtime does on the common path (docs/coordination.md): conditional creates of
+# checkpoints and results, set-shard upserts, batch reads. Any other kind that shows up (a delete,
+# a marker, ...) gets a column of its own after these.
+OP_COLUMNS = ("read", "create_checkpoint", "add_to_set", "create_result")
 
 
 # ---- settings ------------------------------------------------------------------------------
@@ -95,20 +99,22 @@ class Prices:
 
 @dataclass(frozen=True)
 class Pattern:
-    """A tiny workflow of one shape, with the input that runs it."""
+    """A tiny workflow of one shape, with the input that runs it and the number of transitions
+    (edges of the workflow graph) one run takes."""
 
     name: str
     label: str
     entry: str
     functions: Mapping[str, FunctionSource]
     input: Any
+    edges: int
 
 
 def chain(n: int) -> Pattern:
     """F0 → F1 → … → F(n-1)."""
     functions = {f"F{i}": FunctionSource(IDENTITY, [{"op": "invoke", "function": f"F{i + 1}"}]) for i in range(n - 1)}
     functions[f"F{n - 1}"] = FunctionSource(IDENTITY)
-    return Pattern("chain", f"chain ({n} functions)", "F0", functions, {"n": 1})
+    return Pattern("chain", f"chain ({n} functions)", "F0", functions, {"n": 1}, edges=n - 1)
 
 
 def fan_out(k: int) -> Pattern:
@@ -116,7 +122,7 @@ def fan_out(k: int) -> Pattern:
     branches = [f"B{i}" for i in range(k)]
     functions = {"Origin": FunctionSource(IDENTITY, [{"op": "fan_out", "branches": branches}])}
     functions.update({b: FunctionSource(IDENTITY) for b in branches})
-    return Pattern("fan-out", f"fan-out (1 -> {k})", "Origin", functions, {"x": 1})
+    return Pattern("fan-out", f"fan-out (1 -> {k})", "Origin", functions, {"x": 1}, edges=k)
 
 
 def fan_in(k: int) -> Pattern:
@@ -126,7 +132,7 @@ def fan_in(k: int) -> Pattern:
                                                     {"op": "fan_out", "branches": branches}])}
     functions.update({b: FunctionSource(IDENTITY, [{"op": "fan_in", "function": "Join"}]) for b in branches})
     functions["Join"] = FunctionSource(COUNT)
-    return Pattern("fan-in", f"fan-in ({k} -> join)", "Origin", functions, {"x": 1})
+    return Pattern("fan-in", f"fan-in ({k} -> join)", "Origin", functions, {"x": 1}, edges=2 * k)
 
 
 def map_aggregate(m: int) -> Pattern:
@@ -137,7 +143,7 @@ def map_aggregate(m: int) -> Pattern:
         "Work": FunctionSource(DOUBLE, [{"op": "fan_in", "function": "Sum"}]),
         "Sum": FunctionSource(SUM),
     }
-    return Pattern("map", f"map ({m} items + sum)", "Split", functions, {"m": m})
+    return Pattern("map", f"map ({m} items + sum)", "Split", functions, {"m": m}, edges=2 * m)
 
 
 def write_workflow(root: Path, pattern: Pattern) -> Workflow:
@@ -188,14 +194,15 @@ class OpsRow:
     label: str
     transitions: int
     counts: Mapping[str, int]
-    leftovers: int
+    retained: int
+    runs: int
 
     def per_transition(self, kind: str) -> float:
         return self.counts.get(kind, 0) / self.transitions
 
     @property
     def writes(self) -> float:
-        """Billed writes per transition: every create, set add and deleted item."""
+        """Billed writes per transition: every create, set add (and deleted item, if any)."""
         return sum(self.per_transition(k) for k in self.counts if k != "read")
 
     @property
@@ -207,17 +214,14 @@ def measure_ops(root: Path, pattern: Pattern, runs: int) -> OpsRow:
     """Run `pattern` `runs` times on the local platform over CountingStore(MemoryStore)."""
     workflow = write_workflow(root, pattern)
     store = CountingStore(MemoryStore())
-    leftovers = 0
+    retained = 0
     with local_platform(workflow, store, workers=4) as plat:
         for _ in range(runs):
             outcome = plat.run(pattern.input, timeout=60)
-            if outcome.failure is not None or not outcome.results:
+            if outcome.failure is not None or not outcome.complete:
                 raise RuntimeError(f"{pattern.name}: workflow failed: {outcome.failure}")
-            leftovers += sum(1 for r in store.records(outcome.workflow_id) if r.kind is not Kind.RESULT)
-        stats = dict(plat.stats)
-    if stats.get("committed", 0) != stats.get("deliveries", 0):
-        raise RuntimeError(f"{pattern.name}: not every delivery committed: {stats}")
-    return OpsRow(pattern.label, stats["committed"], dict(store.counts), leftovers)
+            retained += sum(1 for r in store.records(outcome.workflow_id) if r.kind is not Kind.RESULT)
+    return OpsRow(pattern.label, pattern.edges * runs, dict(store.counts), retained, runs)
 
 
 def ops_section(root: Path, settings: Settings, prices: Prices) -> list[str]:
@@ -225,11 +229,13 @@ def ops_section(root: Path, settings: Settings, prices: Prices) -> list[str]:
     patterns = [chain(5), fan_out(4), fan_in(4), map_aggregate(16)]
     rows = [measure_ops(root, p, settings.runs_per_pattern) for p in patterns]
     columns = [*OP_COLUMNS, *sorted({k for r in rows for k in r.counts} - set(OP_COLUMNS))]
-    header = f"{'pattern':<22}{'transitions':>12}" + "".join(f"{c:>{len(c) + 2}}" for c in columns) + f"{'left':>7}"
+    header = (f"{'pattern':<22}{'transitions':>12}" + "".join(f"{c:>{len(c) + 2}}" for c in columns)
+              + f"{'retained/run':>14}")
     lines = [
         "a. Store operations per transition, by kind",
         f"   CountingStore over MemoryStore, LocalPlatform without faults, {settings.runs_per_pattern} runs per pattern;",
-        "   transitions = handler invocations committed (platform stats['committed']).",
+        "   transitions = edges of the workflow graph taken (chain of n: n-1; fan-out 1->k: k;",
+        "   fan-in and map of k: k out + k in). Each column: operations of that kind / transitions.",
         "",
         header,
         "-" * len(header),
@@ -237,13 +243,15 @@ def ops_section(root: Path, settings: Settings, prices: Prices) -> list[str]:
     for row in rows:
         lines.append(f"{row.label:<22}{row.transitions:>12}"
                      + "".join(f"{row.per_transition(c):>{len(c) + 2}.3f}" for c in columns)
-                     + f"{row.leftovers:>7}")
-    lines.append("   left = objects other than results still in the store after all runs of the pattern (GC check).")
+                     + f"{row.retained / row.runs:>14.0f}")
+    lines.append("   retained/run = checkpoints and set shards a run leaves until their expiry (nothing is deleted by the")
+    lines.append("   runtime: docs/coordination.md); results are not counted.")
     lines += ["", ("   Cost per million transitions, assuming "
               f"${prices.write_per_million:.2f}/M write units, ${prices.read_per_million:.2f}/M read units"),
               "   (DynamoDB on-demand, us-east-1 list price before the Nov 2024 cut; halve both for today's),",
-              ("   every item <= 1 KB, deletes billed as writes; vs Step Functions Standard "
-              f"${prices.sfn_per_million:.2f}/M state transitions."), ""]
+              "   one unit per write and per key read (every item here is under 1 KB; bench/wire.py measures the units",
+              f"   from item sizes at the wire); vs Step Functions Standard ${prices.sfn_per_million:.2f}/M state transitions.",
+              ""]
     header2 = f"{'pattern':<22}{'writes/t':>10}{'reads/t':>10}{'DynamoDB $/M t':>16}{'SFN $/M t':>12}{'SFN / unum':>12}"
     lines += [header2, "-" * len(header2)]
     for row in rows:
@@ -309,7 +317,7 @@ class CpuCase:
 
 
 def chain_hop_case(chain_wf: Workflow, n: int, tag: str) -> CpuCase:
-    """F1 of a chain: ingress miss, commit, plan, invoke F2, collect F0's checkpoint."""
+    """F1 of a chain: no read, commit, plan, invoke F2."""
     store, inv0, inv1 = MemoryStore(), RecordingInvoker(), RecordingInvoker()
     f0, f1 = make_runtime(chain_wf, "F0", store, inv0), make_runtime(chain_wf, "F1", store, inv1)
     try:
@@ -317,9 +325,9 @@ def chain_hop_case(chain_wf: Workflow, n: int, tag: str) -> CpuCase:
             f0.handle(new_workflow({"n": 1}, f"wf-{tag}-chain-{i}"))
         handled = time_calls(f1.handle, envelopes(inv0.take()))
         checkpoints = sum(1 for r in store.records() if r.kind is Kind.CHECKPOINT)
-        if len(inv1.calls) != n or checkpoints != n:
-            raise RuntimeError("chain hop: expected one invoke and one live checkpoint (F1's) per workflow")
-        return CpuCase("chain hop", "ingress miss, commit, invoke next, GC predecessor", handled, bare(f1, {"n": 1}, n), n)
+        if len(inv1.calls) != n or checkpoints != 2 * n:
+            raise RuntimeError("chain hop: expected one invoke and two retained checkpoints (F0's, F1's) per workflow")
+        return CpuCase("chain hop", "no read, commit, invoke next", handled, bare(f1, {"n": 1}, n), n)
     finally:
         f0.close()
         f1.close()
@@ -347,15 +355,15 @@ def map_cases(map_wf: Workflow, m: int, n: int, tag: str) -> list[CpuCase]:
         if len(joins) != n:
             raise RuntimeError(f"fan-in: expected {n} join invokes, got {len(joins)}")
         join = time_calls(rts["Sum"].handle, joins)
-        left = [r for r in store.records() if r.kind is not Kind.RESULT]
-        if left or sum(1 for _ in store.records()) != n:
-            raise RuntimeError(f"map pipeline left {len(left)} objects besides {n} results")
+        results = sum(1 for r in store.records() if r.kind is Kind.RESULT)
+        if results != n:
+            raise RuntimeError(f"map pipeline: expected {n} results, found {results}")
         return [
-            CpuCase(f"map origin ({m} items)", f"commit, create GC + fan-in sets, {m} invokes", origin, bare(rts["Split"], {"m": m}, n), n),
-            CpuCase("fan-in branch (first)", "ingress miss, commit, GC-set add, fan-in add", first, bare(rts["Work"], 1, n), n),
-            CpuCase("fan-in branch (last)", "same, both sets full: GC origin, invoke join", last,
+            CpuCase(f"map origin ({m} items)", f"commit, {m} invokes", origin, bare(rts["Split"], {"m": m}, n), n),
+            CpuCase("fan-in branch (first)", "no read, commit, set-shard add (not full)", first, bare(rts["Work"], 1, n), n),
+            CpuCase("fan-in branch (last)", "same, the add fills the shard: invoke join", last,
                     bare(rts["Work"], 1, n), n),
-            CpuCase(f"aggregate join ({m} in)", f"read {m} inputs, commit, GC inputs + set, result", join,
+            CpuCase(f"aggregate join ({m} in)", f"read checkpoint + shard, then {m} inputs; commit, result", join,
                     bare(rts["Sum"], list(range(m)), n), n),
         ]
     finally:
