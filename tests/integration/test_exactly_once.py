@@ -1,12 +1,29 @@
 """The exactly-once suite: random fault schedules over every workflow shape, on the file store
 and on DynamoDB (moto server over HTTP).
 
-Each schedule: run a tracing workflow (random outputs, random control flow) on the local
-platform with a seeded FaultInjector (crashes at every step boundary, duplicate and concurrent
-duplicate deliveries, delayed/reordered deliveries), then
+DynamoDB runs on a moto server that applies one request at a time, as DynamoDB applies each
+request atomically (tests/support/serial_moto.py). Each schedule runs a tracing workflow (random outputs, random control flow) on the local
+platform with a seeded FaultInjector, which draws:
+- crashes at every step boundary, duplicate and concurrent duplicate deliveries,
+  delayed/reordered deliveries (the platform itself);
+- slow concurrent duplicates: an extra copy of an invoke whose execution is held back, before or
+  after its handler, until the rest of the workflow moved on (tests/support/faulty_platform.py);
+- transient store errors on any operation: before it, after it happened (the write landed, the
+  caller sees an error), or half-way through a multi-key read (tests/support/faulty_store.py);
+- late duplicates: once the workflow finished, a copy of every delivery the platform ever
+  accepted is delivered again.
+
+Then it checks:
 - check_exactly_once: the results equal one fault-free run in which every consumer saw the same
   output of each node (replayed with an oracle, see tests/support/tracing.py);
-- nothing but the results is left in the store.
+- check_checkpoints: the committed checkpoints are exactly that run's invocations, each holding
+  the output its consumers saw, produced by one of its executions; every set shard is full;
+- no key was ever created twice (CommitWatch): a second creation means a duplicate found an
+  object gone — with retained checkpoints it must never happen;
+- the late duplicates changed nothing: same results, no creation at all, the store's records
+  identical (values, set members, expiries);
+- what is left is only results, checkpoints, set shards (and chunks of large values), each
+  expiring after the workflow's deadline and at most now + TTL.
 
 `--schedules N` sets the number of schedules per store (CI runs the defaults below).
 """
@@ -14,23 +31,36 @@ duplicate deliveries, delayed/reordered deliveries), then
 from __future__ import annotations
 
 import itertools
+import time
 import uuid
+from collections.abc import Iterator
+from dataclasses import replace
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.support.tracing import NESTED_RESULTS_ONLY, SHAPES, ExecutionLog, RecommitWatch, check_exactly_once, leftovers, write_shape
+from tests.support.faulty_platform import FaultyPlatform
+from tests.support.faulty_store import FaultyStore, partial_batches
+from tests.support.serial_moto import serialized_moto
+from tests.support.tracing import (SHAPES, CommitWatch, ExecutionLog, check_checkpoints, check_exactly_once,
+                                   retention_violations, store_snapshot, write_shape)
+from unum_entry.errors import IRError
 from unum_entry.hooks import FaultPoint
+from unum_entry.ir import parse_ir
 from unum_entry.local.faults import FaultInjector, FaultRates
-from unum_entry.local.platform import LocalPlatform
 from unum_entry.runtime import RuntimeConfig
 from unum_entry.stores import open_store
+from unum_entry.stores.base import Kind
 from unum_entry.stores.file import FileStore
+from unum_entry.workflow import FunctionSource, load_workflow, write_workflow
 
 pytestmark = pytest.mark.integration
 
 CI_SCHEDULES = {"file": 120, "dynamodb": 30}
+
+# A tracing workflow has no steps and succeeds: only these may stay until their expiry.
+TRACING_KINDS = frozenset({Kind.RESULT, Kind.CHECKPOINT, Kind.SET, Kind.CHUNK})
 
 
 @pytest.fixture(scope="module")
@@ -39,17 +69,26 @@ def shapes(tmp_path_factory: pytest.TempPathFactory) -> dict:
     return {name: write_shape(root, name) for name in SHAPES}
 
 
+@pytest.fixture(scope="module")
+def dynamodb_endpoint() -> Iterator[str]:
+    """moto serving one request at a time (tests/support/serial_moto.py): DynamoDB applies each
+    request atomically, moto's threaded server does not (concurrent set upserts that create their
+    item lose members there, and a join then never completes)."""
+    with serialized_moto() as endpoint:
+        yield endpoint
+
+
 @pytest.fixture(params=["file", "dynamodb"])
 def store_factory(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):
     """A callable making a fresh, empty store of the parametrized kind."""
     if request.param == "file":
         yield "file", lambda: FileStore(tmp_path_factory.mktemp("store"))
         return
-    server = request.getfixturevalue("moto_server")
+    endpoint = request.getfixturevalue("dynamodb_endpoint")
     tables: list = []
 
     def make():
-        store = open_store(f"dynamodb://unum-{uuid.uuid4().hex[:12]}?endpoint={server.endpoint}&create=1")
+        store = open_store(f"dynamodb://unum-{uuid.uuid4().hex[:12]}?endpoint={endpoint}&create=1")
         tables.append(store)
         return store
 
@@ -59,64 +98,106 @@ def store_factory(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempP
 
 
 def run_schedule(workflow, store, seed: int, rates: FaultRates, replay_store, config: RuntimeConfig | None = None) -> dict:
-    """One faulty run and its checks; returns the injected fault counts."""
-    store = RecommitWatch(store)
-    log = ExecutionLog()
+    """One faulty run (and, if the rates ask for them, its late duplicates) and every check;
+    returns the injected fault counts."""
+    watch = CommitWatch(store)
     faults = FaultInjector(rates, seed)
+    served = FaultyStore(watch, faults) if rates.store_error else watch
+    log = ExecutionLog()
     input_value = {"v": {"seed": seed}, "t": {}}  # traced like every other value
-    with_platform = LocalPlatform(workflow, store, workers=4, faults=faults, wrap=log.wrap, config=config)
+    started = time.time()
+    platform = FaultyPlatform(workflow, served, workers=4, faults=faults, wrap=log.wrap, config=config)
     try:
-        outcome = with_platform.run(input_value, timeout=60)
-        assert not with_platform.dead_letters, with_platform.dead_letters
+        with partial_batches(store, faults):
+            outcome, stats = _run_and_redeliver(platform, watch, store, input_value, late=bool(rates.late_duplicate))
     finally:
-        with_platform.close()
-    check_exactly_once(workflow, outcome, log, input_value, replay_store)
-    left = leftovers(store, outcome.workflow_id, allow_start_marker=workflow.name in NESTED_RESULTS_ONLY)
+        platform.close()
+    chosen = check_exactly_once(workflow, outcome, log, input_value, replay_store)
+    check_checkpoints(store, outcome.workflow_id, chosen, log)
+    assert watch.recommits == [], f"keys created more than once: {watch.recommits}"
+    problems = retention_violations(store, outcome.workflow_id, started_at=started, kinds=TRACING_KINDS)
+    assert problems == [], "\n".join(problems)
     injected = dict(faults.injected)
-    if store.recommits:
-        # A duplicate re-ran an invocation after its checkpoint was collected (README:
-        # "Garbage"): its results are checked like any other; what it leaves is TTL-bounded.
-        injected["late_rerun_schedules"] = 1
-        injected["late_rerun_leftovers"] = len(left)
-        assert all(r.expires_at > 0 for r in store.records(outcome.workflow_id))
-    elif store.recreated_sets:
-        # Only the sets a racing origin replay re-created after their consumption (README:
-        # the zombie-set race) may be left, each with its TTL; anything else is a GC bug.
-        injected["zombie_set_schedules"] = 1
-        records = {r.key: r for r in store.records(outcome.workflow_id)}
-        left_keys = {entry.split(" ", 1)[1] for entry in left}
-        assert left_keys <= store.recreated_sets, f"garbage left after the workflow finished: {left}"
-        assert all(records[key].expires_at > 0 for key in left_keys)
-    else:
-        assert left == [], "garbage left after the workflow finished"
+    injected["redeliveries"] = stats.get("redeliveries", 0)
+    injected["handler_retries"] = stats.get("handler_retries", 0)
+    injected["held_back"] = len(platform.held_back)
+    injected["held_past_the_end"] = sum(1 for h in platform.held_back if h.past_the_end)
     return injected
 
 
+def _run_and_redeliver(platform: FaultyPlatform, watch: CommitWatch, store, input_value, *, late: bool):
+    """Run the workflow; then, if `late`, deliver every accepted delivery again and check that
+    nothing changed: same outcome, no creation, the very same records."""
+    outcome = platform.run(input_value, timeout=60)
+    assert not platform.dead_letters, platform.dead_letters
+    assert outcome.complete or outcome.failure is not None, (
+        f"the workflow stalled: nothing in flight, results cover only part of it ({len(outcome.results)} "
+        f"results; retained {outcome.pending}; platform {dict(platform.stats)})")
+    if late:
+        before = store_snapshot(store, outcome.workflow_id)
+        watch.freeze()
+        platform.redeliver_late()
+        platform.wait_idle(60)
+        assert not platform.dead_letters, platform.dead_letters
+        again = platform.outcome(outcome.workflow_id)
+        assert (again.results, again.failure) == (outcome.results, outcome.failure), (
+            f"late duplicates changed the outcome: {again.results!r}, failure {again.failure!r}")
+        assert watch.late == [], f"late duplicates created objects: {watch.late}"
+        assert store_snapshot(store, outcome.workflow_id) == before, "late duplicates changed the store"
+    return outcome, dict(platform.stats)
+
+
+def _all_new_kinds(rates: FaultRates, p: float) -> FaultRates:
+    """`rates` plus every harness-driven kind at intensity `p`: slow duplicates, transient store
+    errors, partial DynamoDB batches, handler errors, and a late copy of every delivery."""
+    return replace(rates, slow_duplicate=max(rates.slow_duplicate, p), late_duplicate=1.0,
+                   store_error=max(rates.store_error, p / 2), unprocessed=max(rates.unprocessed, p),
+                   handler_error=max(rates.handler_error, p / 2))
+
+
+# Every schedule draws every kind of fault; the mixes differ in which kind dominates.
 RATES = st.sampled_from([
-    FaultRates.everything(0.1),
-    FaultRates.everything(0.25),
-    FaultRates(crash={p: 0.3 for p in FaultPoint}),
-    FaultRates(duplicate=0.5, concurrent_duplicate=0.3, delay=0.5),
+    FaultRates.all_kinds(0.1),
+    FaultRates.all_kinds(0.2),
+    FaultRates.all_kinds(0.3),
+    _all_new_kinds(FaultRates(crash={p: 0.3 for p in FaultPoint}), 0.05),                      # crashes
+    _all_new_kinds(FaultRates(duplicate=0.5, concurrent_duplicate=0.3, delay=0.5), 0.1),      # duplicates
+    _all_new_kinds(FaultRates(slow_duplicate=0.6, max_slow_duplicates=5, concurrent_duplicate=0.3), 0.05),
+    _all_new_kinds(FaultRates(store_error=0.3, store_error_modes=("after", "partial"), unprocessed=0.4,
+                              crash={p: 0.1 for p in FaultPoint}), 0.05),                       # store trouble
 ])
 
+NEW_KINDS = ("slow_duplicate", "late_duplicate", "store_error:before", "store_error:after", "store_error:partial",
+             "handler_error")
 
-def run_random_schedules(kind: str, shapes, store, n: int, tmp_path_factory) -> None:
+
+def run_random_schedules(kind: str, shapes, store, n: int, tmp_path_factory) -> dict[str, int]:
     """`n` hypothesis-drawn (shape, seed, fault rates) schedules on `store`, each checked by
-    `run_schedule`; prints the injected fault totals and requires that faults were injected."""
+    `run_schedule`; prints the injected fault totals and requires that every kind of fault was
+    injected."""
     totals: dict[str, int] = {}
+    started = time.monotonic()
 
     @settings(max_examples=n, deadline=None, derandomize=True, database=None,
               suppress_health_check=list(HealthCheck))
     @given(shape=st.sampled_from(sorted(shapes)), seed=st.integers(0, 2**32 - 1), rates=RATES)
     def schedule(shape, seed, rates):
-        injected = run_schedule(shapes[shape], store, seed, rates, FileStore(tmp_path_factory.mktemp("replay")))
+        try:
+            injected = run_schedule(shapes[shape], store, seed, rates, FileStore(tmp_path_factory.mktemp("replay")))
+        except BaseException as exc:
+            exc.add_note(f"[{kind}] schedule: shape={shape!r} seed={seed} rates={rates!r}")
+            raise
         for key, count in itertools.chain(injected.items(), [("schedules", 1)]):
             totals[key] = totals.get(key, 0) + count
 
     schedule()
-    print(f"\n[{kind}] fault schedules: {totals}")
+    summary = {k: totals[k] for k in sorted(totals) if k.count(":") < 2}
+    print(f"\n[{kind}] {time.monotonic() - started:.0f} s, fault schedules: {summary}")
     assert totals["schedules"] >= n
     assert totals.get("crash", 0) > 0 and totals.get("duplicate", 0) > 0
+    if n >= 30:  # enough draws for every kind to come up
+        assert all(totals.get(k, 0) > 0 for k in NEW_KINDS), {k: totals.get(k, 0) for k in NEW_KINDS}
+    return totals
 
 
 def test_random_fault_schedules(shapes, store_factory, schedules, tmp_path_factory):
@@ -124,7 +205,11 @@ def test_random_fault_schedules(shapes, store_factory, schedules, tmp_path_facto
     run_random_schedules(kind, shapes, make_store(), schedules or CI_SCHEDULES[kind], tmp_path_factory)
 
 
-@pytest.mark.parametrize("point", list(FaultPoint), ids=lambda p: p.value)
+# Nothing is collected any more, so the runtime never reaches "before_gc".
+REACHED_POINTS = [p for p in FaultPoint if p.value != "before_gc"]
+
+
+@pytest.mark.parametrize("point", REACHED_POINTS, ids=lambda p: p.value)
 @pytest.mark.parametrize("shape", sorted(SHAPES))
 def test_crash_at_every_point(shapes, shape, point, tmp_path):
     """Deterministic coverage: the first three times each point is reached, the execution dies."""
@@ -136,20 +221,78 @@ def test_crash_at_every_point(shapes, shape, point, tmp_path):
 
 @pytest.mark.parametrize("shape", sorted(SHAPES))
 def test_late_duplicates_of_every_delivery(shapes, shape, tmp_path):
-    """Every invoke is delivered again long after the original finished (delayed duplicate)."""
-    rates = FaultRates(duplicate=1.0, max_delay=0.01)
+    """Every delivery ever accepted is delivered again once the workflow finished (and each
+    invoke also has a delayed duplicate during the run): nothing changes, nothing is created."""
+    rates = FaultRates(duplicate=1.0, max_delay=0.01, late_duplicate=1.0)
     injected = run_schedule(shapes[shape], FileStore(tmp_path / "s"), seed=11, rates=rates,
                             replay_store=FileStore(tmp_path / "r"))
-    assert injected["duplicate"] >= 1
+    assert injected["duplicate"] >= 1 and injected["late_duplicate"] >= 1
+
+
+@pytest.mark.parametrize("shape", sorted(SHAPES))
+def test_slow_concurrent_duplicates(shapes, shape, tmp_path):
+    """Every invoke (up to the budget) gets a racing copy, one execution of which is held back
+    until the rest of the workflow is done: it commits last and must change nothing."""
+    rates = FaultRates(slow_duplicate=1.0, max_slow_duplicates=4, max_slow=0.5, late_duplicate=1.0)
+    injected = run_schedule(shapes[shape], FileStore(tmp_path / "s"), seed=13, rates=rates,
+                            replay_store=FileStore(tmp_path / "r"))
+    assert injected["slow_duplicate"] >= 1 and injected["held_back"] >= 1
+
+
+@pytest.mark.parametrize("mode", ["before", "after", "partial"])
+@pytest.mark.parametrize("shape", sorted(SHAPES))
+def test_transient_store_errors(shapes, shape, mode, tmp_path):
+    """A third of all store operations fail: before they happen, after (the write landed, the
+    caller saw an error), or half-way through a multi-key read; the platform redelivers."""
+    rates = FaultRates(store_error=0.35, store_error_modes=(mode,), max_store_errors=25, late_duplicate=1.0)
+    injected = run_schedule(shapes[shape], FileStore(tmp_path / "s"), seed=17, rates=rates,
+                            replay_store=FileStore(tmp_path / "r"))
+    assert injected["store_error"] >= 1 and injected["redeliveries"] >= 1
 
 
 @pytest.mark.parametrize("shape", sorted(SHAPES))
 def test_everything_by_reference_under_faults(shapes, shape, tmp_path):
     """inline_limit=0: every value travels as a reference to its producer's checkpoint (the
-    plan's choice is unit-tested; this checks exactly-once and GC hold when inputs are read)."""
-    injected = run_schedule(shapes[shape], FileStore(tmp_path / "s"), seed=3, rates=FaultRates.everything(0.2),
+    plan's choice is unit-tested; this checks exactly-once when inputs are read), under every
+    kind of fault."""
+    injected = run_schedule(shapes[shape], FileStore(tmp_path / "s"), seed=3, rates=FaultRates.all_kinds(0.2),
                             replay_store=FileStore(tmp_path / "r"), config=RuntimeConfig(inline_limit=0))
     assert injected.get("crash", 0) > 0
+
+
+@pytest.mark.parametrize("shape", sorted(SHAPES))
+def test_late_duplicates_near_and_past_the_deadline(shapes, shape, tmp_path):
+    """The retention rule at its edges, with a one-hour TTL and a clock the test moves. The
+    workflow runs at t0; then a copy of every delivery it accepted arrives again one minute
+    before its deadline (inside the margin: no execution may start), and again two hours after
+    it — both well inside the redelivery window (6 h 15 min) of every delivery, so each may
+    legitimately arrive then. A finished workflow must stay exactly as it was: same results, no
+    failure record, nothing created, the same records."""
+    t0 = time.time()
+    now = [t0]
+    store = FileStore(tmp_path / "s", ttl_seconds=3600, clock=lambda: now[0])
+    watch = CommitWatch(store)
+    faults = FaultInjector(FaultRates(late_duplicate=1.0), seed=19)
+    log = ExecutionLog()
+    input_value = {"v": {"seed": 19}, "t": {}}
+    platform = FaultyPlatform(shapes[shape], watch, workers=4, faults=faults, wrap=log.wrap)
+    try:
+        outcome = platform.run(input_value, timeout=60)
+        before = store_snapshot(store, outcome.workflow_id)
+        watch.freeze()
+        for late in (3600 - 60, 3 * 3600):
+            now[0] = t0 + late
+            platform.redeliver_late()
+            platform.wait_idle(60)
+            again = platform.outcome(outcome.workflow_id)
+            assert again.failure is None, f"{late} s after the start: a finished workflow got a failure: {again.failure}"
+            assert again.results == outcome.results
+            assert watch.late == [], f"{late} s after the start: late duplicates created {watch.late}"
+            assert store_snapshot(store, outcome.workflow_id) == before
+    finally:
+        platform.close()
+    check_exactly_once(shapes[shape], outcome, log, input_value, FileStore(tmp_path / "r"))
+    assert retention_violations(store, outcome.workflow_id, started_at=t0, kinds=TRACING_KINDS) == []
 
 
 def test_shapes_cover_every_pattern():
@@ -158,3 +301,28 @@ def test_shapes_cover_every_pattern():
                         for ins in fn.instructions if ins["op"] == "fan_in"}
     assert ops == {"invoke", "map", "fan_out", "fan_in", "create_set", "pop", "next"}
     assert shapes_of_fan_in == {"aggregate", "neighbour"}
+
+
+ATTEMPT_CONDITIONS = [
+    {"Variable": "$$.Attempt", "NumericGreaterThan": 0},
+    {"Not": {"Variable": "$$.Attempt", "NumericEquals": 0}},
+    {"And": [{"Variable": "$.v", "IsPresent": True}, {"Variable": "$.x", "NumericLessThanPath": "$$.Attempt"}]},
+]
+
+
+@pytest.mark.parametrize("when", ATTEMPT_CONDITIONS)
+def test_a_condition_over_the_attempt_is_refused_at_ir_load(when, tmp_path):
+    """Egress decisions may depend only on committed output and the request's identity: two
+    executions of one invocation have different attempt counts, so a condition over $$.Attempt
+    could route them differently. Such an IR never loads (not as a document, not in a workflow)."""
+    doc = {"unum_ir": 1, "function": "A", "handler": "app.handler",
+           "instructions": [{"op": "invoke", "function": "B", "when": when}, {"op": "invoke", "function": "C"}]}
+    with pytest.raises(IRError, match=r"\$\$\.Attempt") as refused:
+        parse_ir(doc, source="a.json")
+    assert refused.value.field.startswith("instructions[0].when")
+    with pytest.raises(IRError, match=r"\$\$\.Attempt"):
+        load_workflow(write_workflow(tmp_path / "wf", name="attempt", entry="A", functions={
+            "A": FunctionSource("def handler(event, ctx):\n    return event\n", doc["instructions"]),
+            "B": FunctionSource("def handler(event, ctx):\n    return event\n"),
+            "C": FunctionSource("def handler(event, ctx):\n    return event\n"),
+        }))

@@ -6,15 +6,20 @@ from __future__ import annotations
 
 import threading
 import time
+from collections import Counter
 from pathlib import Path
 
 import pytest
 
+from tests.support.tracing import retention_violations
 from unum_entry.local.platform import LocalPlatform
+from unum_entry.stores.base import Kind
 from unum_entry.stores.file import FileStore
 from unum_entry.workflow import FunctionSource, write_workflow
 
 pytestmark = pytest.mark.integration
+
+LANE_KINDS = frozenset({Kind.RESULT, Kind.CHECKPOINT, Kind.SET})
 
 
 class ConcurrencyProbe:
@@ -59,12 +64,16 @@ def workflow(tmp_path: Path, limit):
 def run(tmp_path: Path, limit, input_value):
     probe = ConcurrencyProbe("Square")
     store = FileStore(tmp_path / "store")
+    started = time.time()
     platform = LocalPlatform(workflow(tmp_path, limit), store, workers=16, wrap=probe.wrap)
     try:
         outcome = platform.run(input_value, timeout=60)
     finally:
         platform.close()
-    return outcome, probe.peak, [r.kind.value for r in store.records(outcome.workflow_id)]
+    # Nothing is deleted: what stays is the result, every checkpoint and the join's set shards,
+    # each until its expiry (docs/coordination.md).
+    assert retention_violations(store, outcome.workflow_id, started_at=started, kinds=LANE_KINDS) == []
+    return outcome, probe.peak, Counter(r.kind.value for r in store.records(outcome.workflow_id))
 
 
 @pytest.mark.parametrize("limit", [1, 3, "$.limit"])
@@ -74,7 +83,8 @@ def test_lanes_bound_concurrency_and_keep_item_order(tmp_path: Path, limit) -> N
     assert outcome.failure is None
     assert outcome.result == {"squares": [n * n for n in numbers], "total": sum(n * n for n in numbers)}
     assert 1 <= peak <= (3 if limit != 1 else 1)
-    assert left == ["result"]  # every checkpoint and set collected
+    # Start, 12 items and Sum committed once each; 12 branches join through one 16-slot shard.
+    assert left == {"result": 1, "checkpoint": 14, "set": 1}
 
 
 def test_without_a_limit_items_do_overlap(tmp_path: Path) -> None:

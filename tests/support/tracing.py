@@ -11,6 +11,12 @@ fault-free with an oracle for handlers that returns, for each invocation, the on
 execution output named by the result's trace, and insists that (a) that execution saw exactly
 the input the fault-free replay gives it (every consumer saw the same output of each node),
 (b) the replay runs exactly the invocations in the trace, and (c) it yields the same results.
+
+What the store holds afterwards is checked too: `check_checkpoints` (the committed checkpoints
+are exactly the invocations of that fault-free run, each holding the output its consumers saw),
+`CommitWatch` (no key is ever created twice: with retained checkpoints nothing a duplicate needs
+is ever gone) and `retention_violations` (only retained kinds stay, each with an expiry between
+the workflow's deadline and now + TTL; docs/coordination.md).
 """
 
 from __future__ import annotations
@@ -18,15 +24,18 @@ from __future__ import annotations
 import textwrap
 import threading
 from collections import Counter, defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tests.support.faulty_store import StoreWrapper, innermost, raw_records
+from unum_entry.codec import decode
 from unum_entry.local.platform import LocalPlatform
 from unum_entry.outcome import RunResult
+from unum_entry.retention import DEFAULT_REDELIVERY_SECONDS
 from unum_entry.runtime import Handler, InvocationContext
-from unum_entry.stores.base import Kind, Store
-from unum_entry.stores.counting import CountingStore
+from unum_entry.stores.base import AppOp, Guard, Kind, Store
 from unum_entry.workflow import FunctionSource, Workflow, write_workflow
 
 PRELUDE = textwrap.dedent('''
@@ -237,8 +246,9 @@ def chosen_outputs(results: list[Any]) -> tuple[dict[str, int], list[str]]:
 
 
 def check_exactly_once(workflow: Workflow, outcome: RunResult, log: ExecutionLog, input_value: Any,
-                       replay_store: Store) -> None:
-    """Assert the run's results equal one fault-free run (see module docstring)."""
+                       replay_store: Store) -> dict[str, int]:
+    """Assert the run's results equal one fault-free run (see module docstring). Returns the
+    output (nonce) of each invocation of that run."""
     assert outcome.failure is None, f"workflow failed: {outcome.failure}"
     assert outcome.results, "workflow produced no result"
     chosen, conflicts = chosen_outputs(outcome.results)
@@ -253,50 +263,112 @@ def check_exactly_once(workflow: Workflow, outcome: RunResult, log: ExecutionLog
     assert oracle.replayed == set(chosen), (
         f"trace names invocations the fault-free run does not make: {sorted(set(chosen) - oracle.replayed)}")
     assert replay.results == outcome.results, "fault-free replay yields different results"
+    return chosen
 
 
-# Shapes whose results all come from branches (no root-level result): nothing marks the end of
-# such a workflow, so its start marker stays until its TTL (README: "Garbage").
-NESTED_RESULTS_ONLY = {"map-no-join"}
+# What a finished workflow may leave behind: nothing is deleted by the runtime before its expiry
+# (docs/coordination.md, the retention rule), so these kinds stay — and nothing else.
+RETAINED_KINDS = frozenset({Kind.RESULT, Kind.FAILURE, Kind.CHECKPOINT, Kind.SET, Kind.STEP,
+                            Kind.COMPENSATION, Kind.CHUNK})
+EXPIRY_SLACK = 5  # seconds: whole-second rounding of expiries and the time the checks take
 
 
-def leftovers(store: Store, workflow_id: str, *, allow_start_marker: bool = False) -> list[str]:
-    """Objects of a finished workflow other than its results (and its start marker, if allowed)."""
-    allowed = {Kind.RESULT, Kind.MARKER} if allow_start_marker else {Kind.RESULT}
-    return [f"{r.kind.value} {r.key}" for r in store.records(workflow_id) if r.kind not in allowed]
+def retention_violations(store: Store, workflow_id: str, *, started_at: float,
+                         kinds: frozenset[Kind] = RETAINED_KINDS) -> list[str]:
+    """What the backend holds for a finished workflow that the retention rule does not allow:
+    a record of another kind, a record without an expiry (or already expired), one that expires
+    before the workflow's deadline (its start + TTL: every object must outlive the workflow's
+    possible duplicates) or after now + TTL (+ slack; + the redelivery window instead when a
+    store's TTL is shorter than it). Reads the backend's raw records, which `Store.records`
+    would filter (an expired or TTL-less record is invisible there)."""
+    backend = innermost(store)
+    now = backend._clock()
+    ttl = backend.ttl_seconds
+    earliest = int(started_at) + ttl
+    latest = now + max(ttl, DEFAULT_REDELIVERY_SECONDS) + EXPIRY_SLACK
+    problems = []
+    for record in raw_records(store, workflow_id):
+        where = f"{record.kind.value} {record.key} (expires_at {record.expires_at})"
+        if record.kind not in kinds:
+            problems.append(f"unexpected kind: {where}")
+        if not record.expires_at or record.expires_at <= now:
+            problems.append(f"no expiry, or expired: {where}")
+        elif record.expires_at > latest:
+            problems.append(f"expires after now + TTL ({latest:.0f}): {where}")
+        elif record.expires_at < earliest:
+            problems.append(f"expires before the workflow's deadline ({earliest}): {where}")
+    return problems
 
 
-class RecommitWatch(CountingStore):
-    """Counts checkpoints committed more than once: a late duplicate re-ran an invocation
-    whose checkpoint had already been collected (seed 003 §3.5). Such a re-run may leave
-    objects behind for the TTL to remove; every other schedule must leave nothing."""
+def store_snapshot(store: Store, workflow_id: str) -> dict[str, tuple]:
+    """Everything the backend holds for a workflow, comparable: key → (kind, expiry, value,
+    set size, set members)."""
+    return {r.key: (r.kind, r.expires_at, r.value, r.size, dict(r.members))
+            for r in raw_records(store, workflow_id)}
+
+
+def check_checkpoints(store: Store, workflow_id: str, chosen: dict[str, int], log: ExecutionLog) -> None:
+    """For a tracing workflow: the committed checkpoints are exactly the invocations of the
+    fault-free run (no execution outside it committed anything), each holds the output every
+    consumer saw (the one the results' traces name), which one of its executions produced; and
+    every set shard is full (every join completed; no stray shard of a divergent fan-out)."""
+    committed: dict[str, int] = {}
+    for record in store.records(workflow_id):
+        if record.kind is Kind.CHECKPOINT:
+            committed[record.key] = decode(record.value)["n"]
+        elif record.kind is Kind.SET:
+            assert record.size and all(slot in record.members for slot in range(record.size)), (
+                f"set shard {record.key} is not full: {dict(record.members)} of {record.size}")
+    assert set(committed) == set(chosen), (
+        f"committed but not in the fault-free run: {sorted(set(committed) - set(chosen))}; "
+        f"in it but not committed: {sorted(set(chosen) - set(committed))}")
+    for invocation, nonce in committed.items():
+        assert nonce == chosen[invocation], f"{invocation}: checkpoint holds {nonce}, consumers saw {chosen[invocation]}"
+        assert any(out["n"] == nonce for _, out in log.executions.get(invocation, [])), (
+            f"{invocation}: committed output {nonce} was produced by none of its executions")
+
+
+class CommitWatch(StoreWrapper):
+    """Counts, per key, the creates (and step transactions) that *created* it. With retained
+    checkpoints a key is created at most once: a second creation means an object was gone
+    while a duplicate could still arrive — the one thing the retention rule must prevent.
+    After `freeze()` (the workflow finished) any creation at all is recorded in `late`."""
 
     def __init__(self, inner: Store) -> None:
         super().__init__(inner)
-        self.commits: Counter[str] = Counter()
-        self.set_creations: Counter[str] = Counter()
+        self.creations: Counter[str] = Counter()
+        self.kinds: dict[str, Kind] = {}
+        self.late: list[str] = []
+        self._frozen = False
+        self._lock = threading.Lock()
 
-    def create(self, key: str, value: bytes, *, workflow: str, kind: Kind = Kind.CHECKPOINT) -> tuple[bytes, bool]:
-        stored, created = super().create(key, value, workflow=workflow, kind=kind)
-        if created and kind is Kind.CHECKPOINT:
-            with self._lock:
-                self.commits[key] += 1
+    def freeze(self) -> None:
+        self._frozen = True
+
+    def _created(self, key: str, kind: Kind) -> None:
+        with self._lock:
+            self.creations[key] += 1
+            self.kinds[key] = kind
+            if self._frozen:
+                self.late.append(f"{kind.value} {key}")
+
+    def create(self, key: str, value: bytes, *, workflow: str, kind: Kind = Kind.CHECKPOINT,
+               expires_at: int | None = None) -> tuple[bytes, bool]:
+        stored, created = super().create(key, value, workflow=workflow, kind=kind, expires_at=expires_at)
+        if created:
+            self._created(key, kind)
         return stored, created
 
-    def create_set(self, key: str, size: int, *, workflow: str) -> bool:
-        created = super().create_set(key, size, workflow=workflow)
+    def transact(self, key: str, value: bytes, ops: Iterable[AppOp], *, workflow: str,
+                 kind: Kind = Kind.STEP, guards: Iterable[Guard] = (),
+                 expires_at: int | None = None) -> tuple[bytes, bool]:
+        stored, created = super().transact(key, value, ops, workflow=workflow, kind=kind, guards=guards,
+                                           expires_at=expires_at)
         if created:
-            with self._lock:
-                self.set_creations[key] += 1
-        return created
+            self._created(key, kind)
+        return stored, created
 
     @property
-    def recommits(self) -> int:
-        return sum(n - 1 for n in self.commits.values())
-
-    @property
-    def recreated_sets(self) -> set[str]:
-        """Sets created again after they had been consumed and deleted: a fan-out origin's
-        replay raced the whole fan-out between its "sets missing?" check and its create (the
-        zombie-set race README lists). Only these may be left behind, for the TTL."""
-        return {key for key, n in self.set_creations.items() if n > 1}
+    def recommits(self) -> list[str]:
+        """Keys created more than once (must be empty)."""
+        return sorted(f"{self.kinds[k].value} {k} x{n}" for k, n in self.creations.items() if n > 1)

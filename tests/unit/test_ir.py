@@ -87,3 +87,18 @@ def test_load_ir_reads_a_file(tmp_path):
 def test_missing_file_is_an_ir_error(tmp_path):
     with pytest.raises(IRError, match="cannot read"):
         load_ir(tmp_path / "nope.json")
+
+
+@pytest.mark.parametrize("when, field", [
+    ({"Variable": "$$.Attempt", "NumericGreaterThan": 0}, "instructions[0].when.Variable"),
+    ({"Not": {"Variable": "$$.Attempt", "NumericEquals": 0}}, "instructions[0].when.Not.Variable"),
+    ({"And": [{"Variable": "$.v", "IsPresent": True}, {"Variable": "$.x", "NumericLessThanPath": "$$.Attempt"}]},
+     "instructions[0].when.And[1].NumericLessThanPath"),
+])
+def test_conditions_over_the_attempt_are_refused(when, field):
+    """Two executions of one invocation differ in their attempt count: a condition over it could
+    route them differently, so egress may not depend on it (docs/coordination.md)."""
+    doc = ir(instructions=[{"op": "invoke", "function": "G", "when": when}, {"op": "invoke", "function": "H"}])
+    with pytest.raises(IRError, match=r"\$\$\.Attempt") as refused:
+        parse_ir(doc, source="f.json")
+    assert refused.value.field == field

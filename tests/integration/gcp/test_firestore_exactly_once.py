@@ -1,7 +1,10 @@
 """The exactly-once fault suite (tests/integration/test_exactly_once.py) on the Firestore store:
 random fault schedules over every workflow shape on the local platform, with every checkpoint,
-set and result going through Google's Firestore emulator. Same checks: results equal one
-fault-free run, and nothing but the results is left in the collection.
+set shard and result going through Google's Firestore emulator. Same faults (crashes, duplicate,
+concurrent, slow and late duplicates, transient store errors before/after/half-way) and the same
+checks: results equal one fault-free run, the checkpoints hold what every consumer saw, no key
+is created twice, late duplicates change nothing, and only retained kinds are left, each
+expiring between the workflow's deadline and now + TTL.
 
 CI runs `CI_SCHEDULES` schedules (the emulator is ~10x slower than the file store);
 `--schedules N` runs more.
@@ -21,7 +24,7 @@ from unum_entry.stores.firestore import FirestoreStore
 
 pytestmark = pytest.mark.integration
 
-CI_SCHEDULES = 40
+CI_SCHEDULES = 50
 
 
 @pytest.fixture(scope="module")
@@ -44,12 +47,14 @@ def test_random_fault_schedules_on_firestore(shapes, firestore_emulator, schedul
 
 @pytest.mark.parametrize("shape", sorted(SHAPES))
 def test_every_shape_under_concurrent_duplicates_on_firestore(shapes, shape, firestore_emulator, tmp_path):
-    """Every shape once with heavy duplication: concurrent creates and set adds on one document."""
+    """Every shape once with heavy duplication: concurrent creates and set adds on one document,
+    slow duplicates committing last, transient errors, and a late copy of every delivery."""
     store = _store(firestore_emulator)
+    rates = FaultRates(duplicate=0.5, concurrent_duplicate=0.5, delay=0.3, slow_duplicate=0.3,
+                       store_error=0.1, late_duplicate=1.0)
     try:
-        injected = run_schedule(shapes[shape], store, seed=5,
-                                rates=FaultRates(duplicate=0.5, concurrent_duplicate=0.5, delay=0.3),
-                                replay_store=FileStore(tmp_path / "r"))
+        injected = run_schedule(shapes[shape], store, seed=5, rates=rates, replay_store=FileStore(tmp_path / "r"))
     finally:
         store.close()
     assert injected.get("concurrent_duplicate", 0) + injected.get("duplicate", 0) >= 1
+    assert injected.get("late_duplicate", 0) >= 1
