@@ -220,6 +220,24 @@ def test_concurrent_adders_of_distinct_slots_all_land_and_one_sees_full(store: S
         assert {slot: m for slot, m in final.members.items() if slot < THREADS} == everyone  # none lost
 
 
+def test_concurrent_adders_agree_on_which_add_completed_the_set(store: Store, race) -> None:
+    """On stores with ordered sets, every adder that sees the set full names the same
+    completing slot, and exactly the adders of that slot are told they completed it."""
+    if not store.ordered_sets:
+        state = None
+        for slot in range(3):
+            state = add(store, "s-who", slot, f"m-{slot}", size=3)
+        assert state.full and state.completed_by is None  # the store cannot tell: unknown
+        return
+    if creation_is_not_atomic(store):
+        add(store, "s-who", THREADS + 1, "before", size=THREADS)
+    states = race(THREADS, lambda i: add(store, "s-who", i, f"m-{i}", size=THREADS))
+    completers = {state.completed_by for state in states if state.full}
+    assert len(completers) == 1 and completers != {None}
+    again = add(store, "s-who", 0, "m-0", size=THREADS)  # a later duplicate add
+    assert again.full and again.completed_by == completers.pop()
+
+
 def test_concurrent_adders_of_one_slot_agree_on_its_first_member(store: Store, race) -> None:
     if creation_is_not_atomic(store):
         add(store, "s-one", 1, "before", size=1)

@@ -38,7 +38,16 @@ def test_no_shard_holds_more_than_sixteen_members_and_joins_are_idempotent() -> 
     join_all(store, width, list(range(width - 1)))
     assert max(len(r.members) for r in store.records("wf")) <= fanin.SHARD_SLOTS
     assert join_all(store, width, [5, 5, 999]) == [999]   # a repeated join changes nothing
-    assert join_all(store, width, [999, 0]) == [999, 0]   # every later duplicate also sees it full
+    # A retry of the completing join carries it on again; the store (apply order) tells every
+    # other adder that someone else completed its shard, so no parent takes extra adds.
+    assert join_all(store, width, [999, 0, 998]) == [999]
+
+
+def test_where_the_store_cannot_tell_who_completed_a_shard_every_adder_that_sees_it_full_carries_on() -> None:
+    store = MemoryStore()
+    store.ordered_sets = False  # as DynamoDB
+    join_all(store, 20, list(range(20)))
+    assert join_all(store, 20, [3, 19]) == [3, 19]
 
 
 def test_a_target_whose_shard_expired_fails_clearly_instead_of_waiting() -> None:

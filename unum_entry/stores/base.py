@@ -112,6 +112,9 @@ class SetState:
 
     size: int
     members: Mapping[int, str]
+    # The slot whose add completed the set, on stores that apply adds in an order every reader
+    # sees (`Store.ordered_sets`); None where that order is unknown (DynamoDB's map of slots).
+    completed_by: int | None = None
 
     def has_slot(self, slot: int) -> bool:
         """False when `slot` lies outside the set: the adder belongs to a different (late,
@@ -133,6 +136,9 @@ class Store(ABC):
     #: The longest value a backend stores inline in one record; longer values are stored by
     #: reference (module docstring). None: no limit (file, memory).
     max_value_bytes: int | None = None
+    #: Whether a set's `members` come back in the order their adds were applied (first entry
+    #: per slot), so `add_to_set` can tell which slot completed the set (SetState.completed_by).
+    ordered_sets: bool = True
 
     def __init__(self, ttl_seconds: int = DEFAULT_TTL_SECONDS, clock=time.time) -> None:
         self.ttl_seconds = ttl_seconds
@@ -195,8 +201,11 @@ class Store(ABC):
         if slot < 0:
             raise ValueError(f"set {key!r}: slot {slot} is negative")
         expiry = self._expiry() if expires_at is None else int(expires_at)
-        return self._add_to_set(Record(key=key, kind=Kind.SET, workflow=workflow, expires_at=expiry, size=size),
-                                slot, member)
+        state = self._add_to_set(Record(key=key, kind=Kind.SET, workflow=workflow, expires_at=expiry, size=size),
+                                 slot, member)
+        if self.ordered_sets and state.full:
+            state = replace(state, completed_by=_completer(state))
+        return state
 
     def sweep(self, now: float | None = None) -> int:
         """Delete every record that has expired by `now` (default: the store's clock) and return
@@ -370,3 +379,14 @@ def _manifest(record: Record) -> tuple[list[str], int]:
     except (ValueError, TypeError, msgpack.UnpackException) as exc:
         raise StoreError(f"value of {record.key!r} starts with the manifest byte 0xC1 but is not a "
                          f"manifest ({type(exc).__name__}: {exc})") from exc
+
+
+def _completer(state: SetState) -> int | None:
+    """The slot whose add filled the last empty slot, walking the members in apply order."""
+    seen: set[int] = set()
+    for slot in state.members:
+        if state.has_slot(slot):
+            seen.add(slot)
+            if len(seen) == state.size:
+                return slot
+    return None

@@ -17,6 +17,7 @@ class CountingStore(Store):
         super().__init__(ttl_seconds=inner.ttl_seconds)
         self.inner = inner
         self.max_value_bytes = inner.max_value_bytes  # informational: `inner` stores by reference
+        self.ordered_sets = False  # `inner` already says who completed a set (SetState.completed_by)
         self.counts: Counter[str] = Counter()
         self._lock = threading.Lock()
 

@@ -110,6 +110,7 @@ class DynamoDBStore(Store):
 
     # An item holds at most 400 KB (names and values); this leaves room for the other attributes.
     max_value_bytes = 350_000
+    ordered_sets = False  # a set's slots are attributes of one item: no apply order to read
 
     def __init__(self, client: Any, table: str, *, retry: BatchRetry = BatchRetry(), **kwargs) -> None:
         super().__init__(**kwargs)
