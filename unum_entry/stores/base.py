@@ -114,7 +114,8 @@ class SetState:
     members: Mapping[int, str]
     # The slot whose add completed the set, on stores that apply adds in an order every reader
     # sees (`Store.ordered_sets`); None where that order is unknown (DynamoDB's map of slots).
-    completed_by: int | None = None
+    # Not compared: two states with the same members are the same set.
+    completed_by: int | None = field(default=None, compare=False)
 
     def has_slot(self, slot: int) -> bool:
         """False when `slot` lies outside the set: the adder belongs to a different (late,
