@@ -29,12 +29,12 @@ import math
 import operator
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from types import MappingProxyType
-from typing import Any, NamedTuple
+from typing import Any
 
 from unum_entry.errors import ConditionError, ConditionEvaluationError
+from unum_entry.frozen import Frozen, frozen
 
 _MISSING: Any = object()  # sentinel: a reference path selected nothing
 
@@ -43,12 +43,15 @@ _MISSING: Any = object()  # sentinel: a reference path selected nothing
 # ---------------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class _Kind:
+@frozen
+class _Kind(Frozen):
     """A family of values a comparison works on."""
 
     noun: str  # how a validation error names it: "must be {noun}"
     key: Callable[[Any], Any]  # comparable key for a value of this kind, None otherwise
+
+    def __init__(self, noun: str, key: Callable[[Any], Any]) -> None:
+        self.__dict__.update(noun=noun, key=key)
 
 
 def _string_key(value: Any) -> str | None:
@@ -68,10 +71,13 @@ def _boolean_key(value: Any) -> bool | None:
     return value if isinstance(value, bool) else None
 
 
-_TIMESTAMP = re.compile(
-    r"(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(?:\.(\d+))?(?:Z|([+-])(\d{2}):(\d{2}))",
-    re.ASCII,
-)
+@functools.cache
+def _timestamp_syntax() -> re.Pattern[str]:
+    """RFC3339, compiled on first use (few conditions compare timestamps; a cold start need not)."""
+    return re.compile(
+        r"(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(?:\.(\d+))?(?:Z|([+-])(\d{2}):(\d{2}))",
+        re.ASCII,
+    )
 
 
 def _timestamp_key(value: Any) -> tuple[datetime, str] | None:
@@ -80,7 +86,7 @@ def _timestamp_key(value: Any) -> tuple[datetime, str] | None:
     The fraction is kept as its digits without trailing zeros, which compare as strings exactly
     like the fractions they denote, so sub-microsecond precision is not lost.
     """
-    match = _TIMESTAMP.fullmatch(value) if isinstance(value, str) else None
+    match = _timestamp_syntax().fullmatch(value) if isinstance(value, str) else None
     if match is None:
         return None
     year, month, day, hour, minute, second, fraction, sign, off_h, off_m = match.groups()
@@ -134,13 +140,18 @@ _PATTERN = _Kind("a string pattern that does not end in a lone backslash", _patt
 # ---------------------------------------------------------------------------------------------
 
 
-class _Comparison(NamedTuple):
+@frozen
+class _Comparison(Frozen):
     """One comparison operator: `relation(variable.key(value), operand.key(operand))`."""
 
     variable: _Kind  # what the Variable's value must be; any other value makes the rule False
     operand: _Kind  # what the operand must be (checked at validation, or at run time via a path)
     relation: Callable[[Any, Any], bool]
     by_path: bool = False  # the operand is a reference path to the value to compare with
+
+    def __init__(self, variable: _Kind, operand: _Kind, relation: Callable[[Any, Any], bool],
+                 by_path: bool = False) -> None:
+        self.__dict__.update(variable=variable, operand=operand, relation=relation, by_path=by_path)
 
 
 _LITERAL_COMPARISONS: Mapping[str, _Comparison] = MappingProxyType({
@@ -169,7 +180,7 @@ _COMPARISONS: Mapping[str, _Comparison] = MappingProxyType(
     {
         **_LITERAL_COMPARISONS,
         **{
-            f"{name}Path": comparison._replace(by_path=True)
+            f"{name}Path": _Comparison(comparison.variable, comparison.operand, comparison.relation, by_path=True)
             for name, comparison in _LITERAL_COMPARISONS.items()
             if name not in _NO_PATH_FORM
         },
@@ -206,11 +217,15 @@ _OPERATORS = frozenset({*_COMPARISONS, *_TYPE_TESTS, _PRESENCE_TEST, *_COMBINATO
 # ---------------------------------------------------------------------------------------------
 
 
-class _ReferencePath(NamedTuple):
+@frozen
+class _ReferencePath(Frozen):
     """A parsed reference path: which document it reads and the steps into it."""
 
     in_context: bool  # `$$…`: read the context object, not the output
     steps: tuple[str | int, ...]  # object keys (str) and list indices (int), outermost first
+
+    def __init__(self, in_context: bool, steps: tuple[str | int, ...]) -> None:
+        self.__dict__.update(in_context=in_context, steps=steps)
 
 
 def _step(node: Any) -> str | int:

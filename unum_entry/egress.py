@@ -15,18 +15,21 @@ marks what it sends `redelivered`, so a duplicate never sends a wave down the wo
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from concurrent.futures import Executor
-from dataclasses import dataclass, replace
-from typing import Any, Protocol
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any, Protocol
 
 from unum_entry import fanin, naming
 from unum_entry.codec import UnencodableValue, decode, encode
 from unum_entry.envelope import DataRef, Envelope
+from unum_entry.frozen import Frozen, frozen
 from unum_entry.hooks import FaultPoint, Hooks
 from unum_entry.ir import FunctionIR
 from unum_entry.plan import Call, Committed, Join, Plan, continuation, plan
 from unum_entry.retention import Retention
 from unum_entry.stores.base import Kind, Store
+
+if TYPE_CHECKING:
+    from concurrent.futures import Executor
 
 
 class Invoker(Protocol):
@@ -41,8 +44,8 @@ class Invoker(Protocol):
 AbortWorkflow = Callable[[Store, Invoker, str, dict[str, Any]], None]
 
 
-@dataclass(frozen=True)
-class EgressContext:
+@frozen
+class EgressContext(Frozen):
     """What egress works with; one per Runtime."""
 
     ir: FunctionIR
@@ -55,9 +58,15 @@ class EgressContext:
     abort: AbortWorkflow
     dispatch_workers: int = 64
 
+    def __init__(self, ir: FunctionIR, store: Store, invoker: Invoker, executor: Executor, hooks: Hooks,
+                 inline_limit: int, retention: Retention, abort: AbortWorkflow, dispatch_workers: int = 64) -> None:
+        self.__dict__.update(ir=ir, store=store, invoker=invoker, executor=executor, hooks=hooks,
+                             inline_limit=inline_limit, retention=retention, abort=abort,
+                             dispatch_workers=dispatch_workers)
 
-@dataclass(frozen=True)
-class EgressReport:
+
+@frozen
+class EgressReport(Frozen):
     """What one egress did (logs, tests, bench)."""
 
     value: Any
@@ -65,6 +74,9 @@ class EgressReport:
     invoked: int
     terminal: bool
     failed: bool = False  # terminal through an IR `fail`: the workflow aborted
+
+    def __init__(self, value: Any, created: bool, invoked: int, terminal: bool, failed: bool = False) -> None:
+        self.__dict__.update(value=value, created=created, invoked=invoked, terminal=terminal, failed=failed)
 
 
 def commit(ctx: EgressContext, env: Envelope, checkpoint: str | None, encoded: bytes) -> tuple[bytes, bool]:

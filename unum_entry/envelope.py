@@ -22,29 +22,33 @@ Wire form (JSON-compatible, so it can be a Lambda event; msgpack on Pub/Sub and 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 from unum_entry.errors import EnvelopeError
+from unum_entry.frozen import Frozen, frozen
 
 ENVELOPE_VERSION = 2
 _MISSING: Any = object()
 
 
-@dataclass(frozen=True)
-class Frame:
+@frozen
+class Frame(Frozen):
     """One level of fan-out: which branch of how many, and the loop iteration at that level."""
 
     index: int = 0
     size: int = 1
     iteration: int = 0
 
+    def __init__(self, index: int = 0, size: int = 1, iteration: int = 0) -> None:
+        self.__dict__.update(index=index, size=size, iteration=iteration)
+
 
 ROOT = (Frame(),)
 
 
-@dataclass(frozen=True)
-class DataRef:
+@frozen
+class DataRef(Frozen):
     """One input: a reference to a producer's checkpoint, the value inline, or both."""
 
     ref: str | None = None
@@ -52,21 +56,28 @@ class DataRef:
     item: int | None = None
     path: str | None = None
 
+    def __init__(self, ref: str | None = None, value: Any = _MISSING, item: int | None = None,
+                 path: str | None = None) -> None:
+        self.__dict__.update(ref=ref, value=value, item=item, path=path)
+
     @property
     def inline(self) -> bool:
         return self.value is not _MISSING
 
 
-@dataclass(frozen=True)
-class Gather:
+@frozen
+class Gather(Frozen):
     """A fan-in target's inputs: the members of join set `set` of `width` branches."""
 
     set: str
     width: int
 
+    def __init__(self, set: str, width: int) -> None:
+        self.__dict__.update(set=set, width=width)
 
-@dataclass(frozen=True)
-class Envelope:
+
+@frozen
+class Envelope(Frozen):
     """An unum request: who this invocation is and what it consumes."""
 
     workflow: str
@@ -79,6 +90,12 @@ class Envelope:
     deadline: int = 0
     redelivered: bool = False
     lanes: int = 0  # a map item run in lanes: once committed, invoke the item `lanes` further on
+
+    def __init__(self, workflow: str, frames: tuple[Frame, ...] = ROOT, inputs: tuple[DataRef, ...] = (),
+                 gathered: bool = False, gather: Gather | None = None, attempt: int = 0, start: bool = False,
+                 deadline: int = 0, redelivered: bool = False, lanes: int = 0) -> None:
+        self.__dict__.update(workflow=workflow, frames=frames, inputs=inputs, gathered=gathered, gather=gather,
+                             attempt=attempt, start=start, deadline=deadline, redelivered=redelivered, lanes=lanes)
 
     @property
     def top(self) -> Frame:

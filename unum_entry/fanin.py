@@ -15,20 +15,25 @@ one execution's output.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 
 from unum_entry import naming
 from unum_entry.errors import RetentionExpired
+from unum_entry.frozen import Frozen, frozen
 from unum_entry.stores.base import Record, Store
 
 SHARD_SLOTS = 16
 _PARENT_MEMBER = "1"
 
 
-@dataclass(frozen=True)
-class Shard:
+@frozen
+class Shard(Frozen):
+    """One set shard of a join tree: its store key and how many slots it has."""
+
     key: str
     size: int
+
+    def __init__(self, key: str, size: int) -> None:
+        self.__dict__.update(key=key, size=size)
 
 
 def _level_widths(width: int) -> list[int]:

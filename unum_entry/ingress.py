@@ -10,7 +10,7 @@ delivery of a chain hop reads nothing: the commit in egress detects duplicates
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 from unum_entry import fanin
@@ -18,21 +18,28 @@ from unum_entry.codec import decode
 from unum_entry.conditions import resolve_path
 from unum_entry.envelope import DataRef, Envelope
 from unum_entry.errors import EnvelopeError, RetentionExpired
+from unum_entry.frozen import Frozen, frozen
 from unum_entry.stores.base import Store
 
 
-@dataclass(frozen=True)
-class AlreadyCommitted:
+@frozen
+class AlreadyCommitted(Frozen):
     """The checkpoint exists: use its value, do not run the handler."""
 
     stored: bytes
 
+    def __init__(self, stored: bytes) -> None:
+        self.__dict__.update(stored=stored)
 
-@dataclass(frozen=True)
-class Ready:
+
+@frozen
+class Ready(Frozen):
     """No checkpoint seen: run the handler on `event`."""
 
     event: Any
+
+    def __init__(self, event: Any) -> None:
+        self.__dict__.update(event=event)
 
 
 def ingress(env: Envelope, store: Store, checkpoint: str | None, *, check_first: bool = False) -> AlreadyCommitted | Ready:

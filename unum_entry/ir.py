@@ -34,12 +34,12 @@ from __future__ import annotations
 import enum
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from unum_entry.conditions import resolve_path, validate_condition
 from unum_entry.errors import ConditionEvaluationError, IRError
+from unum_entry.frozen import Frozen, frozen
 
 IR_VERSION = 1
 IR_FILE_NAME = "unum-ir.json"
@@ -52,76 +52,107 @@ class Shape(str, enum.Enum):
     NEIGHBOUR = "neighbour"
 
 
-@dataclass(frozen=True)
-class Pop:
+@frozen
+class Pop(Frozen):
     """Pop the top fan-out frame for the transitions that follow."""
 
 
-@dataclass(frozen=True)
-class Next:
+@frozen
+class Next(Frozen):
     """Increment the top frame's iteration for the transitions that follow (cycles)."""
 
 
-@dataclass(frozen=True)
-class CreateSet:
+@frozen
+class CreateSet(Frozen):
     """Create the fan-in set(s) of `function` for the next fan-out."""
 
     function: str
     shape: Shape
 
+    def __init__(self, function: str, shape: Shape) -> None:
+        self.__dict__.update(function=function, shape=shape)
 
-@dataclass(frozen=True)
-class Invoke:
+
+@frozen
+class Invoke(Frozen):
+    """Invoke `function` once with the output (or the value at `path` of it)."""
+
     function: str
     when: Mapping[str, Any] | None = None
     path: str | None = None  # send only this part of the output
 
+    def __init__(self, function: str, when: Mapping[str, Any] | None = None, path: str | None = None) -> None:
+        self.__dict__.update(function=function, when=when, path=path)
 
-@dataclass(frozen=True)
-class Succeed:
+
+@frozen
+class Succeed(Frozen):
     """End the workflow with the value at `path` of the output (the whole output when None)."""
 
     path: str | None = None
     when: Mapping[str, Any] | None = None
 
+    def __init__(self, path: str | None = None, when: Mapping[str, Any] | None = None) -> None:
+        self.__dict__.update(path=path, when=when)
 
-@dataclass(frozen=True)
-class Fail:
+
+@frozen
+class Fail(Frozen):
     """End the workflow as failed with the `{"Error", "Cause"}` object at `path` (the whole output when None)."""
 
     path: str | None = None
     when: Mapping[str, Any] | None = None
 
+    def __init__(self, path: str | None = None, when: Mapping[str, Any] | None = None) -> None:
+        self.__dict__.update(path=path, when=when)
 
-@dataclass(frozen=True)
-class Map:
+
+@frozen
+class Map(Frozen):
+    """Invoke `function` once per element of the output (or of the list at `items`)."""
+
     function: str
     items: str | None = None
     when: Mapping[str, Any] | None = None
     max_concurrency: int | str | None = None  # an int >= 0 (0: unlimited) or a path into the output
 
+    def __init__(self, function: str, items: str | None = None, when: Mapping[str, Any] | None = None,
+                 max_concurrency: int | str | None = None) -> None:
+        self.__dict__.update(function=function, items=items, when=when, max_concurrency=max_concurrency)
 
-@dataclass(frozen=True)
-class FanOut:
+
+@frozen
+class FanOut(Frozen):
+    """Invoke every function of `branches` with the whole output."""
+
     branches: tuple[str, ...]
     when: Mapping[str, Any] | None = None
 
+    def __init__(self, branches: tuple[str, ...], when: Mapping[str, Any] | None = None) -> None:
+        self.__dict__.update(branches=branches, when=when)
 
-@dataclass(frozen=True)
-class FanIn:
+
+@frozen
+class FanIn(Frozen):
+    """Join `function`'s fan-in set (`shape`, at `slot`; a neighbour join at index + `offset`)."""
+
     function: str
     shape: Shape = Shape.AGGREGATE
     slot: int = 0
     offset: int = 0
     when: Mapping[str, Any] | None = None
 
+    def __init__(self, function: str, shape: Shape = Shape.AGGREGATE, slot: int = 0, offset: int = 0,
+                 when: Mapping[str, Any] | None = None) -> None:
+        self.__dict__.update(function=function, shape=shape, slot=slot, offset=offset, when=when)
+
 
 Instruction = Pop | Next | CreateSet | Invoke | Map | FanOut | FanIn | Succeed | Fail
 Transition = Invoke | Map | FanOut | FanIn | Succeed | Fail
 
 
-@dataclass(frozen=True)
-class FunctionIR:
+@frozen
+class FunctionIR(Frozen):
     """One function's IR, validated."""
 
     function: str
@@ -133,6 +164,11 @@ class FunctionIR:
     # Read our own checkpoint before running the handler, so a duplicate delivery never re-runs
     # user code (one read per invocation). Off by default: the commit detects duplicates.
     ingress_check: bool = False
+
+    def __init__(self, function: str, handler: str, instructions: tuple[Instruction, ...], checkpoint: bool = True,
+                 max_attempts: int = 3, source: str = "<ir>", ingress_check: bool = False) -> None:
+        self.__dict__.update(function=function, handler=handler, instructions=instructions, checkpoint=checkpoint,
+                             max_attempts=max_attempts, source=source, ingress_check=ingress_check)
 
     def targets(self) -> set[str]:
         """Every function this IR can invoke or join (for workflow-level validation)."""

@@ -7,7 +7,7 @@ computes the same plan: the same sets, the same invocations with the same names.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 from unum_entry import naming
@@ -15,6 +15,7 @@ from unum_entry.codec import encode
 from unum_entry.conditions import evaluate, resolve_path
 from unum_entry.envelope import DataRef, Envelope, Frame, Gather
 from unum_entry.errors import UnumError
+from unum_entry.frozen import Frozen, frozen
 from unum_entry.ir import CreateSet, Fail, FanIn, FanOut, FunctionIR, Invoke, Map, Next, Pop, Shape, Succeed
 
 
@@ -23,16 +24,19 @@ class PlanError(UnumError):
     Deterministic: retrying cannot help, so the workflow fails."""
 
 
-@dataclass(frozen=True)
-class Call:
+@frozen
+class Call(Frozen):
     """One asynchronous invocation to dispatch."""
 
     function: str
     envelope: Envelope
 
+    def __init__(self, function: str, envelope: Envelope) -> None:
+        self.__dict__.update(function=function, envelope=envelope)
 
-@dataclass(frozen=True)
-class Join:
+
+@frozen
+class Join(Frozen):
     """Add this invocation's checkpoint at `slot` of the join set `set_key` of `width` branches
     (unum_entry.fanin); whoever sees every branch joined invokes `target`."""
 
@@ -42,35 +46,50 @@ class Join:
     target: str
     target_frames: tuple[Frame, ...]
 
+    def __init__(self, set_key: str, width: int, slot: int, target: str, target_frames: tuple[Frame, ...]) -> None:
+        self.__dict__.update(set_key=set_key, width=width, slot=slot, target=target, target_frames=target_frames)
+
     def target_call(self, env: Envelope) -> Call:
         """The target's invocation: its inputs are the join set's members (read by its ingress)."""
         return Call(self.target, Envelope(workflow=env.workflow, frames=self.target_frames, gathered=True,
                                           gather=Gather(self.set_key, self.width), deadline=env.deadline))
 
 
-@dataclass(frozen=True)
-class Selected:
+@frozen
+class Selected(Frozen):
     """A part of the committed output picked by an IR path (the terminal result of `succeed`)."""
 
     value: Any
 
+    def __init__(self, value: Any) -> None:
+        self.__dict__.update(value=value)
 
-@dataclass(frozen=True)
-class Plan:
+
+@frozen
+class Plan(Frozen):
+    """What egress does over the committed output: the calls to dispatch, the set to join, the end."""
+
     calls: tuple[Call, ...] = ()
     join: Join | None = None
     terminal: bool = False
     result: Selected | None = None        # terminal: the workflow result, when not the whole output
     failure: dict[str, Any] | None = None  # terminal: the workflow fails with this {"Error", "Cause"}
 
+    def __init__(self, calls: tuple[Call, ...] = (), join: Join | None = None, terminal: bool = False,
+                 result: Selected | None = None, failure: dict[str, Any] | None = None) -> None:
+        self.__dict__.update(calls=calls, join=join, terminal=terminal, result=result, failure=failure)
 
-@dataclass(frozen=True)
-class Committed:
+
+@frozen
+class Committed(Frozen):
     """The committed output of the invocation being planned."""
 
     value: Any
     encoded_size: int
     checkpoint: str | None  # None when the function runs without a checkpoint
+
+    def __init__(self, value: Any, encoded_size: int, checkpoint: str | None) -> None:
+        self.__dict__.update(value=value, encoded_size=encoded_size, checkpoint=checkpoint)
 
 
 def condition_context(ir: FunctionIR, env: Envelope, invocation: str) -> dict[str, Any]:

@@ -20,23 +20,28 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from unum_entry.errors import RetentionExpired
+from unum_entry.frozen import Frozen, frozen
 
 DEFAULT_TTL_SECONDS = 7 * 24 * 3600
 DEFAULT_REDELIVERY_SECONDS = 6 * 3600 + 15 * 60   # Lambda: max event age + max function timeout
 DEFAULT_MARGIN_SECONDS = 15 * 60                   # Lambda: max function timeout
 
 
-@dataclass(frozen=True)
-class Retention:
+@frozen
+class Retention(Frozen):
     """The retention settings of one deployment (every function of a workflow must agree)."""
 
     ttl_seconds: int = DEFAULT_TTL_SECONDS
     redelivery_seconds: int = DEFAULT_REDELIVERY_SECONDS
     margin_seconds: int = DEFAULT_MARGIN_SECONDS
     clock: Callable[[], float] = time.time
+
+    def __init__(self, ttl_seconds: int = DEFAULT_TTL_SECONDS, redelivery_seconds: int = DEFAULT_REDELIVERY_SECONDS,
+                 margin_seconds: int = DEFAULT_MARGIN_SECONDS, clock: Callable[[], float] = time.time) -> None:
+        self.__dict__.update(ttl_seconds=ttl_seconds, redelivery_seconds=redelivery_seconds,
+                             margin_seconds=margin_seconds, clock=clock)
 
     def deadline(self) -> int:
         """The deadline of a workflow that starts now."""

@@ -12,18 +12,17 @@ import inspect
 import logging
 import sys
 import time
-import uuid
 from collections.abc import Callable
-from concurrent.futures import Executor, ThreadPoolExecutor
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from unum_entry import naming
 from unum_entry.codec import encode
 from unum_entry.egress import EgressContext, EgressReport, Invoker, commit, egress
 from unum_entry.envelope import ROOT, DataRef, Envelope
 from unum_entry.errors import HandlerFailed, HandlerLoadError, RetentionExpired, StaleInvocation, UnumError
+from unum_entry.frozen import Frozen, frozen
 from unum_entry.hooks import FaultPoint, Hooks, NoHooks
 from unum_entry.ingress import AlreadyCommitted, ingress
 from unum_entry.ir import FunctionIR
@@ -32,12 +31,15 @@ from unum_entry.steps import Aborted, HookRaised, Journal, StepEnv, StepsAPI, ab
 from unum_entry.steps import run_compensation, witnesses
 from unum_entry.stores.base import Store
 
+if TYPE_CHECKING:
+    from concurrent.futures import Executor
+
 Handler = Callable[[Any, "InvocationContext"], Any]
 log = logging.getLogger("unum.runtime")
 
 
-@dataclass(frozen=True)
-class InvocationContext(StepsAPI):
+@frozen
+class InvocationContext(Frozen, StepsAPI):
     """What a handler may know about its invocation (the second handler argument), and the step
     API of `@durable` handlers (`step`, `transact`, `now`, `random`, `uuid4`, `abort`;
     unum_entry.steps). Building one does no I/O; only calling a step does."""
@@ -51,9 +53,14 @@ class InvocationContext(StepsAPI):
     iteration: int
     _journal: Journal | None = field(default=None, repr=False, compare=False)
 
+    def __init__(self, workflow_id: str, function_name: str, invocation: str, attempt: int, index: int, size: int,
+                 iteration: int, _journal: Journal | None = None) -> None:
+        self.__dict__.update(workflow_id=workflow_id, function_name=function_name, invocation=invocation,
+                             attempt=attempt, index=index, size=size, iteration=iteration, _journal=_journal)
 
-@dataclass(frozen=True)
-class RuntimeConfig:
+
+@frozen
+class RuntimeConfig(Frozen):
     """Tunables. Values whose msgpack form exceeds `inline_limit` bytes travel by reference
     (Lambda's async payload limit is 256 KB for the whole event)."""
 
@@ -63,10 +70,18 @@ class RuntimeConfig:
     # redelivery window.
     retention: Retention | None = None
 
+    def __init__(self, inline_limit: int = 64 * 1024, dispatch_workers: int = 64,
+                 retention: Retention | None = None) -> None:
+        self.__dict__.update(inline_limit=inline_limit, dispatch_workers=dispatch_workers, retention=retention)
+
 
 def new_workflow(input_value: Any, workflow_id: str | None = None) -> Envelope:
     """The envelope that starts a workflow at its entry function (which sets its deadline)."""
-    return Envelope(workflow=workflow_id or f"wf-{uuid.uuid4().hex}", inputs=(DataRef(value=input_value),), start=True)
+    if not workflow_id:
+        import uuid  # lazy: the adapters name a start by its request id; only other starts draw one
+
+        workflow_id = f"wf-{uuid.uuid4().hex}"
+    return Envelope(workflow=workflow_id, inputs=(DataRef(value=input_value),), start=True)
 
 
 def store_retention(store: Store) -> Retention:
@@ -86,7 +101,11 @@ class Runtime:
         self.config = config or RuntimeConfig()
         self.hooks = hooks or NoHooks()
         self._own_executor = executor is None
-        self.executor = executor or ThreadPoolExecutor(self.config.dispatch_workers, thread_name_prefix=f"unum-{ir.function}")
+        if executor is None:
+            from concurrent.futures import ThreadPoolExecutor  # lazy: built at init, not needed to import
+
+            executor = ThreadPoolExecutor(self.config.dispatch_workers, thread_name_prefix=f"unum-{ir.function}")
+        self.executor = executor
         self.retention = self.config.retention or store_retention(store)
         self._egress = EgressContext(ir=ir, store=store, invoker=invoker, executor=self.executor,
                                      hooks=self.hooks, inline_limit=self.config.inline_limit,
@@ -211,6 +230,8 @@ def load_handler(function_dir: str | Path, spec: str, *, function: str) -> Handl
         found = sorted(p.name for p in folder.glob("*.py"))
         raise HandlerLoadError(f"function {function!r}: handler {spec!r} expects {path}, which does not exist"
                                f" (found: {', '.join(found) or 'no .py files'})")
+    import uuid  # lazy: once per process, at init
+
     unique = f"unum_fn_{uuid.uuid5(uuid.NAMESPACE_URL, str(path.resolve())).hex}"
     module_spec = importlib.util.spec_from_file_location(unique, path)
     if module_spec is None or module_spec.loader is None:

@@ -32,19 +32,20 @@ from __future__ import annotations
 import functools
 import inspect
 import logging
-import random
 import time
-import uuid
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from unum_entry import naming
 from unum_entry.codec import UnencodableValue, decode, encode
 from unum_entry.envelope import ROOT, DataRef, Envelope
 from unum_entry.errors import GuardFailed, StaleInvocation, StepError, TransactionConflict
+from unum_entry.frozen import Frozen, frozen
 from unum_entry.hooks import Hooks, StepPoint
 from unum_entry.stores.base import AppOp, Guard, Kind, Store
+
+if TYPE_CHECKING:
+    from uuid import UUID
 
 log = logging.getLogger("unum.steps")
 
@@ -96,8 +97,23 @@ def _at(hooks: Hooks, point: StepPoint, where: str) -> None:
         raise HookRaised(exc) from exc
 
 
-@dataclass(frozen=True)
-class StepEnv:
+# `random` and `uuid` are imported on first use: most functions never run a step, and a cold
+# start should not pay for them (uuid imports `platform`).
+def _jitter(bound: float) -> float:
+    """A random delay in [0, bound] seconds (backoff between transaction attempts)."""
+    import random
+
+    return random.uniform(0, bound)
+
+
+def _uuid4() -> UUID:
+    import uuid
+
+    return uuid.uuid4()
+
+
+@frozen
+class StepEnv(Frozen):
     """What steps need from the runtime of one function (built once per Runtime)."""
 
     store: Store
@@ -105,6 +121,9 @@ class StepEnv:
     hooks: Hooks
     function: str
     handler: Callable[..., Any]
+
+    def __init__(self, store: Store, invoker: Any, hooks: Hooks, function: str, handler: Callable[..., Any]) -> None:
+        self.__dict__.update(store=store, invoker=invoker, hooks=hooks, function=function, handler=handler)
 
     @functools.cached_property
     def durable(self) -> bool:
@@ -166,7 +185,7 @@ class Journal:
                 except TransactionConflict:  # a concurrent transaction on the record or a guard key
                     if attempt == _TRANSACT_ATTEMPTS - 1:
                         raise
-                    time.sleep(random.uniform(0, 0.002 * (attempt + 1)))
+                    time.sleep(_jitter(0.002 * (attempt + 1)))
             _at(hooks, StepPoint.AFTER_RECORD, key)
         result, effect = self._recorded(stored, name, seq)
         if compensate is not None:
@@ -189,7 +208,7 @@ class Journal:
                 attempt += 1
                 if attempt >= _TRANSACT_ATTEMPTS:
                     raise
-                time.sleep(random.uniform(0, 0.002 * attempt))
+                time.sleep(_jitter(0.002 * attempt))
                 continue
             _at(hooks, StepPoint.AFTER_RECORD, key)
         result, effect = self._recorded(stored, name, seq)
@@ -264,7 +283,7 @@ class Journal:
         # `e` names this one execution of the effect: a re-execution after the record was
         # collected is a different effect, and its compensation must be registered anew.
         try:
-            return encode({"n": name, "r": result, "e": uuid.uuid4().hex})
+            return encode({"n": name, "r": result, "e": _uuid4().hex})
         except UnencodableValue as exc:
             raise StepError(f"function {self.env.function!r}, step {name!r}: its result cannot be recorded: {exc}") from exc
 
@@ -366,11 +385,13 @@ class StepsAPI:
 
     def random(self) -> float:
         """A float in [0, 1), the same in every execution (a step)."""
+        import random  # lazy: see _jitter
+
         return self._steps().step("unum.random", random.random, (), {}, None)
 
     def uuid4(self) -> str:
         """A random UUID (as a string), the same in every execution (a step)."""
-        return self._steps().step("unum.uuid4", lambda: str(uuid.uuid4()), (), {}, None)
+        return self._steps().step("unum.uuid4", lambda: str(_uuid4()), (), {}, None)
 
     @property
     def step_id(self) -> str | None:
@@ -482,13 +503,16 @@ def abort_workflow(store: Store, invoker: Any, workflow: str, record: Mapping[st
 
 # ---- compensation invocations ------------------------------------------------------------------
 
-@dataclass(frozen=True)
-class CompensationRequest:
+@frozen
+class CompensationRequest(Frozen):
     """Run compensation `index`, then continue down to `stop`; entries stop..top are this chain's."""
 
     index: int
     stop: int
     top: int
+
+    def __init__(self, index: int, stop: int, top: int) -> None:
+        self.__dict__.update(index=index, stop=stop, top=top)
 
 
 def compensation_envelope(workflow: str, index: int, stop: int, top: int) -> Envelope:

@@ -12,17 +12,16 @@ Three forms, chosen by the sender (`to_event`) and understood by the receiver (`
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import json
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from unum_entry.codec import decode, encode
 from unum_entry.envelope import Envelope
 from unum_entry.errors import EnvelopeError, StaleInvocation
+from unum_entry.frozen import Frozen, frozen
 from unum_entry.stores.base import Kind, Store
 
 LAMBDA_ASYNC_LIMIT = 256 * 1024
@@ -31,12 +30,15 @@ WRAPPED = "unum_msgpack"
 BY_REF = "unum_envelope_ref"
 
 
-@dataclass(frozen=True)
-class Delivery:
+@frozen
+class Delivery(Frozen):
     """A decoded event: the envelope, and the stored envelope to delete once it is handled."""
 
     envelope: Envelope
     stored_key: str | None = None
+
+    def __init__(self, envelope: Envelope, stored_key: str | None = None) -> None:
+        self.__dict__.update(envelope=envelope, stored_key=stored_key)
 
 
 def to_event(wire: Mapping[str, Any], *, store: Store | None, limit: int = DEFAULT_EVENT_LIMIT) -> bytes:
@@ -44,6 +46,8 @@ def to_event(wire: Mapping[str, Any], *, store: Store | None, limit: int = DEFAU
     if json_exact(wire):
         body = json.dumps(wire, separators=(",", ":"), allow_nan=False).encode()
     else:
+        import base64  # lazy, here and in from_event: most envelopes are exact JSON
+
         packed = encode(dict(wire), what="envelope")
         body = json.dumps({WRAPPED: base64.b64encode(packed).decode()}, separators=(",", ":")).encode()
     if len(body) <= limit:
@@ -72,6 +76,8 @@ def from_event(event: Any, *, store: Store) -> Delivery | None:
             raise StaleInvocation(f"stored envelope {key} is gone: this delivery was already handled")
         return Delivery(Envelope.from_wire(_decode(packed, BY_REF)), stored_key=key)
     if WRAPPED in event:
+        import base64
+
         raw = event[WRAPPED]
         try:
             packed = base64.b64decode(raw, validate=True)

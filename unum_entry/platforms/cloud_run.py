@@ -34,12 +34,12 @@ import os
 import sys
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from unum_entry.codec import decode
 from unum_entry.errors import ConfigurationError, EnvelopeError, StaleInvocation, UnumError
+from unum_entry.frozen import Frozen, frozen
 from unum_entry.invokers.lambda_event import Delivery, from_event
 from unum_entry.platforms.common import FunctionSettings, LoadedFunction, RetryPolicy, load_function, run_delivery
 from unum_entry.runtime import new_workflow
@@ -58,14 +58,17 @@ class Signature(str, enum.Enum):
     HTTP = "http"
 
 
-@dataclass(frozen=True)
-class ServeSettings:
+@frozen
+class ServeSettings(Frozen):
     """Where and how to serve: `HOST` (default 0.0.0.0), `PORT` (Cloud Run sets it; default
     8080) and `FUNCTION_SIGNATURE_TYPE` (default cloudevent), named as functions-framework's."""
 
     host: str = "0.0.0.0"
     port: int = 8080
     signature: Signature = Signature.CLOUDEVENT
+
+    def __init__(self, host: str = "0.0.0.0", port: int = 8080, signature: Signature = Signature.CLOUDEVENT) -> None:
+        self.__dict__.update(host=host, port=port, signature=signature)
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str]) -> ServeSettings:

@@ -1,0 +1,130 @@
+"""Immutable value classes that cost next to nothing to define (cold start).
+
+`@dataclass(frozen=True)` writes its methods (`__init__`, `__repr__`, `__eq__`, `__hash__`,
+`__setattr__`, `__delattr__`) as source text and compiles them when the class is defined: about
+half a millisecond per class in a function image, and the runtime has some thirty value classes
+on the adapter's import path, so every cold start paid for it. A value class here is written
+
+    @frozen
+    class Frame(Frozen):
+        index: int
+        size: int
+
+        def __init__(self, index: int = 0, size: int = 1) -> None:
+            self.__dict__.update(index=index, size=size)
+
+and behaves like the frozen dataclass it replaces:
+
+- `Frozen` supplies, written once here, what the dataclass generated: equality and hash over the
+  compared fields (instances of the same class only), the dataclass repr, and immutability
+  (`dataclasses.FrozenInstanceError`).
+- The `__init__` is written out, so it is compiled once, into the .pyc. It sets the fields in
+  order through the instance `__dict__`, as the generated one did through `object.__setattr__`.
+- `dataclasses.replace`, `fields`, `asdict` and `is_dataclass` work on it as before
+  (`field(repr=False, compare=False)` too), and `match` sees the fields in order. The class is
+  registered with `dataclasses` (fields only, no code generated) the first time anything asks
+  for its `__dataclass_fields__`, so importing a module of value classes needs neither the
+  registration nor the `dataclasses` module itself.
+"""
+
+from __future__ import annotations
+
+import threading
+from reprlib import recursive_repr
+from typing import TYPE_CHECKING, Any, TypeVar
+
+if TYPE_CHECKING:
+    from dataclasses import Field
+
+_C = TypeVar("_C", bound=type)
+
+_MARK = "__frozen_fields__"  # set by @frozen: the class's own annotated field names, in order
+_registering = threading.RLock()
+
+# Per class: the names of the fields repr shows, equality compares, and the hash covers.
+_REPR: dict[type, tuple[str, ...]] = {}
+_COMPARE: dict[type, tuple[str, ...]] = {}
+_HASH: dict[type, tuple[str, ...]] = {}
+
+
+def frozen(cls: _C) -> _C:
+    """Mark a `Frozen` subclass as a value class: its annotations are its fields, in order (the
+    class writes its `__init__` and inherits the other methods)."""
+    names = tuple(cls.__dict__.get("__annotations__", {}))
+    setattr(cls, _MARK, names)
+    if "__match_args__" not in cls.__dict__:
+        cls.__match_args__ = names  # type: ignore[attr-defined]
+    return cls
+
+
+def _register(cls: type) -> dict[str, Field[Any]]:
+    """The dataclass fields of a value class: `dataclasses` processes the class (and its value
+    class bases) once, on first use, without generating any method."""
+    from dataclasses import dataclass  # lazy: see the module docstring
+
+    with _registering:
+        for klass in reversed(cls.__mro__):
+            if _MARK in klass.__dict__ and "__dataclass_fields__" not in klass.__dict__:
+                dataclass(init=False, repr=False, eq=False, match_args=False)(klass)
+    return cls.__dataclass_fields__  # type: ignore[attr-defined, no-any-return]
+
+
+class _Fields:
+    """`Frozen.__dataclass_fields__`: registers the value class on first access (registration
+    stores the fields in the class itself, which then shadows this descriptor)."""
+
+    def __get__(self, instance: Any, owner: type) -> dict[str, Field[Any]]:
+        value_class = next((klass for klass in owner.__mro__ if _MARK in klass.__dict__), None)
+        if value_class is None:  # Frozen itself, or a subclass not marked @frozen: no dataclass
+            raise AttributeError("__dataclass_fields__")
+        return _register(value_class)
+
+
+def _names(table: dict[type, tuple[str, ...]], cls: type) -> tuple[str, ...]:
+    names = table.get(cls)
+    if names is None:
+        every = cls.__dataclass_fields__.values()  # type: ignore[attr-defined]
+        _REPR[cls] = tuple(f.name for f in every if f.repr)
+        _COMPARE[cls] = tuple(f.name for f in every if f.compare)
+        _HASH[cls] = tuple(f.name for f in every if (f.compare if f.hash is None else f.hash))
+        names = table[cls]
+    return names
+
+
+def _frozen_error(message: str) -> Exception:
+    from dataclasses import FrozenInstanceError
+
+    return FrozenInstanceError(message)
+
+
+class Frozen:
+    """The methods `@dataclass(frozen=True)` generates, for every `@frozen` value class."""
+
+    __slots__ = ()
+    __dataclass_fields__ = _Fields()
+
+    @recursive_repr()  # "..." for a value that contains itself, as the dataclass repr does
+    def __repr__(self) -> str:
+        cls = self.__class__
+        shown = ", ".join(f"{name}={getattr(self, name)!r}" for name in _names(_REPR, cls))
+        return f"{cls.__qualname__}({shown})"
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            names = _names(_COMPARE, self.__class__)
+            return tuple(getattr(self, n) for n in names) == tuple(getattr(other, n) for n in names)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(tuple(getattr(self, n) for n in _names(_HASH, self.__class__)))
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if _MARK in type(self).__dict__ or name in self.__dataclass_fields__:
+            raise _frozen_error(f"cannot assign to field {name!r}")
+        object.__setattr__(self, name, value)
+
+    def __delattr__(self, name: str) -> None:
+        if _MARK in type(self).__dict__ or name in self.__dataclass_fields__:
+            raise _frozen_error(f"cannot delete field {name!r}")
+        object.__delattr__(self, name)
+
