@@ -1,0 +1,1 @@
+../../corpus/wordcount_corpus.py
