@@ -1,0 +1,1 @@
+../../../iot-pipeline/Aggregate/app.py

@@ -1,0 +1,1 @@
+../../../iot-pipeline/Alert/app.py

@@ -1,0 +1,1 @@
+../../../iot-pipeline/Detect/app.py

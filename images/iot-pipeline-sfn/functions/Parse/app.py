@@ -1,0 +1,1 @@
+../../../iot-pipeline/Parse/app.py

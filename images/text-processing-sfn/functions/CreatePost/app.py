@@ -1,0 +1,1 @@
+../../../text-processing/CreatePost/app.py

@@ -1,0 +1,1 @@
+../../../text-processing/FindUrls/app.py

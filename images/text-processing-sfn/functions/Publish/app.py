@@ -1,0 +1,1 @@
+../../../text-processing/Publish/app.py

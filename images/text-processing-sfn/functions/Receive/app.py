@@ -1,0 +1,1 @@
+../../../text-processing/Receive/app.py

@@ -1,0 +1,1 @@
+../../../text-processing/ShortenUrls/app.py

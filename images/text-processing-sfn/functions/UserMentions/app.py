@@ -1,0 +1,1 @@
+../../../text-processing/UserMentions/app.py
