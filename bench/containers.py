@@ -3,9 +3,13 @@
     python bench/containers.py [--quick] [--out bench/report-containers.txt]
 
 a. Image size: the unum base image, and what one function adds on top of it.
-b. Cold start added by the entrypoint, inside the base image: importing the Lambda adapter
-   (`unum_entry.platforms.aws_lambda` + awslambdaric), and the whole init phase (IR, handler,
-   boto3 DynamoDB and Lambda clients), each over a bare `python3 -c pass`.
+b. Cold start added by the entrypoint, inside the function image: importing awslambdaric alone,
+   the Lambda adapter (`unum_entry.platforms.aws_lambda` + awslambdaric; the difference is the
+   runtime's own import cost on top of the SDK), the Cloud Run adapter
+   (`unum_entry.platforms.cloud_run` + functions-framework), and the whole init phase (IR,
+   handler, boto3 DynamoDB and Lambda clients), each over a bare `python3 -c pass`. Every case
+   is a fresh process, the cases interleaved (a busy moment slows all alike); medians of the wall
+   time and of the process's CPU time (user + system), which a shared machine disturbs less.
 c. Warm time per transition of the chain workflow (3 functions): function containers under the
    RIE behind the local Invoke endpoint, against the same workflow in-process (LocalPlatform),
    both on DynamoDB (moto). Reported as milliseconds per transition and their ratio.
@@ -43,20 +47,32 @@ CHAIN = REPO / "images" / "chain"
 OS_IMAGE = os.environ.get("UNUM_TEST_BASE_OS_IMAGE", "local/debian-python:bookworm")
 
 _COLD_PROBE = r"""
-import subprocess, sys, time, statistics, json
-def t(code, n):
-    out = []
-    for _ in range(n):
-        s = time.perf_counter(); subprocess.run([sys.executable, "-c", code], check=True); out.append(time.perf_counter() - s)
-    return statistics.median(out) * 1000
+import json, os, statistics, subprocess, sys, time
 n = int(sys.argv[1])
 init = ("import os; os.environ.update(UNUM_STORE='dynamodb://bench-table?endpoint=http://127.0.0.1:1&region=us-east-1', "
         "UNUM_INVOKER='lambda://?endpoint=http://127.0.0.1:1'); "
         "from unum_entry.platforms.common import FunctionSettings, load_function; "
         "load_function(FunctionSettings.from_env(os.environ)); import awslambdaric.bootstrap")
-print(json.dumps({"bare": t("pass", n),
-                  "adapter": t("import unum_entry.platforms.aws_lambda, awslambdaric.bootstrap", n),
-                  "init": t(init, n)}))
+cases = {"bare": "pass", "awslambdaric": "import awslambdaric.bootstrap",
+         "adapter": "import unum_entry.platforms.aws_lambda, awslambdaric.bootstrap",
+         "cloud_run": "import unum_entry.platforms.cloud_run, functions_framework", "init": init}
+def run(code):
+    start = time.perf_counter()
+    child = subprocess.Popen([sys.executable, "-c", code])
+    _, status, usage = os.wait4(child.pid, 0)
+    if status:
+        raise SystemExit(f"cold probe failed: {code}")
+    return (time.perf_counter() - start) * 1000, (usage.ru_utime + usage.ru_stime) * 1000
+for code in cases.values():
+    run(code)  # warm the page cache
+wall, cpu = {name: [] for name in cases}, {name: [] for name in cases}
+for _ in range(n):
+    for name, code in cases.items():
+        w, c = run(code)
+        wall[name].append(w)
+        cpu[name].append(c)
+print(json.dumps({"wall": {k: statistics.median(v) for k, v in wall.items()},
+                  "cpu": {k: statistics.median(v) for k, v in cpu.items()}}))
 """
 
 
@@ -66,7 +82,7 @@ def image_sizes(client, base_tag: str, function_tag: str) -> dict[str, float]:
     return {"base_mb": base / 1e6, "function_added_kb": (function - base) / 1e3}
 
 
-def cold_start(client, function_tag: str, runs: int) -> dict[str, float]:
+def cold_start(client, function_tag: str, runs: int) -> dict[str, dict[str, float]]:
     output = client.containers.run(function_tag, entrypoint=["python3", "-c", _COLD_PROBE, str(runs)],
                                    network_mode="host", remove=True, environment={"UNUM_FUNCTION_DIR": "/var/task"})
     return json.loads(output.decode().strip().splitlines()[-1])
@@ -133,30 +149,43 @@ def rebuild_after_code_change(client, base: str) -> float:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--cold-runs", type=int, default=None, help="fresh processes per cold-start case "
+                        "(default 15, --quick 5)")
     parser.add_argument("--out", default=str(REPO / "bench" / "report-containers.txt"))
     args = parser.parse_args()
     client = docker_client()
-    base = ensure_base(client, base_image=OS_IMAGE, progress=lambda line: None)
+    # Rebuilt every run (cached steps are cheap): the image must hold this checkout's runtime.
+    base = ensure_base(client, base_image=OS_IMAGE, rebuild=True, progress=lambda line: None)
     tags = {b.function: b.tag for b in build_images(client, CHAIN, base_tag=base, tag_prefix="unum-bench/",
                                                     progress=lambda line: None)}
     runs = 3 if args.quick else 10
+    cold_runs = args.cold_runs or (5 if args.quick else 15)
     sizes = image_sizes(client, base, tags["Hello"])
-    cold = cold_start(client, tags["Hello"], runs)
+    cold = cold_start(client, tags["Hello"], cold_runs)
     warm = warm_transitions(client, tags, runs)
     rebuild = rebuild_after_code_change(client, base)
     driver = client.info().get("Driver", "?")
+    wall, cpu = cold["wall"], cold["cpu"]
+
+    def over(case: str, width: int = 8) -> str:
+        return f"{wall[case] - wall['bare']:{width}.1f} ms   cpu {cpu[case] - cpu['bare']:7.1f} ms"
+
     lines = [
         f"unum container bench ({datetime.now(UTC):%Y-%m-%d %H:%M} UTC, {os.cpu_count()} CPUs, "
-        f"base on {OS_IMAGE}, {runs} runs, medians)",
+        f"base on {OS_IMAGE}, {runs} runs ({cold_runs} for cold start), medians)",
         "",
         "a. image size",
         f"   unum base image            {sizes['base_mb']:8.1f} MB",
         f"   one function adds          {sizes['function_added_kb']:8.1f} kB   (code + IR, one layer)",
         "",
-        "b. cold start inside the image (process start to ready, over `python3 -c pass`)",
-        f"   bare python3               {cold['bare']:8.1f} ms",
-        f"   + Lambda adapter imports   {cold['adapter'] - cold['bare']:8.1f} ms   (unum_entry.platforms.aws_lambda, awslambdaric)",
-        f"   + whole init phase         {cold['init'] - cold['bare']:8.1f} ms   (IR, handler, boto3 DynamoDB + Lambda clients)",
+        "b. cold start inside the image (process start to exit, over `python3 -c pass`; wall, and the process's CPU)",
+        f"   bare python3               {wall['bare']:8.1f} ms   cpu {cpu['bare']:7.1f} ms",
+        f"   + awslambdaric alone       {over('awslambdaric')}",
+        f"   + Lambda adapter imports   {over('adapter')}   (unum_entry.platforms.aws_lambda, awslambdaric)",
+        f"     unum's own share         {wall['adapter'] - wall['awslambdaric']:8.1f} ms   "
+        f"cpu {cpu['adapter'] - cpu['awslambdaric']:7.1f} ms   (the adapter line minus awslambdaric alone)",
+        f"   + Cloud Run adapter imports {over('cloud_run', 7)}   (unum_entry.platforms.cloud_run, functions_framework)",
+        f"   + whole init phase         {over('init')}   (IR, handler, boto3 DynamoDB + Lambda clients)",
         "",
         "c. warm time per transition, chain of 3, DynamoDB on moto",
         f"   containers (RIE + endpoint) {warm['containers_ms']:7.1f} ms",
