@@ -1,0 +1,1 @@
+../../../excamera/Assemble/app.py

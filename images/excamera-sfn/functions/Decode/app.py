@@ -1,0 +1,1 @@
+../../../excamera/Decode/app.py

@@ -1,0 +1,1 @@
+../../../excamera/codec/excamera_codec.py

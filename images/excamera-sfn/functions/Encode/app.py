@@ -1,0 +1,1 @@
+../../../excamera/Encode/app.py

@@ -1,0 +1,1 @@
+../../../excamera/ReEncode/app.py

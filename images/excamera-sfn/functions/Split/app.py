@@ -1,0 +1,1 @@
+../../../excamera/Split/app.py

@@ -1,0 +1,1 @@
+../codec/excamera_codec.py
