@@ -79,18 +79,46 @@ class EgressReport(Frozen):
         self.__dict__.update(value=value, created=created, invoked=invoked, terminal=terminal, failed=failed)
 
 
-def commit(ctx: EgressContext, env: Envelope, checkpoint: str | None, encoded: bytes) -> tuple[bytes, bool]:
-    """Create the checkpoint unless it exists; returns (the committed bytes, created?).
-    The checkpoint rule: one conditional write; a loser gets the winner's bytes back."""
-    if checkpoint is None:
-        return encoded, True
-    return ctx.store.create(checkpoint, encoded, workflow=env.workflow,
+def commits_its_result(ir: FunctionIR) -> bool:
+    """A checkpointed function without instructions is always terminal: its commit IS the
+    workflow's result record at its fan-out position (one write instead of checkpoint + result).
+    Nothing reads such a function's checkpoint: it has no successors and joins nothing."""
+    return ir.checkpoint and not ir.instructions
+
+
+def commit_key(ir: FunctionIR, env: Envelope, invocation: str) -> str | None:
+    """Where an execution's output is committed: its checkpoint (named `invocation`), the result
+    record for a function that `commits_its_result`, or nowhere without a checkpoint."""
+    if not ir.checkpoint:
+        return None
+    return naming.result_key(env.workflow, env.frames) if commits_its_result(ir) else invocation
+
+
+def commit(ctx: EgressContext, env: Envelope, key: str | None, output: Any) -> tuple[bytes, bool]:
+    """Create the commit record `key` (see `commit_key`) unless it exists; returns (the committed
+    bytes, created?). The checkpoint rule: one conditional write; a loser gets the winner's
+    bytes back. Raises UnencodableValue before writing anything when the output cannot be stored."""
+    what = f"output of function {ctx.ir.function!r}"
+    if key is None:
+        return encode(output, what=what), True
+    if commits_its_result(ctx.ir):
+        return ctx.store.create(key, _result_record(env, output), workflow=env.workflow, kind=Kind.RESULT,
+                                expires_at=ctx.retention.expires_at(env.deadline))
+    return ctx.store.create(key, encode(output, what=what), workflow=env.workflow,
                             expires_at=ctx.retention.expires_at(env.deadline))
+
+
+def _result_record(env: Envelope, value: Any) -> bytes:
+    """A workflow result at the fan-out position of `env` (unum_entry.outcome reads it)."""
+    return encode({"at": [f.index for f in env.frames[1:]], "of": [f.size for f in env.frames[1:]], "value": value},
+                  what="workflow result")
 
 
 def egress(ctx: EgressContext, env: Envelope, invocation: str, checkpoint: str | None,
            stored: bytes, created: bool) -> EgressReport:
     """Run steps 2-3 over the committed bytes `stored` (`created`: this execution's commit won)."""
+    if commits_its_result(ctx.ir):  # the commit was the result record: nothing more to do
+        return EgressReport(value=decode(stored)["value"], created=created, invoked=0, terminal=True)
     value = decode(stored)
     the_plan = plan(ctx.ir, env, Committed(value, len(stored), checkpoint),
                     invocation=invocation, inline_limit=ctx.inline_limit)
@@ -117,16 +145,17 @@ def _finish(ctx: EgressContext, env: Envelope, invocation: str, value: Any, the_
         ctx.abort(ctx.store, ctx.invoker, env.workflow, record)
         return
     result = value if the_plan.result is None else the_plan.result.value
-    record = encode({"at": [f.index for f in env.frames[1:]], "of": [f.size for f in env.frames[1:]], "value": result})
-    ctx.store.create(naming.result_key(env.workflow, env.frames), record, workflow=env.workflow, kind=Kind.RESULT,
-                     expires_at=ctx.retention.expires_at(env.deadline))
+    ctx.store.create(naming.result_key(env.workflow, env.frames), _result_record(env, result), workflow=env.workflow,
+                     kind=Kind.RESULT, expires_at=ctx.retention.expires_at(env.deadline))
 
 
 def _not_yet_committed(ctx: EgressContext, calls: Sequence[Call]) -> list[Call]:
     """The duplicate path: of our successors, those whose checkpoint does not exist yet (one
     batch read), each marked `redelivered` so its ingress reads its checkpoint first. A
     successor that committed is never invoked again by a duplicate: its own delivery is
-    retried by the platform until its egress finished, so nothing is lost."""
+    retried by the platform until its egress finished, so nothing is lost. (A successor that
+    `commits_its_result` is not seen here and gets one redelivered call, which its ingress
+    answers from its result record.)"""
     if not calls:
         return []
     names = [naming.checkpoint_key(c.envelope.workflow, c.function, c.envelope.frames) for c in calls]

