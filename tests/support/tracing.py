@@ -167,16 +167,19 @@ SHAPES: dict[str, tuple[str, dict[str, Fn]]] = {
 }
 
 
-def write_shape(root: Path, shape: str) -> Workflow:
-    """Write the tracing workflow `shape` under root/shape and load it."""
+def write_shape(root: Path, shape: str, *, ingress_check: bool = False) -> Workflow:
+    """Write the tracing workflow `shape` under root/shape and load it. `ingress_check`: every
+    function reads its own checkpoint before running its handler (the IR option)."""
     entry, functions = SHAPES[shape]
+    fields = {"ingress_check": True} if ingress_check else {}
     sources = {
         name: FunctionSource(PRELUDE + f"\ndef step(v, ctx):\n    {fn.body}\n\n"
                                        f"handler = traced(step, gathered={fn.gathered}, items={fn.items})\n",
-                             fn.instructions)
+                             fn.instructions, fields)
         for name, fn in functions.items()
     }
-    return write_workflow(root / shape, name=shape, entry=entry, functions=sources)
+    folder = root / (f"{shape}-checked" if ingress_check else shape)
+    return write_workflow(folder, name=shape, entry=entry, functions=sources)
 
 
 @dataclass
@@ -308,14 +311,24 @@ def store_snapshot(store: Store, workflow_id: str) -> dict[str, tuple]:
 
 
 def check_checkpoints(store: Store, workflow_id: str, chosen: dict[str, int], log: ExecutionLog) -> None:
-    """For a tracing workflow: the committed checkpoints are exactly the invocations of the
-    fault-free run (no execution outside it committed anything), each holds the output every
-    consumer saw (the one the results' traces name), which one of its executions produced; and
-    every set shard is full (every join completed; no stray shard of a divergent fan-out)."""
+    """For a tracing workflow: the committed invocations are exactly those of the fault-free
+    run (no execution outside it committed anything), each committed the output every consumer
+    saw (the one the results' traces name), which one of its executions produced; and every set
+    shard is full (every join completed; no stray shard of a divergent fan-out).
+
+    An invocation commits its checkpoint (named after it), or — a function without
+    instructions, always terminal — its result record (docs/coordination.md), whose value's
+    trace names the invocation that produced it."""
     committed: dict[str, int] = {}
     for record in store.records(workflow_id):
         if record.kind is Kind.CHECKPOINT:
             committed[record.key] = decode(record.value)["n"]
+        elif record.kind is Kind.RESULT:
+            output = decode(record.value)["value"]
+            producer = [inv for inv, nonce in output["t"].items() if nonce == output["n"]]
+            assert len(producer) == 1, f"result {record.key}: no single producer in its trace: {producer}"
+            assert committed.setdefault(producer[0], output["n"]) == output["n"], (
+                f"{producer[0]}: its checkpoint and its result record hold different outputs")
         elif record.kind is Kind.SET:
             assert record.size and all(slot in record.members for slot in range(record.size)), (
                 f"set shard {record.key} is not full: {dict(record.members)} of {record.size}")
@@ -323,7 +336,7 @@ def check_checkpoints(store: Store, workflow_id: str, chosen: dict[str, int], lo
         f"committed but not in the fault-free run: {sorted(set(committed) - set(chosen))}; "
         f"in it but not committed: {sorted(set(chosen) - set(committed))}")
     for invocation, nonce in committed.items():
-        assert nonce == chosen[invocation], f"{invocation}: checkpoint holds {nonce}, consumers saw {chosen[invocation]}"
+        assert nonce == chosen[invocation], f"{invocation}: committed {nonce}, consumers saw {chosen[invocation]}"
         assert any(out["n"] == nonce for _, out in log.executions.get(invocation, [])), (
             f"{invocation}: committed output {nonce} was produced by none of its executions")
 
