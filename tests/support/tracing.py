@@ -160,6 +160,13 @@ SHAPES: dict[str, tuple[str, dict[str, Fn]]] = {
         "W2": Fn(f"return v + {R}", [{"op": "fan_in", "function": "Sum"}]),
         "Sum": Fn("return {'n': len(v), 's': sum(v)}", [], gathered=True),
     }),
+    "wide-map": ("A", {  # 15-40 branches: a two-level join tree (16-slot leaf shards, a root over them)
+        "A": Fn(f"return {{'list': [{R} for _ in range(random.randint(15, 40))]}}",
+                [{"op": "create_set", "function": "Sum"}, {"op": "map", "function": "W", "items": "$.items"}],
+                items=True),
+        "W": Fn(f"return v * {R}", [{"op": "fan_in", "function": "Sum"}]),
+        "Sum": Fn("return {'n': len(v), 's': sum(v)}", [], gathered=True),
+    }),
     "map-no-join": ("A", {
         "A": Fn("return {'list': [1, 2, 3]}", [{"op": "map", "function": "W", "items": "$.items"}], items=True),
         "W": Fn(f"return v * {R}", []),
@@ -167,10 +174,22 @@ SHAPES: dict[str, tuple[str, dict[str, Fn]]] = {
 }
 
 
+# Too slow for the random draws; deterministic tests run them.
+LARGE_SHAPES: dict[str, tuple[str, dict[str, Fn]]] = {
+    "three-level-map": ("A", {  # 257-300 branches: 17-19 leaf shards, 2 shards above them, a root
+        "A": Fn(f"return {{'list': [{R} for _ in range(random.randint(257, 300))]}}",
+                [{"op": "create_set", "function": "Sum"}, {"op": "map", "function": "W", "items": "$.items"}],
+                items=True),
+        "W": Fn(f"return v * {R}", [{"op": "fan_in", "function": "Sum"}]),
+        "Sum": Fn("return {'n': len(v), 's': sum(v)}", [], gathered=True),
+    }),
+}
+
+
 def write_shape(root: Path, shape: str, *, ingress_check: bool = False) -> Workflow:
-    """Write the tracing workflow `shape` under root/shape and load it. `ingress_check`: every
-    function reads its own checkpoint before running its handler (the IR option)."""
-    entry, functions = SHAPES[shape]
+    """Write the tracing workflow `shape` (of SHAPES or LARGE_SHAPES) under root/shape and load
+    it. `ingress_check`: every function reads its own checkpoint before running its handler."""
+    entry, functions = SHAPES[shape] if shape in SHAPES else LARGE_SHAPES[shape]
     fields = {"ingress_check": True} if ingress_check else {}
     sources = {
         name: FunctionSource(PRELUDE + f"\ndef step(v, ctx):\n    {fn.body}\n\n"
