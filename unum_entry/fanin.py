@@ -7,9 +7,12 @@ upsert of an item of at most SHARD_SLOTS short members, so a branch's cost is th
 4 and at width 100,000, and no store item or document takes more than SHARD_SLOTS writes.
 
 Every step is idempotent (a slot keeps its first member; a parent add is the same add again), so
-a retry that crashes anywhere redoes the same adds and reaches the same decision. Several adders
-may see the root full (concurrent adds, duplicates): each invokes the target, whose commit keeps
-one execution's output.
+a retry that crashes anywhere redoes the same adds and reaches the same decision. Where the
+store tells which add completed a shard (SetState.completed_by: file, memory and Firestore
+stores, whose members come back in apply order), only that adder carries the join on, so no
+parent takes more than its SHARD_SLOTS adds even when an add and its read are two requests
+(Firestore). Elsewhere (DynamoDB) several adders may see a shard full (concurrent adds,
+duplicates): each carries it on, and the target's commit keeps one execution's output.
 """
 
 from __future__ import annotations
@@ -62,6 +65,10 @@ def join(store: Store, set_key: str, width: int, slot: int, member: str, *, work
         state = store.add_to_set(shard.key, position, member, size=shard.size, workflow=workflow,
                                  expires_at=expires_at)
         if not state.full:
+            return False
+        if state.completed_by is not None and state.completed_by != position:
+            # The store saw another adder complete this shard: that adder (and its retries)
+            # carries the join on; seeing it full as well changes nothing.
             return False
         member, index = _PARENT_MEMBER, shard_index
     return True
