@@ -44,10 +44,15 @@ class MotoServer:
     `start()` returns once the server answers HTTP; `.endpoint` is its URL (`endpoint_url` for
     boto3). `reset()` drops every resource (all services); `stop()` ends the process.
     The server's output goes to `log_path` (a file in a temp dir unless given).
+    `serialized` (default): one request at a time, as atomic as DynamoDB's requests are
+    (builder/moto_serialized.py says why moto's own threaded server is not); False runs
+    `python -m moto.server` as it is.
     """
 
     def __init__(self, *, port: int | None = None, start_timeout: float = 30.0,
-                 stop_timeout: float = 5.0, log_path: str | os.PathLike[str] | None = None) -> None:
+                 stop_timeout: float = 5.0, log_path: str | os.PathLike[str] | None = None,
+                 serialized: bool = True) -> None:
+        self.serialized = serialized
         self.port = port
         self.start_timeout = start_timeout
         self.stop_timeout = stop_timeout
@@ -73,8 +78,11 @@ class MotoServer:
             if pick_port:
                 self.port = free_port()
             with open(self._log_path, "ab") as log:
+                command = ([sys.executable, "-m", "builder.moto_serialized", LOOPBACK, str(self.port)]
+                           if self.serialized else
+                           [sys.executable, "-m", "moto.server", "-H", LOOPBACK, "-p", str(self.port)])
                 process = subprocess.Popen(
-                    [sys.executable, "-m", "moto.server", "-H", LOOPBACK, "-p", str(self.port)],
+                    command,
                     stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                     start_new_session=True,  # Ctrl-C in a terminal reaches pytest, not the server
                 )

@@ -1,25 +1,17 @@
-"""DynamoDBStore's set upsert racing the creation of its item, on a moto server that applies one
-request at a time.
-
-moto's own threaded server applies an UpdateItem that creates its item in two unlocked steps, so
-concurrent creating upserts can lose each other's members there (the contract suite therefore
-creates sets before racing on moto). DynamoDB applies each UpdateItem atomically; a moto server
-whose requests are serialized behaves the same, and shows that one UpdateItem per add is all
-the fan-in needs: every member lands, exactly one adder sees the set full.
+"""DynamoDBStore's set upsert racing the creation of its item, on the shared moto server
+(builder/moto_serialized.py: one request at a time, as atomic as DynamoDB's requests).
+One UpdateItem per add is all the fan-in needs: every member lands, exactly one adder sees the
+set full.
 """
 
 from __future__ import annotations
 
-import subprocess
-import sys
-import time
-import urllib.request
 import uuid
 from collections.abc import Iterator
 
 import pytest
 
-from builder.localstack import LOOPBACK, free_port
+from builder.localstack import MotoServer
 from unum_entry.stores import open_store
 from unum_entry.stores.dynamodb import DynamoDBStore
 
@@ -27,58 +19,10 @@ pytestmark = pytest.mark.integration
 
 THREADS = 16
 
-_SERIALIZED_MOTO = """
-import sys, threading
-from werkzeug.serving import run_simple
-from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
-
-app = DomainDispatcherApplication(create_backend_app)
-lock = threading.Lock()
-
-def serialized(environ, start_response):
-    with lock:  # one request at a time, its whole response included
-        result = app(environ, start_response)
-        try:
-            body = b"".join(result)
-        finally:
-            getattr(result, "close", lambda: None)()
-    return [body]
-
-run_simple(sys.argv[1], int(sys.argv[2]), serialized, threaded=True)
-"""
-
-
-@pytest.fixture(scope="module")
-def serialized_endpoint() -> Iterator[str]:
-    port = free_port()
-    process = subprocess.Popen([sys.executable, "-c", _SERIALIZED_MOTO, LOOPBACK, str(port)],
-                               stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                               start_new_session=True)
-    endpoint = f"http://{LOOPBACK}:{port}"
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-                opener.open(f"{endpoint}/moto-api/", timeout=1).read()
-                break
-            except OSError:
-                if process.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"serialized moto server did not start (exit code {process.poll()})") from None
-                time.sleep(0.1)
-        yield endpoint
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-
 
 @pytest.fixture
-def store(serialized_endpoint: str) -> Iterator[DynamoDBStore]:
-    store = open_store(f"dynamodb://unum-test-{uuid.uuid4().hex[:12]}?endpoint={serialized_endpoint}&create=1")
+def store(moto_server: MotoServer) -> Iterator[DynamoDBStore]:
+    store = open_store(f"dynamodb://unum-test-{uuid.uuid4().hex[:12]}?endpoint={moto_server.endpoint}&create=1")
     assert isinstance(store, DynamoDBStore)
     try:
         yield store

@@ -18,12 +18,10 @@ import re
 import subprocess
 import sys
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.support.serial_moto import serialized_moto
 
 pytestmark = pytest.mark.integration
 
@@ -62,15 +60,6 @@ def independent_count(text: bytes, top: int) -> dict:
 @pytest.fixture(scope="module")
 def corpus() -> bytes:
     return lzma.decompress(CORPUS.read_bytes())
-
-
-@pytest.fixture(scope="module")
-def serial_moto() -> Iterator[str]:
-    """moto applying one request at a time (tests/support/serial_moto.py): moto's threaded server
-    can lose one of two concurrent UpdateItem upserts on a new item — a fan-in's set shard — which
-    real DynamoDB never does."""
-    with serialized_moto() as endpoint:
-        yield endpoint
 
 
 def dynamodb_url(endpoint: str) -> str:
@@ -118,9 +107,9 @@ def test_wordcount_small_fraction_more_mappers_than_reducers(tmp_path: Path, cor
     assert {k: result[k] for k in ("words", "distinct", "top")} == independent_count(corpus[:used], 7)
 
 
-def test_wordcount_on_dynamodb(serial_moto: str, corpus: bytes) -> None:
+def test_wordcount_on_dynamodb(moto_server, corpus: bytes) -> None:
     result = run_app(IMAGES / "wordcount", {"mappers": 6, "reducers": 4, "corpus_fraction": 0.02, "top": 5},
-                     dynamodb_url(serial_moto))
+                     dynamodb_url(moto_server.endpoint))
 
     assert {k: result[k] for k in ("words", "distinct", "top")} == \
         independent_count(corpus[:result["corpus_bytes"]], 5)
@@ -156,8 +145,8 @@ def test_excamera_single_chunk(tmp_path: Path) -> None:
     assert result == excamera_properties([6])
 
 
-def test_excamera_neighbour_join_on_dynamodb(serial_moto: str) -> None:
-    result = run_app(IMAGES / "excamera", {"seconds": 1, "chunk_frames": 6}, dynamodb_url(serial_moto))
+def test_excamera_neighbour_join_on_dynamodb(moto_server) -> None:
+    result = run_app(IMAGES / "excamera", {"seconds": 1, "chunk_frames": 6}, dynamodb_url(moto_server.endpoint))
 
     assert result == excamera_properties([6] * 4)
 

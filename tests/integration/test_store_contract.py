@@ -71,15 +71,6 @@ def limited(store: Store) -> int:
     return store.max_value_bytes
 
 
-def creation_is_not_atomic(store: Store) -> bool:
-    """moto (5.2, threaded server) applies an UpdateItem that creates its item in two unlocked
-    steps (put an empty item, then update it), so two concurrent creating upserts can lose a
-    member or see a key-only item. DynamoDB itself applies every UpdateItem atomically; on moto
-    the race tests create the set before racing (test_dynamodb_serialized.py races the creation
-    on a moto server whose requests are serialized)."""
-    return isinstance(store, DynamoDBStore)
-
-
 def add(store: Store, key: str, slot: int, member: str, size: int = 2, **kwargs) -> SetState:
     return store.add_to_set(key, slot, member, size=size, workflow=kwargs.pop("workflow", "wf"), **kwargs)
 
@@ -206,8 +197,6 @@ def test_concurrent_adders_of_distinct_slots_all_land_and_one_sees_full(store: S
     everyone = {i: f"m-{i}" for i in range(THREADS)}
     for round_ in range(rounds):
         key = f"s-fan-{round_}"
-        if creation_is_not_atomic(store):
-            add(store, key, THREADS + 1, "before", size=THREADS)  # outside the set: never counted
         # Every thread's add may be the one that creates the set.
         states = race(THREADS, lambda i, key=key: add(store, key, i, f"m-{i}", size=THREADS))
 
@@ -229,8 +218,6 @@ def test_concurrent_adders_agree_on_which_add_completed_the_set(store: Store, ra
             state = add(store, "s-who", slot, f"m-{slot}", size=3)
         assert state.full and state.completed_by is None  # the store cannot tell: unknown
         return
-    if creation_is_not_atomic(store):
-        add(store, "s-who", THREADS + 1, "before", size=THREADS)
     states = race(THREADS, lambda i: add(store, "s-who", i, f"m-{i}", size=THREADS))
     completers = {state.completed_by for state in states if state.full}
     assert len(completers) == 1 and completers != {None}
@@ -239,8 +226,6 @@ def test_concurrent_adders_agree_on_which_add_completed_the_set(store: Store, ra
 
 
 def test_concurrent_adders_of_one_slot_agree_on_its_first_member(store: Store, race) -> None:
-    if creation_is_not_atomic(store):
-        add(store, "s-one", 1, "before", size=1)
     states = race(8, lambda i: add(store, "s-one", 0, f"m-{i}", size=1))
 
     winners = {state.members[0] for state in states}
