@@ -125,6 +125,18 @@ def run_schedule(workflow, store, seed: int, rates: FaultRates, replay_store, co
     return injected
 
 
+def snapshot_diff(before: dict[str, tuple], after: dict[str, tuple]) -> list[str]:
+    """What differs between two store snapshots, one line per key."""
+    lines = [f"new {after[k][0].value} {k}" for k in sorted(set(after) - set(before))]
+    lines += [f"gone {before[k][0].value} {k}" for k in sorted(set(before) - set(after))]
+    for key in sorted(set(before) & set(after)):
+        if before[key] != after[key]:
+            changed = [f"{name} {b!r} -> {a!r}" for name, b, a in zip(("kind", "expires_at", "value", "size", "members"),
+                                                                    before[key], after[key]) if a != b]
+            lines.append(f"changed {before[key][0].value} {key}: " + "; ".join(c[:300] for c in changed))
+    return lines
+
+
 def retained(snapshot: dict[str, tuple]) -> dict[str, tuple]:
     """A store snapshot without chunk records: a duplicate whose value is stored by reference
     writes its chunks before its create loses, and leaves them as orphans until they expire
@@ -150,7 +162,8 @@ def _run_and_redeliver(platform: FaultyPlatform, watch: CommitWatch, store, inpu
         assert (again.results, again.failure) == (outcome.results, outcome.failure), (
             f"late duplicates changed the outcome: {again.results!r}, failure {again.failure!r}")
         assert watch.late == [], f"late duplicates created objects: {watch.late}"
-        assert retained(store_snapshot(store, outcome.workflow_id)) == retained(before), "late duplicates changed the store"
+        after = retained(store_snapshot(store, outcome.workflow_id))
+        assert after == retained(before), f"late duplicates changed the store: {snapshot_diff(retained(before), after)}"
     return outcome, dict(platform.stats)
 
 

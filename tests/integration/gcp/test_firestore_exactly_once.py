@@ -12,6 +12,7 @@ CI runs `CI_SCHEDULES` schedules (the emulator is ~10x slower than the file stor
 
 from __future__ import annotations
 
+import time
 import uuid
 
 import pytest
@@ -58,3 +59,22 @@ def test_every_shape_under_concurrent_duplicates_on_firestore(shapes, shape, fir
         store.close()
     assert injected.get("concurrent_duplicate", 0) + injected.get("duplicate", 0) >= 1
     assert injected.get("late_duplicate", 0) >= 1
+
+
+def test_a_late_re_add_leaves_a_full_shard_unchanged(firestore_emulator):
+    """What the exactly-once suite's late duplicates do to a fan-in shard: a branch's duplicate
+    re-adds its member to a shard that is already full, with its own (here: earlier) expiry. The
+    store contract (Store.add_to_set): a set that exists keeps its own size, workflow and expiry —
+    a late duplicate must change nothing (on DynamoDB: if_not_exists; on the file store: kept)."""
+    store = _store(firestore_emulator)
+    try:
+        first = int(time.time()) + 3600
+        store.add_to_set("s-late-readd", 0, "c-a", size=2, workflow="wf-late", expires_at=first)
+        store.add_to_set("s-late-readd", 1, "c-b", size=2, workflow="wf-late", expires_at=first + 5)
+        before = store.read(["s-late-readd"])["s-late-readd"]
+        store.add_to_set("s-late-readd", 0, "c-a", size=2, workflow="wf-late", expires_at=first - 10)  # the duplicate
+        after = store.read(["s-late-readd"])["s-late-readd"]
+    finally:
+        store.close()
+    assert before.expires_at == first
+    assert (after.expires_at, dict(after.members), after.size) == (before.expires_at, dict(before.members), before.size)
