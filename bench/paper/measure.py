@@ -90,10 +90,10 @@ APPS = (
         IMAGES / "wordcount" / "statemachine.json", quick_input={"mappers": 32, "reducers": 25, "corpus_fraction": 0.05}),
     App("ExCamera", "ExCamera (hand-written IR, neighbour)", IMAGES / "excamera",
         IMAGES / "excamera-sfn" / "statemachine.json", memory_mb=3072,
-        full_input={"seconds": 10, "width": 320, "height": 180}, sfn_runs_from="ExCamera Map"),
+        full_input={"seconds": 8, "width": 320, "height": 180}, sfn_runs_from="ExCamera Map"),
     App("ExCamera Map", "ExCamera (SFN Map version, compiled)", IMAGES / "excamera-sfn" / "statemachine.json",
         IMAGES / "excamera-sfn" / "statemachine.json", memory_mb=3072,
-        full_input={"seconds": 10, "width": 320, "height": 180}),
+        full_input={"seconds": 8, "width": 320, "height": 180}),
 )
 
 
@@ -209,6 +209,20 @@ def load_average() -> tuple[float, float, float]:
 # ---- apps on the embedded platform -----------------------------------------------------------
 
 @dataclass
+class WireCounts:
+    """What a DynamoWire counted, as plain data (picklable): requests by operation, write units
+    by item kind, read units."""
+
+    requests: Counter[str]
+    write_units: Counter[str]
+    read_units: int
+
+    @classmethod
+    def of(cls, wire: DynamoWire) -> WireCounts:
+        return cls(Counter(wire.requests), Counter(wire.write_units), wire.read_units)
+
+
+@dataclass
 class AppRuns:
     """Runs of one app on one store."""
 
@@ -218,7 +232,7 @@ class AppRuns:
     invocations: list[Invocation]          # every delivery of the measured runs
     runs: int
     checked: str                           # "matches expected.json" / "not checked (...)"
-    wire: DynamoWire | None = None
+    wire: WireCounts | None = None
     stats: Counter[str] = field(default_factory=Counter)
 
     def per_run(self, n: float) -> float:
@@ -264,7 +278,8 @@ def run_app(app: App, store: Store, *, runs: int, quick: bool, workers: int = 8,
                 out = plat.outcome(wf)
             _raise_if_failed(app, out, plat)
             checked = _check(app, quick, out.result)
-        return AppRuns(app, label, seconds, plat.take(), runs, checked, wire, Counter(plat.stats))
+        return AppRuns(app, label, seconds, plat.take(), runs, checked, WireCounts.of(wire) if wire else None,
+                       Counter(plat.stats))
 
 
 def _raise_if_failed(app: App, out: Any, plat: LocalPlatform) -> None:
@@ -496,6 +511,7 @@ class ExcameraRuns:
     input: Any
     ir_cpu: float   # total handler CPU per run
     sfn_cpu: float
+    checked: str = ""
 
 
 def excamera_side_by_side(ir: App, sfn: App, *, rounds: int, quick: bool, workers: int = 8) -> ExcameraRuns:
@@ -525,6 +541,7 @@ def excamera_side_by_side(ir: App, sfn: App, *, rounds: int, quick: bool, worker
                     invs[name] += plat.take()
             if results["ir"] != results["sfn"]:
                 raise RuntimeError("ExCamera: the two versions' results differ")
+            checked = _check(ir, quick, results["ir"])
             for name in ("ir", "sfn"):
                 per: dict[str, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
                 for inv in invs[name]:
@@ -539,4 +556,4 @@ def excamera_side_by_side(ir: App, sfn: App, *, rounds: int, quick: bool, worker
             for store in stores.values():
                 store.close()
     return ExcameraRuns(seconds["ir"], seconds["sfn"], result["ir"], result["sfn"], result["ir_n"], result["sfn_n"],
-                        given, result["ir_cpu"], result["sfn_cpu"])
+                        given, result["ir_cpu"], result["sfn_cpu"], checked)
