@@ -166,8 +166,11 @@ def _not_yet_committed(ctx: EgressContext, calls: Sequence[Call]) -> list[Call]:
 
 def _join(ctx: EgressContext, env: Envelope, invocation: str, checkpoint: str, join: Join, created: bool) -> int:
     """Add our checkpoint to the fan-in set; invoke the target if we saw every branch join."""
+    # Every add of a set gives the same expiry, the workflow's deadline: a set is only read
+    # while the workflow runs (a duplicate past the deadline never reaches a join: Runtime._may_run),
+    # and identical adds leave a set unchanged on every store (Firestore's merge-write included).
     complete = fanin.join(ctx.store, join.set_key, join.width, join.slot, checkpoint,
-                          workflow=env.workflow, expires_at=ctx.retention.expires_at(env.deadline))
+                          workflow=env.workflow, expires_at=env.deadline)
     if not complete:
         return 0
     calls = [join.target_call(env)]

@@ -298,7 +298,8 @@ EXPIRY_SLACK = 5  # seconds: whole-second rounding of expiries and the time the 
 def retention_violations(store: Store, workflow_id: str, *, started_at: float,
                          kinds: frozenset[Kind] = RETAINED_KINDS) -> list[str]:
     """What the backend holds for a finished workflow that the retention rule does not allow:
-    a record of another kind, a record without an expiry (or already expired), one that expires
+    a set shard that does not expire at the workflow's deadline, or any other record of another
+    kind, without an expiry (or already expired), or one that expires
     before the workflow's deadline (its start + TTL: every object must outlive the workflow's
     possible duplicates) or after now + TTL (+ slack; + the redelivery window instead when a
     store's TTL is shorter than it). Reads the backend's raw records, which `Store.records`
@@ -313,6 +314,12 @@ def retention_violations(store: Store, workflow_id: str, *, started_at: float,
         where = f"{record.kind.value} {record.key} (expires_at {record.expires_at})"
         if record.kind not in kinds:
             problems.append(f"unexpected kind: {where}")
+        if record.kind is Kind.SET and record.expires_at:
+            # Set shards live exactly to the deadline: only a running workflow reads or adds to
+            # them (a duplicate past the deadline never reaches a join), so they may have expired.
+            if record.expires_at < earliest - EXPIRY_SLACK or record.expires_at > earliest + EXPIRY_SLACK:
+                problems.append(f"a set shard not expiring at the workflow's deadline ({earliest}): {where}")
+            continue
         if not record.expires_at or record.expires_at <= now:
             problems.append(f"no expiry, or expired: {where}")
         elif record.expires_at > latest:

@@ -280,6 +280,7 @@ def _set_record(key: str, doc: dict[str, Any], now: float) -> Record:
     an expired earlier set of the same key); the first live size and the first live entry of
     each slot win. A set without a live size entry has expired as a whole."""
     sizes: list[int] = []
+    first_expiry: int | None = None
     latest = 0
     for entry in doc.get(SIZE, []):
         size, sep, expiry = str(entry).partition(":")
@@ -288,12 +289,18 @@ def _set_record(key: str, doc: dict[str, Any], now: float) -> Record:
         latest = max(latest, int(expiry))
         if int(expiry) > now:
             sizes.append(int(size))
+            if first_expiry is None:
+                first_expiry = int(expiry)
     members: dict[int, str] = {}
     for entry in doc.get(MEMBERS, []):
         slot, expiry, member = _split_member(str(entry))
         if expiry > now:
             members.setdefault(slot, member)
-    expires_at = int(doc[EXPIRE_AT].timestamp()) if sizes else min(latest, int(now))
+    # The set's expiry is its creator's (the first live size entry, in apply order), as the
+    # store contract says. The document's `expire_at` (what Firestore's TTL policy deletes by)
+    # is the latest adder's, since a merge-write cannot keep a field's first value: callers must
+    # give every add of one set the same expiry (the runtime uses the workflow's deadline).
+    expires_at = first_expiry if first_expiry is not None else min(latest, int(now))
     return Record(key=key, kind=Kind.SET, workflow=doc[WORKFLOW], expires_at=expires_at,
                   size=sizes[0] if sizes else None, members=members)
 
