@@ -1,31 +1,38 @@
 """The embedded local platform: a whole workflow on one machine, no cloud.
 
 It plays the FaaS platform's part and nothing more: an asynchronous, at-least-once invoker
-(a worker pool over a bag of deliveries), retries of crashed executions, retries of failed
-handlers up to the function's `max_attempts`, and an on-failure path that calls
-`Runtime.fail`. Orchestration stays in each function's runtime, exactly as in the cloud.
-With a `FaultInjector` it also misbehaves the ways a real platform may.
+(a worker pool over a queue of deliveries) that applies the same delivery policy as the cloud
+adapters (`unum_entry.platforms.common.deliver`): failed handlers are retried up to the
+function's `max_attempts` and then `Runtime.fail` records the workflow's failure; transient
+store or invoke errors (also when recording a failure) and bugs are redelivered after a bounded
+exponential backoff, crashed executions at once; a delivery that fails `max_redeliveries` times
+in a row (a bug: `BUG_REDELIVERIES` + 1 times) is dead-lettered, after a last attempt at
+recording the workflow's failure, as Lambda's on-failure destination would. No exception ends a
+worker thread. Orchestration stays in each function's runtime, exactly as in the cloud. With a
+`FaultInjector` it also misbehaves the ways a real platform may.
 """
 
 from __future__ import annotations
 
+import heapq
 import logging
 import threading
 import time
-import traceback
 from collections import Counter
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from unum_entry.codec import decode, encode
 from unum_entry.envelope import Envelope
-from unum_entry.errors import EnvelopeError, HandlerFailed, UnumError, WorkflowTimeout
+from unum_entry.errors import EnvelopeError, UnumError, WorkflowTimeout
 from unum_entry.local.faults import FaultInjector, InjectedCrash
-from unum_entry.runtime import Handler, Runtime, RuntimeConfig, load_handler, new_workflow
 from unum_entry.outcome import RunResult, read_outcome
+from unum_entry.platforms.common import (DeliveryStatus, RedeliveriesExhausted, RetryPolicy, deliver,
+                                         record_failure)
+from unum_entry.runtime import Handler, Runtime, RuntimeConfig, load_handler, new_workflow
 from unum_entry.stores.base import Store
 from unum_entry.workflow import Workflow
 
@@ -33,13 +40,16 @@ log = logging.getLogger("unum.local")
 
 HandlerWrapper = Callable[[str, Handler], Handler]
 
+MAX_REDELIVERIES = 50  # consecutive failed deliveries of one delivery before it is dead-lettered
+BUG_REDELIVERIES = 2   # ... when it fails with a bug (not an UnumError): Lambda's async retries
+MAX_BACKOFF = 0.5      # seconds: the cap of the redelivery (and handler-retry) backoff
 
-@dataclass(order=True)
+
+@dataclass(frozen=True)
 class _Delivery:
-    ready_at: float
-    seq: int
-    function: str = field(compare=False)
-    payload: bytes = field(compare=False)
+    function: str
+    payload: bytes
+    failures: int = 0  # consecutive failed deliveries (crashes, transient errors) before this one
 
 
 class _LocalInvoker:
@@ -53,23 +63,38 @@ class _LocalInvoker:
 
 
 class LocalPlatform:
-    """Runs the functions of `workflow` against `store` with `workers` concurrent executions."""
+    """Runs the functions of `workflow` against `store` with `workers` concurrent executions.
+
+    `retry_delay` is the base of both backoffs (`retry_delay * 2**n`, at most `max_backoff`
+    seconds): before a failed handler's next attempt (n = its attempt) and before redelivering
+    a transient error or a bug (n = the delivery's consecutive failures so far); an injected
+    crash is redelivered after `retry_delay`. `max_redeliveries` bounds the consecutive
+    redeliveries of one delivery (at most `BUG_REDELIVERIES` when it fails with a bug)."""
 
     def __init__(self, workflow: Workflow, store: Store, *, workers: int = 4,
                  faults: FaultInjector | None = None, config: RuntimeConfig | None = None,
                  wrap: HandlerWrapper | None = None, invoke_latency: float = 0.0,
-                 retry_delay: float = 0.001) -> None:
+                 retry_delay: float = 0.001, max_redeliveries: int = MAX_REDELIVERIES,
+                 max_backoff: float = MAX_BACKOFF) -> None:
         self.workflow = workflow
         self.store = store
         self.faults = faults
         self.invoke_latency = invoke_latency
         self.retry_delay = retry_delay
+        self.max_redeliveries = max_redeliveries
         self.stats: Counter[str] = Counter()
         self.dead_letters: list[str] = []
-        self._bag: list[_Delivery] = []
+        self._backoff = RetryPolicy(base=retry_delay, cap=max(max_backoff, retry_delay))
+        self._stats_lock = threading.Lock()
+        # Deliveries not yet taken: a heap of (ready_at, seq, delivery) (seq: FIFO among equals).
+        # With faults, those already due move to `_ready`, from which the injector picks any.
+        self._queue: list[tuple[float, int, _Delivery]] = []
+        self._ready: list[_Delivery] = []
         self._seq = 0
         self._outstanding = 0
-        self._cv = threading.Condition()
+        self._lock = threading.Lock()
+        self._work_cv = threading.Condition(self._lock)  # workers: a delivery was queued, or stop
+        self._idle_cv = threading.Condition(self._lock)  # wait_idle: nothing is outstanding any more
         self._stopping = False
         self._executor = ThreadPoolExecutor((config or RuntimeConfig()).dispatch_workers, thread_name_prefix="unum-dispatch")
         invoker = _LocalInvoker(self)
@@ -106,17 +131,18 @@ class LocalPlatform:
     def wait_idle(self, timeout: float) -> None:
         """Block until no delivery is queued or running. Raises WorkflowTimeout."""
         deadline = time.monotonic() + timeout
-        with self._cv:
+        with self._lock:
             while self._outstanding:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     raise WorkflowTimeout(f"{self._outstanding} deliveries still in flight after {timeout:.0f} s")
-                self._cv.wait(min(remaining, 0.05))
+                self._idle_cv.wait(remaining)
 
     def close(self) -> None:
-        with self._cv:
+        with self._lock:
             self._stopping = True
-            self._cv.notify_all()
+            self._work_cv.notify_all()
+            self._idle_cv.notify_all()
         for thread in self._workers:
             thread.join(timeout=5)
         self._executor.shutdown(wait=True)
@@ -134,39 +160,61 @@ class LocalPlatform:
         if self.invoke_latency:
             time.sleep(self.invoke_latency)
         data = encode(payload, what="envelope")  # a copy on the wire: no shared mutable state
+        self._count("invokes")
+        self._enqueue(_Delivery(function, data), delay)
+
+    def _enqueue(self, delivery: _Delivery, delay: float) -> None:
+        """Queue `delivery` (copies and extra delays as the fault injector plans) after `delay`."""
         delays = self.faults.plan_delivery().delays if self.faults else (0.0,)
         now = time.monotonic()
-        with self._cv:
+        with self._lock:
             for extra in delays:
                 self._seq += 1
-                self._bag.append(_Delivery(now + delay + extra, self._seq, function, data))
+                heapq.heappush(self._queue, (now + delay + extra, self._seq, delivery))
                 self._outstanding += 1
-            self.stats["invokes"] += 1
-            self._cv.notify_all()
+            if delay or any(delays):
+                self._work_cv.notify_all()  # sleeping workers recompute when the next one is due
+            else:
+                self._work_cv.notify(len(delays))
 
     def _take(self) -> _Delivery | None:
-        with self._cv:
+        """The next due delivery (the earliest; with faults, any due one the injector picks);
+        blocks until one is due. None once the platform is closing. O(log n) per delivery."""
+        queue = self._queue
+        with self._lock:
             while not self._stopping:
                 now = time.monotonic()
-                ready = [i for i, d in enumerate(self._bag) if d.ready_at <= now]
-                if ready:
-                    pick = ready[self.faults.pick(len(ready))] if self.faults else min(ready, key=lambda i: self._bag[i])
-                    return self._bag.pop(pick)
-                wait = min((d.ready_at for d in self._bag), default=now + 0.05) - now
-                self._cv.wait(max(0.0005, min(wait, 0.05)))
+                if self.faults is None:
+                    if queue and queue[0][0] <= now:
+                        return heapq.heappop(queue)[2]
+                else:
+                    ready = self._ready
+                    while queue and queue[0][0] <= now:
+                        ready.append(heapq.heappop(queue)[2])
+                    if ready:
+                        i = self.faults.pick(len(ready))
+                        ready[i], ready[-1] = ready[-1], ready[i]
+                        return ready.pop()
+                wait = queue[0][0] - now if queue else 0.05
+                self._work_cv.wait(max(0.0005, min(wait, 0.05)))
             return None
 
     def _work(self) -> None:
         while (delivery := self._take()) is not None:
             try:
                 self._process(delivery)
+            except BaseException as exc:  # a bug in the platform itself: keep the worker alive
+                log.exception("local platform: delivery to %s lost", delivery.function)
+                self._dead_letter(f"{delivery.function}: internal error in the local platform: "
+                                  f"{type(exc).__name__}: {exc}")
             finally:
-                with self._cv:
+                with self._lock:
                     self._outstanding -= 1
-                    self._cv.notify_all()
+                    if not self._outstanding:
+                        self._idle_cv.notify_all()
 
     def _process(self, delivery: _Delivery) -> None:
-        self.stats["deliveries"] += 1
+        self._count("deliveries")
         try:
             env = Envelope.from_wire(decode(delivery.payload))
         except EnvelopeError as exc:
@@ -176,34 +224,54 @@ class LocalPlatform:
         if runtime is None:
             self._dead_letter(f"invoke of unknown function {delivery.function!r} in workflow {env.workflow}")
             return
-        try:
-            report = runtime.handle(env)
-            self.stats["stale" if report is None else ("replayed" if report and not report.created else "committed")] += 1
-        except InjectedCrash:
-            self.stats["crash_retries"] += 1
-            self._redeliver(delivery.function, env, self.retry_delay)
-        except HandlerFailed as exc:
-            if env.attempt + 1 < runtime.ir.max_attempts:
-                self.stats["handler_retries"] += 1
-                self._redeliver(delivery.function, env.next_attempt(), self.retry_delay * (2 ** env.attempt))
-            else:
-                self._give_up(runtime, env, exc)
-        except UnumError as exc:
-            self._give_up(runtime, env, exc)
-        except Exception as exc:  # a bug in unum itself: fail loudly, keep the platform alive
-            log.error("internal error in %s: %s", delivery.function, traceback.format_exc())
-            self._give_up(runtime, env, UnumError(f"internal error: {type(exc).__name__}: {exc}"))
+        outcome = deliver(runtime, env, retry=self._backoff)
+        status = outcome.status
+        if status is DeliveryStatus.DONE:
+            assert outcome.report is not None
+            self._count("committed" if outcome.report.created else "replayed")
+        elif status is DeliveryStatus.DROPPED:
+            self._count("stale")
+        elif status is DeliveryStatus.RETRY_HANDLER:
+            assert outcome.retry is not None
+            self._count("handler_retries")
+            self.submit(delivery.function, outcome.retry.to_wire(), delay=outcome.delay)
+        elif status is DeliveryStatus.FAILED:
+            self._count("failed")
+        else:
+            assert outcome.error is not None
+            self._redeliver(delivery, runtime, env, outcome.error)
 
-    def _redeliver(self, function: str, env: Envelope, delay: float) -> None:
-        self.submit(function, env.to_wire(), delay=delay)
+    def _redeliver(self, delivery: _Delivery, runtime: Runtime, env: Envelope, error: BaseException) -> None:
+        """Deliver `delivery` again after the backoff, or dead-letter it once it failed
+        `max_redeliveries` times in a row (recording the workflow's failure if the store lets us)."""
+        failures = delivery.failures + 1
+        limit = self.max_redeliveries
+        if not isinstance(error, (InjectedCrash, UnumError)):  # a bug in unum: loud, with its traceback
+            log.error("internal error in %s (workflow %s)", delivery.function, env.workflow,
+                      exc_info=(type(error), error, error.__traceback__))
+            limit = min(limit, BUG_REDELIVERIES)  # a bug rarely goes away: fail the workflow soon
+        if failures <= limit:
+            if isinstance(error, InjectedCrash):  # the execution died: another instance takes it at once
+                self._count("crash_retries")
+                delay = self.retry_delay
+            else:  # the store or invoker is struggling (or a bug): back off
+                self._count("redeliveries")
+                delay = self._backoff.delay(failures - 1)
+            self._enqueue(_Delivery(delivery.function, delivery.payload, failures), delay)
+            return
+        gave_up = RedeliveriesExhausted(delivery.function, failures, error)
+        self._dead_letter(f"{delivery.function}: workflow {env.workflow}: {gave_up}")
+        if record_failure(runtime, env, gave_up).status is DeliveryStatus.FAILED:
+            self._count("failed")
 
-    def _give_up(self, runtime: Runtime, env: Envelope, error: UnumError) -> None:
-        self.stats["failed"] += 1
-        runtime.fail(env, error)
+    def _count(self, key: str) -> None:
+        with self._stats_lock:
+            self.stats[key] += 1
 
     def _dead_letter(self, message: str) -> None:
         log.error("dropped delivery: %s", message)
-        with self._cv:
+        self._count("dead_letters")
+        with self._lock:
             self.dead_letters.append(message)
 
 

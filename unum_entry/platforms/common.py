@@ -1,4 +1,6 @@
-"""Load one function once per process from its image: IR, handler, store, invoker, Runtime.
+"""Load one function once per process from its image (IR, handler, store, invoker, Runtime), and
+the delivery policy every platform applies (`deliver`: the Lambda and Cloud Run adapters through
+`run_delivery`, and the embedded local platform).
 
 Configuration comes from the environment (the function image sets the first; deploy templates
 and the local stack set the others):
@@ -7,22 +9,28 @@ and the local stack set the others):
 - `UNUM_STORE`: a store URL for `open_store` (e.g. `dynamodb://TABLE?region=us-east-1`).
 - `UNUM_INVOKER`: an invoker URL for `open_invoker` (e.g. `lambda://?prefix=my-stack-`).
 - `UNUM_INLINE_LIMIT` (bytes, optional): values larger than this travel by reference.
+- `UNUM_RETRY_BASE_DELAY` (seconds, optional): the base of the handler-retry backoff.
 """
 
 from __future__ import annotations
 
+import enum
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from unum_entry.egress import Invoker
 from unum_entry.envelope import Envelope
-from unum_entry.errors import ConfigurationError, HandlerFailed
+from unum_entry.errors import ConfigurationError, HandlerFailed, InvokeError, StaleInvocation, StoreError, UnumError
+from unum_entry.frozen import Frozen, frozen
 from unum_entry.ir import IR_FILE_NAME, FunctionIR, load_ir
 from unum_entry.runtime import Runtime, RuntimeConfig, load_handler
 from unum_entry.stores.base import Store
+
+if TYPE_CHECKING:
+    from unum_entry.egress import EgressReport
 
 DEFAULT_FUNCTION_DIR = "/var/task"
 
@@ -106,50 +114,128 @@ class RetryPolicy:
             raise ConfigurationError(f"UNUM_RETRY_BASE_DELAY: expected seconds, found {raw!r}") from None
 
 
-def retry_or_fail(loaded: LoadedFunction, env: Envelope, exc: HandlerFailed, *, retry: RetryPolicy,
-                  sleep: Callable[[float], None]) -> dict[str, Any]:
-    """A handler failed: re-invoke this function with `attempt + 1` after the policy's delay
-    while the IR's `max_attempts` allows, else record the workflow's failure (`Runtime.fail`).
-    Both adapters retry handler errors themselves so the attempt count is exact whatever the
-    platform's own redelivery settings. Returns a summary for the platform's answer."""
-    ir = loaded.ir
-    if env.attempt + 1 < ir.max_attempts:
-        sleep(retry.delay(env.attempt))
-        log.warning("%s: attempt %d failed (%s); retrying", ir.function, env.attempt + 1, exc)
-        loaded.invoker.invoke(ir.function, env.next_attempt().to_wire())
-        return {"retrying": env.attempt + 1, "error": str(exc)}
-    log.error("%s: workflow %s failed after %d attempt(s): %s", ir.function, env.workflow, env.attempt + 1, exc)
-    loaded.runtime.fail(env, exc)
-    return {"failed": str(exc)}
+class DeliveryStatus(enum.Enum):
+    """What became of one delivery under the delivery policy (`deliver`)."""
+
+    DONE = "done"                    # handled: committed (or replayed) and dispatched
+    DROPPED = "dropped"              # a stale duplicate: nothing to do
+    RETRY_HANDLER = "retry_handler"  # the handler failed: invoke `retry` (attempt + 1) after `delay`
+    REDELIVER = "redeliver"          # transient trouble or a crash: the same delivery must come again
+    FAILED = "failed"                # the workflow's failure is recorded (`Runtime.fail` returned)
+
+
+@frozen
+class DeliveryOutcome(Frozen):
+    """The policy's answer for one delivery. `report` is set for DONE; `retry` and `delay` for
+    RETRY_HANDLER; `error` (what went wrong) for RETRY_HANDLER, REDELIVER and FAILED."""
+
+    status: DeliveryStatus
+    report: EgressReport | None = None
+    retry: Envelope | None = None
+    delay: float = 0.0
+    error: BaseException | None = None
+
+    def __init__(self, status: DeliveryStatus, report: EgressReport | None = None, retry: Envelope | None = None,
+                 delay: float = 0.0, error: BaseException | None = None) -> None:
+        self.__dict__.update(status=status, report=report, retry=retry, delay=delay, error=error)
+
+
+class RedeliveriesExhausted(UnumError):
+    """A platform stopped redelivering a delivery that kept failing (the local platform's
+    counterpart of Lambda's on-failure destination record). Names the last error."""
+
+    def __init__(self, function: str, deliveries: int, last: BaseException) -> None:
+        self.error_type = type(last).__name__
+        self.message = f"gave up after {deliveries} consecutive failed deliveries of {function!r}; last error: {type(last).__name__}: {last}"
+        super().__init__(self.message)
+
+
+def deliver(runtime: Runtime, env: Envelope, *, retry: RetryPolicy) -> DeliveryOutcome:
+    """The delivery policy of every platform (Lambda and Cloud Run adapters, the local platform):
+    handle one delivery and say what the platform must do next. Never raises an Exception.
+
+    - handled → DONE; a stale duplicate (`handle` returned None) → DROPPED;
+    - the handler raised (HandlerFailed) → RETRY_HANDLER with `attempt + 1` after
+      `retry.delay(attempt)` while the IR's `max_attempts` allows, else `Runtime.fail` → FAILED;
+    - store or invoke trouble (StoreError, InvokeError) → REDELIVER: it is transient, and the
+      checkpoints absorb the repeat;
+    - any other UnumError (the request or output does not fit the IR: no retry can help) →
+      `Runtime.fail` → FAILED;
+    - anything else (a crash: a bug, an injected fault) → REDELIVER, as a platform redelivers a
+      crashed execution;
+    - `Runtime.fail` itself raising (a throttled store) → REDELIVER: the redelivery fails the
+      same way and records the failure then (the first failure record wins).
+
+    The caller acts on the outcome: it schedules RETRY_HANDLER and REDELIVER (Lambda and Cloud
+    Run re-invoke / raise to the platform; the local platform re-queues with a bounded backoff).
+    """
+    try:
+        report = runtime.handle(env)
+    except HandlerFailed as exc:
+        if env.attempt + 1 < runtime.ir.max_attempts:
+            log.warning("%s: attempt %d failed (%s); retrying", runtime.ir.function, env.attempt + 1, exc)
+            return DeliveryOutcome(DeliveryStatus.RETRY_HANDLER, retry=env.next_attempt(),
+                                   delay=retry.delay(env.attempt), error=exc)
+        log.error("%s: workflow %s failed after %d attempt(s): %s", runtime.ir.function, env.workflow,
+                  env.attempt + 1, exc)
+        return record_failure(runtime, env, exc)
+    except (StoreError, InvokeError) as exc:
+        log.warning("%s: workflow %s: transient error, to be redelivered: %s", runtime.ir.function, env.workflow, exc)
+        return DeliveryOutcome(DeliveryStatus.REDELIVER, error=exc)
+    except StaleInvocation:
+        return DeliveryOutcome(DeliveryStatus.DROPPED)
+    except UnumError as exc:  # the request does not fit the IR: retrying cannot help
+        log.error("%s: workflow %s failed: %s", runtime.ir.function, env.workflow, exc)
+        return record_failure(runtime, env, exc)
+    except Exception as exc:  # a crash; the caller logs it (it knows injected crashes from bugs)
+        return DeliveryOutcome(DeliveryStatus.REDELIVER, error=exc)
+    if report is None:
+        return DeliveryOutcome(DeliveryStatus.DROPPED)
+    return DeliveryOutcome(DeliveryStatus.DONE, report=report)
+
+
+def record_failure(runtime: Runtime, env: Envelope, error: UnumError) -> DeliveryOutcome:
+    """`Runtime.fail(env, error)` → FAILED; REDELIVER (with what `fail` raised) when recording the
+    failure did not succeed, so the platform comes back and records it then. Never raises."""
+    try:
+        runtime.fail(env, error)
+    except Exception as exc:
+        log.warning("%s: workflow %s: recording its failure failed, to be redelivered: %s: %s",
+                    runtime.ir.function, env.workflow, type(exc).__name__, exc)
+        return DeliveryOutcome(DeliveryStatus.REDELIVER, error=exc)
+    return DeliveryOutcome(DeliveryStatus.FAILED, error=error)
 
 
 def run_delivery(loaded: LoadedFunction, envelope: Envelope, stored_key: str | None, *, retry: RetryPolicy,
                  sleep: Callable[[float], None]) -> dict[str, Any]:
-    """Handle one decoded delivery the way both platforms need it; returns a summary.
+    """Handle one decoded delivery on a cloud platform (Lambda, Cloud Run) through `deliver`;
+    returns a summary for the platform's answer, or raises so the platform redelivers.
 
-    Handler errors retry or fail the workflow (`retry_or_fail`); a request that does not fit the
-    IR fails it (no retry can help); store and invoke errors are raised, so the platform redelivers
-    (Lambda's async retries, a Pub/Sub 500). A stored (by-reference) envelope is deleted once
-    handled."""
-    from unum_entry.errors import InvokeError, StoreError, UnumError
-
-    runtime, function = loaded.runtime, loaded.ir.function
+    - DONE / DROPPED / FAILED: a summary (the delivery is acked);
+    - RETRY_HANDLER: the adapter re-invokes its own function with `attempt + 1` after the delay
+      (so the IR's `max_attempts` holds exactly whatever the platform's own retry settings);
+    - REDELIVER: the error is raised (Lambda's async retries, a Pub/Sub 500).
+    A stored (by-reference) envelope is deleted once handled."""
+    function = loaded.ir.function
+    outcome = deliver(loaded.runtime, envelope, retry=retry)
+    status = outcome.status
+    if status is DeliveryStatus.REDELIVER:
+        assert outcome.error is not None
+        raise outcome.error  # transient platform trouble or a crash: the platform redelivers
     summary: dict[str, Any] = {"function": function, "workflow": envelope.workflow, "attempt": envelope.attempt}
-    try:
-        report = runtime.handle(envelope)
-    except HandlerFailed as exc:
-        summary.update(retry_or_fail(loaded, envelope, exc, retry=retry, sleep=sleep))
-    except (StoreError, InvokeError):
-        raise  # transient platform trouble: the platform redelivers
-    except UnumError as exc:  # the request does not fit the IR: retrying cannot help
-        log.error("%s: workflow %s failed: %s", function, envelope.workflow, exc)
-        runtime.fail(envelope, exc)
-        summary["failed"] = str(exc)
+    if status is DeliveryStatus.RETRY_HANDLER:
+        assert outcome.retry is not None
+        sleep(outcome.delay)
+        loaded.invoker.invoke(function, outcome.retry.to_wire())
+        summary.update(retrying=outcome.retry.attempt, error=str(outcome.error))
+    elif status is DeliveryStatus.FAILED:
+        summary["failed"] = str(outcome.error)
+    elif status is DeliveryStatus.DROPPED:
+        summary["stale"] = True
     else:
-        if report is None:
-            summary["stale"] = True
-        else:
-            summary.update(committed=report.created, invoked=report.invoked, terminal=report.terminal)
+        report = outcome.report
+        assert report is not None
+        summary.update(committed=report.created, invoked=report.invoked, terminal=report.terminal)
     if stored_key is not None:
         loaded.store.delete([stored_key])
     return summary
