@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from unum_entry import naming
 from unum_entry.egress import EgressContext, EgressReport, Invoker, commit, commit_key, egress
 from unum_entry.envelope import ROOT, DataRef, Envelope
-from unum_entry.errors import HandlerFailed, HandlerLoadError, RetentionExpired, StaleInvocation, UnumError
+from unum_entry.errors import HandlerFailed, HandlerLoadError, InvokeError, RetentionExpired, StaleInvocation, StoreError, UnumError
 from unum_entry.frozen import Frozen, frozen
 from unum_entry.hooks import FaultPoint, Hooks, NoHooks
 from unum_entry.ingress import AlreadyCommitted, ingress
@@ -216,6 +216,8 @@ class Runtime:
             raise
         except HookRaised as escape:  # a hook inside a step: not the handler's failure
             raise escape.original from None
+        except (StoreError, InvokeError):  # unum's own store or invoker inside a step: transient,
+            raise                            # the platform redelivers (not a handler failure)
         except Exception as exc:  # user code: anything can come out
             raise HandlerFailed(self.ir.function, type(exc).__name__, str(exc)) from exc
 

@@ -421,7 +421,8 @@ def _append(store: Store, workflow: str, data: bytes, identity: str) -> tuple[in
     The log is the keys `compensation_key(workflow, 0, 1, …)` filled by create-if-absent in
     order, so the filled keys form a prefix and index order is a completion order. An entry for
     the same effect already in the log is returned instead of appended twice (a replayed step).
-    `aborted` says the workflow has a failure record. It is read again *after* our entry exists:
+    `aborted` says the workflow has a failure record and we appended the entry (a replay that
+    finds its entry already logged leaves it to whoever appended it). It is read again *after* our entry exists:
     an abort reads the log only after writing its failure record, so either its read sees our
     entry (its chain compensates it) or our read sees its failure (we compensate ourselves) —
     or both, harmlessly: a compensation runs once per index.
@@ -443,7 +444,10 @@ def _append(store: Store, workflow: str, data: bytes, identity: str) -> tuple[in
                 gap = i
                 break
             if decode(found[key]).get("e") == identity:
-                return i, aborted
+                # A replay of a logged step: whoever appended the entry answered for it (the
+                # abort's chain, or that appender's own compensation), so an abort is not ours
+                # to act on; compensating here would run it out of the chain's order.
+                return i, False
         if gap is not None:
             break
         start, size = start + size, min(2 * size, _PROBE)
@@ -454,13 +458,12 @@ def _append(store: Store, workflow: str, data: bytes, identity: str) -> tuple[in
         if created:
             after = store.get_many([failure, result])
             if result in after and failure not in after:
-                # The workflow succeeded meanwhile and its end may have dropped the log before
-                # we appended: nobody else will delete this entry.
-                store.delete([naming.compensation_key(workflow, index)])
+                # The workflow succeeded meanwhile: nothing will be compensated. The entry stays
+                # until its expiry like everything else (nothing is deleted before it).
                 return -1, False
             return index, aborted or failure in after
         if decode(stored).get("e") == identity:
-            return index, aborted
+            return index, False  # a concurrent replay appended it: it answers for it (above)
         index += 1
 
 

@@ -317,8 +317,10 @@ def retention_violations(store: Store, workflow_id: str, *, started_at: float,
         if record.kind is Kind.SET and record.expires_at:
             # Set shards live exactly to the deadline: only a running workflow reads or adds to
             # them (a duplicate past the deadline never reaches a join), so they may have expired.
-            if record.expires_at < earliest - EXPIRY_SLACK or record.expires_at > earliest + EXPIRY_SLACK:
-                problems.append(f"a set shard not expiring at the workflow's deadline ({earliest}): {where}")
+            # (The deadline is set when the entry first runs, so it may lie after `earliest`.)
+            if record.expires_at < earliest - EXPIRY_SLACK or record.expires_at > latest:
+                problems.append(f"a set shard expiring before the workflow's deadline ({earliest}) "
+                                f"or after now + TTL ({latest:.0f}): {where}")
             continue
         if not record.expires_at or record.expires_at <= now:
             problems.append(f"no expiry, or expired: {where}")
