@@ -33,10 +33,10 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from builder.aws_local import lambda_container_config, wait_for_port  # noqa: E402
-from builder.images import build_images, docker_client, ensure_base  # noqa: E402
-from builder.lambda_endpoint import AsyncInvokeEndpoint  # noqa: E402
-from builder.localstack import MotoServer  # noqa: E402
+from builder.local_stack.lambda_containers import lambda_container_config, wait_for_port  # noqa: E402
+from builder.image.build import build_images, docker_client, ensure_base  # noqa: E402
+from builder.local_stack.lambda_endpoint import AsyncInvokeEndpoint  # noqa: E402
+from builder.local_stack.process import MotoServer  # noqa: E402
 from unum_entry.invokers.aws_lambda import build_client  # noqa: E402
 from unum_entry.local.platform import local_platform  # noqa: E402
 from unum_entry.runtime import new_workflow  # noqa: E402

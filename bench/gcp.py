@@ -72,7 +72,7 @@ class FirestorePrices:
 @contextmanager
 def emulators() -> Iterator[tuple[Any, Any]]:
     """The Firestore and Pub/Sub emulators, their variables set in os.environ for the clients."""
-    from builder.localstack_gcp import FirestoreEmulator, PubSubEmulator
+    from builder.local_stack.gcp import FirestoreEmulator, PubSubEmulator
 
     saved = dict(os.environ)
     with FirestoreEmulator() as firestore, PubSubEmulator() as pubsub:
@@ -198,7 +198,7 @@ def in_process_seconds(root: Path, pattern: Pattern, make_store: Callable[[], St
 def deployed_seconds(root: Path, pattern: Pattern, firestore: Any, pubsub: Any, runs: int) -> list[float]:
     """Wall seconds from the start POST to the result record, each function a functions-framework
     server on the host triggered by Pub/Sub emulator push subscriptions (one warm-up run first)."""
-    from builder.localstack_gcp import HostFunctions, start_workflow
+    from builder.local_stack.gcp import HostFunctions, start_workflow
     from unum_entry.outcome import read_outcome
     from unum_entry.stores.firestore import FirestoreStore
 

@@ -579,8 +579,8 @@ def moto_server(*, threaded: bool = False) -> Iterator[str]:
     By default it serves one request at a time: moto's UpdateItem is not atomic (it stores a
     key-only item before applying the update), so on its threaded server a concurrent upsert can
     see that half-made item, which real DynamoDB never shows. `threaded`: `python -m moto.server`
-    (builder.localstack.MotoServer, as the tests use it)."""
-    from builder.localstack import LOOPBACK, MotoServer, free_port
+    (builder.local_stack.process.MotoServer, as the tests use it)."""
+    from builder.local_stack.process import LOOPBACK, MotoServer, free_port
 
     if threaded:
         with MotoServer() as server:
@@ -616,7 +616,7 @@ def moto_server(*, threaded: bool = False) -> Iterator[str]:
 
 @contextmanager
 def firestore_emulator() -> Iterator[Any]:
-    from builder.localstack_gcp import FirestoreEmulator
+    from builder.local_stack.gcp import FirestoreEmulator
 
     saved = dict(os.environ)
     with FirestoreEmulator() as emulator:

@@ -24,8 +24,8 @@ start() {
     echo "moto server is not installed for $PYTHON: pip install 'moto[server]'" >&2
     return 1
   }
-  # One request at a time, as atomic as DynamoDB (builder/moto_serialized.py says why).
-  nohup "$PYTHON" -m builder.moto_serialized "$HOST" "$PORT" >"$LOG_FILE" 2>&1 </dev/null &
+  # One request at a time, as atomic as DynamoDB (builder/local_stack/moto_serialized.py says why).
+  nohup "$PYTHON" -m builder.local_stack.moto_serialized "$HOST" "$PORT" >"$LOG_FILE" 2>&1 </dev/null &
   echo $! >"$PID_FILE"
   for _ in $(seq 1 100); do          # up to ~20 s
     if ! running; then

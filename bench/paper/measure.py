@@ -333,11 +333,11 @@ def run_app_containers(apps: Sequence[App], *, runs: dict[str, int], quick: bool
     the RIE behind the local async Invoke endpoint, DynamoDB on moto: one warm-up run, then
     timed runs (start to the endpoint idle). One container per function (as local-aws starts
     them), so a Map's branches run one after another in their function's container."""
-    from builder.aws_stack import LocalLambdaStack
-    from builder.images import build_images, docker_client, ensure_base
-    from builder.lambda_endpoint import AsyncInvokeEndpoint
-    from builder.localstack import MotoServer
-    from builder.local_aws_cmd import _default_base
+    from builder.local_stack.aws_stack import LocalLambdaStack
+    from builder.image.build import build_images, docker_client, ensure_base
+    from builder.local_stack.lambda_endpoint import AsyncInvokeEndpoint
+    from builder.local_stack.process import MotoServer
+    from builder.commands.local_aws import _default_base
 
     client = docker_client()
     base = ensure_base(client, base_image=_default_base(client), rebuild=True, progress=lambda line: None)
@@ -403,7 +403,7 @@ def transition_overhead(sizes: Sequence[int], endpoint: str, *, iterations: int,
     no read, commit, invoke F2) over MemoryStore with a recording invoker (bench/run.py's
     method); the checkpoint it commits, written again to DynamoDB on moto; the envelope it sends,
     sent again with unum's Lambda invoker to a local async Invoke endpoint."""
-    from builder.lambda_endpoint import AsyncInvokeEndpoint
+    from builder.local_stack.lambda_endpoint import AsyncInvokeEndpoint
     from unum_entry.invokers.aws_lambda import LambdaInvoker, build_client
 
     rows = []

@@ -11,4 +11,4 @@ if ! command -v docker-registry >/dev/null 2>&1; then
   apt-get update -qq >/dev/null
   apt-get install -y -qq --no-install-recommends docker-registry >/dev/null
 fi
-python3 -c "from builder.aws_local import rie_binary; print('aws: Lambda RIE at', rie_binary())"
+python3 -c "from builder.local_stack.lambda_containers import rie_binary; print('aws: Lambda RIE at', rie_binary())"

@@ -27,7 +27,7 @@ fi
 
 # Smoke test: both emulators start, answer and stop (process groups killed).
 python3 - <<'PY'
-from builder.localstack_gcp import FirestoreEmulator, PubSubEmulator
+from builder.local_stack.gcp import FirestoreEmulator, PubSubEmulator
 with FirestoreEmulator() as firestore, PubSubEmulator() as pubsub:
     print(f"gcp emulators: firestore on {firestore.host}, pubsub on {pubsub.host}: ok")
 PY

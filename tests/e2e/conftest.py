@@ -38,7 +38,7 @@ def _run_setup(script: str) -> None:
 @pytest.fixture(scope="session")
 def docker_client():
     """A docker SDK client; starts dockerd (setup.d/10-docker.sh) when none answers."""
-    from builder.images import docker_client as connect
+    from builder.image.build import docker_client as connect
     from unum_entry.errors import BuildError
 
     try:
@@ -61,8 +61,8 @@ def base_os_image(docker_client) -> str:
 
 
 def base_content_key(os_image_id: str) -> str:
-    """A hash of everything `builder.images.build_base` puts into the base image."""
-    from builder.wheelhouse import DEFAULT_TARGET, base_requirements, download_wheels, project_root, write_unum_wheel
+    """A hash of everything `builder.image.build.build_base` puts into the base image."""
+    from builder.image.wheelhouse import DEFAULT_TARGET, base_requirements, download_wheels, project_root, write_unum_wheel
 
     root = project_root()
     requirements = base_requirements(root)
@@ -80,7 +80,7 @@ def base_tag(docker_client, base_os_image) -> str:
     """`unum/base:src-<hash>`: built only when no image of that content exists yet."""
     import docker
 
-    from builder.images import ensure_base
+    from builder.image.build import ensure_base
 
     tag = f"{BASE_REPOSITORY}:src-{base_content_key(docker_client.images.get(base_os_image).id)}"
     try:
@@ -101,7 +101,7 @@ def base_tag(docker_client, base_os_image) -> str:
 @pytest.fixture(scope="session")
 def built_images(docker_client, base_tag) -> Callable[[str | Path], dict[str, str]]:
     """`built_images(folder)` → {function: image tag}; each workflow is built once per session."""
-    from builder.images import build_images
+    from builder.image.build import build_images
 
     cache: dict[str, dict[str, str]] = {}
 

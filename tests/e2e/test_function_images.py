@@ -16,7 +16,7 @@ APP = "import toolz\n\ndef handler(event, context):\n    return {{'version': {ve
 
 
 def test_requirements_layer_is_cached_when_code_changes(tmp_path: Path, docker_client, base_tag) -> None:
-    from builder.images import build_images
+    from builder.image.build import build_images
 
     folder = tmp_path / "reqs"
     write_workflow(folder, name="reqs", entry="Echo", functions={"Echo": FunctionSource(APP.format(version=1))})

@@ -15,7 +15,7 @@ from typing import TypeVar
 
 import pytest
 
-from builder.localstack import MotoServer
+from builder.local_stack.process import MotoServer
 from unum_entry.stores import open_store
 
 T = TypeVar("T")

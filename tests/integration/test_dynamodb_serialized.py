@@ -1,5 +1,5 @@
 """DynamoDBStore's set upsert racing the creation of its item, on the shared moto server
-(builder/moto_serialized.py: one request at a time, as atomic as DynamoDB's requests).
+(builder/local_stack/moto_serialized.py: one request at a time, as atomic as DynamoDB's requests).
 One UpdateItem per add is all the fan-in needs: every member lands, exactly one adder sees the
 set full.
 """
@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from builder.localstack import MotoServer
+from builder.local_stack.process import MotoServer
 from unum_entry.stores import open_store
 from unum_entry.stores.dynamodb import DynamoDBStore
 

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
-from builder.localstack import LocalStackError, MotoServer
+from builder.local_stack.process import LocalStackError, MotoServer
 from unum_entry.errors import StoreError
 from unum_entry.stores import open_store
 from unum_entry.stores.dynamodb import BatchRetry, DynamoDBStore

@@ -12,8 +12,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 from botocore.exceptions import ClientError
 
-from builder.lambda_endpoint import AsyncInvokeEndpoint, LambdaRetry, function_name_from_path
-from builder.localstack import free_port
+from builder.local_stack.lambda_endpoint import AsyncInvokeEndpoint, LambdaRetry, function_name_from_path
+from builder.local_stack.process import free_port
 from unum_entry.invokers.aws_lambda import build_client
 
 pytestmark = pytest.mark.integration

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from builder.aws_local import HostLambdaFunction
-from builder.lambda_endpoint import AsyncInvokeEndpoint, LambdaRetry
+from builder.local_stack.lambda_containers import HostLambdaFunction
+from builder.local_stack.lambda_endpoint import AsyncInvokeEndpoint, LambdaRetry
 from tests.support.retained import assert_only_ttl_bounded, outcome_kinds
 from unum_entry.invokers.aws_lambda import build_client
 from unum_entry.outcome import RunResult, read_outcome

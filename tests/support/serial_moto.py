@@ -17,7 +17,7 @@ import time
 import urllib.request
 from collections.abc import Iterator
 
-from builder.localstack import LOOPBACK, free_port
+from builder.local_stack.process import LOOPBACK, free_port
 
 _SERVER = """
 import sys, threading

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from builder.images import _tar_files, function_dockerfile, image_repository, resolve_functions
-from builder.wheelhouse import base_requirements, project_root, read_requirements, write_unum_wheel
+from builder.image.build import _tar_files, function_dockerfile, image_repository, resolve_functions
+from builder.image.wheelhouse import base_requirements, project_root, read_requirements, write_unum_wheel
 from unum_entry.errors import BuildError
 
 pytestmark = pytest.mark.unit

@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 from testcontainers.core.container import DockerContainer
 
-from builder.aws_local import LambdaContainerConfig, wait_for_port
-from builder.aws_stack import LocalLambdaStack
-from builder.lambda_endpoint import AsyncInvokeEndpoint, LambdaRetry
-from builder.localstack import MotoServer
+from builder.local_stack.lambda_containers import LambdaContainerConfig, wait_for_port
+from builder.local_stack.aws_stack import LocalLambdaStack
+from builder.local_stack.lambda_endpoint import AsyncInvokeEndpoint, LambdaRetry
+from builder.local_stack.process import MotoServer
 
 FAST_RETRY = LambdaRetry(delays=(0.2, 0.5), unavailable_delay=0.25, max_event_age=120.0, request_timeout=60.0)
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import boto3
 import pytest
 
-from builder.aws_local import LocalRegistry
+from builder.local_stack.lambda_containers import LocalRegistry
 
 pytestmark = pytest.mark.e2e
 

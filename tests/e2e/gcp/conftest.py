@@ -1,6 +1,6 @@
 """Fixtures for the GCP e2e tests: the emulators (shared with tests/integration/gcp), the Docker
 engine and local OS image (shared: tests/e2e/conftest.py) and the function images, built on the
-ONE unum base image (`builder.images`).
+ONE unum base image (`builder.image.build`).
 
 The base is tagged by the content it is built from (`unum/base:src-<hash>` of Dockerfile.base,
 the dependency wheels, the unum wheel and the OS image), so a session whose sources did not change
@@ -27,7 +27,7 @@ def built_images(docker_client, base_tag) -> Callable[[str | Path], dict[str, st
     two functions at a time (on the vfs storage driver a build step is mostly copying)."""
     import concurrent.futures
 
-    from builder.images import build_function, resolve_functions
+    from builder.image.build import build_function, resolve_functions
 
     cache: dict[str, dict[str, str]] = {}
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from builder.localstack_gcp import ContainerFunctions, FaultyPushProxy, start_workflow, wait_for_outcome
+from builder.local_stack.gcp import ContainerFunctions, FaultyPushProxy, start_workflow, wait_for_outcome
 from tests.support.retained import assert_only_ttl_bounded, outcome_kinds
 from unum_entry.invokers.pubsub import topic_name
 from unum_entry.stores.firestore import FirestoreStore

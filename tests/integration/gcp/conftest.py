@@ -14,7 +14,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from builder.localstack_gcp import FirestoreEmulator, PubSubEmulator
+from builder.local_stack.gcp import FirestoreEmulator, PubSubEmulator
 from unum_entry.stores.firestore import FirestoreStore
 
 

@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from builder.artifact_registry import USERNAME
-from builder.push import Registry, login_for, push_images
+from builder.image.artifact_registry import USERNAME
+from builder.image.push import Registry, login_for, push_images
 from unum_entry.errors import BuildError
 
 

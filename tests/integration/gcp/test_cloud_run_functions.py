@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from builder.localstack_gcp import FaultyPushProxy, HostFunctions, start_workflow, wait_for_outcome
+from builder.local_stack.gcp import FaultyPushProxy, HostFunctions, start_workflow, wait_for_outcome
 from tests.support.retained import assert_only_ttl_bounded, outcome_kinds
 from unum_entry.stores.firestore import FirestoreStore
 from unum_entry.workflow import FunctionSource, load_workflow, write_workflow

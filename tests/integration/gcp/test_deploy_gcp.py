@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from builder.artifact_registry import USERNAME, auth_config, is_artifact_registry
+from builder.image.artifact_registry import USERNAME, auth_config, is_artifact_registry
 from unum_entry.errors import BuildError
 
 pytestmark = pytest.mark.integration

@@ -1,7 +1,7 @@
 """`python -m builder deploy <workflow> --target gcp|aws`: emit what deploying needs.
 
-One sub-command for every cloud; each target lives in its own module (`builder.deploy_gcp`,
-`builder.deploy_aws`) exposing `add_arguments(parser)` (its options, named so they do not clash)
+One sub-command for every cloud; each target lives in its own module (`builder.deploy.gcp`,
+`builder.deploy.aws`) exposing `add_arguments(parser)` (its options, named so they do not clash)
 and `deploy_<target>(args) -> int`. A target whose module is absent is refused by name.
 """
 
@@ -18,9 +18,9 @@ TARGETS = ("gcp", "aws")
 
 def _target_module(target: str) -> Any | None:
     try:
-        return importlib.import_module(f"builder.deploy_{target}")
+        return importlib.import_module(f"builder.deploy.{target}")
     except ModuleNotFoundError as exc:
-        if exc.name == f"builder.deploy_{target}":
+        if exc.name == f"builder.deploy.{target}":
             return None
         raise
 
@@ -28,7 +28,7 @@ def _target_module(target: str) -> Any | None:
 def cmd_deploy(args: argparse.Namespace) -> int:
     module = _target_module(args.target)
     if module is None:
-        raise BuildError(f"deploy --target {args.target}: this installation has no builder.deploy_{args.target}")
+        raise BuildError(f"deploy --target {args.target}: this installation has no builder.deploy.{args.target}")
     return getattr(module, f"deploy_{args.target}")(args)
 
 

@@ -18,8 +18,8 @@ from concurrent.futures import ThreadPoolExecutor
 from types import TracebackType
 from typing import Any, Protocol
 
-from builder.aws_local import LambdaContainerConfig, lambda_container_config, wait_for_port
-from builder.lambda_endpoint import AsyncInvokeEndpoint
+from builder.local_stack.lambda_containers import LambdaContainerConfig, lambda_container_config, wait_for_port
+from builder.local_stack.lambda_endpoint import AsyncInvokeEndpoint
 from unum_entry.errors import InvokeError
 from unum_entry.outcome import RunResult, read_outcome
 from unum_entry.runtime import new_workflow
@@ -69,7 +69,7 @@ class LocalLambdaStack:
     def start(self) -> LocalLambdaStack:
         start = self._start_container
         if start is None:
-            from builder.images import docker_client
+            from builder.image.build import docker_client
 
             client = docker_client()
             start = lambda config: DockerSdkContainer(client, config)  # noqa: E731

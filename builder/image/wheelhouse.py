@@ -43,7 +43,7 @@ DEFAULT_TARGET = WheelTarget()
 
 def project_root() -> Path:
     """The unum source tree this builder runs from (holds pyproject.toml and Dockerfile.base)."""
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     if not (root / "pyproject.toml").is_file():
         raise BuildError(f"{root}: no pyproject.toml; the builder needs the unum source tree to build images")
     return root

@@ -25,8 +25,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from builder.localstack import LOOPBACK, LocalStackError, free_port
-from builder.wheelhouse import cache_dir
+from builder.local_stack.process import LOOPBACK, LocalStackError, free_port
+from builder.image.wheelhouse import cache_dir
 
 RIE_IN_WHEEL = "samcli/local/rapid/aws-lambda-rie-x86_64"
 RIE_IN_CONTAINER = "/usr/local/bin/aws-lambda-rie"

@@ -45,7 +45,7 @@ class MotoServer:
     boto3). `reset()` drops every resource (all services); `stop()` ends the process.
     The server's output goes to `log_path` (a file in a temp dir unless given).
     `serialized` (default): one request at a time, as atomic as DynamoDB's requests are
-    (builder/moto_serialized.py says why moto's own threaded server is not); False runs
+    (builder/local_stack/moto_serialized.py says why moto's own threaded server is not); False runs
     `python -m moto.server` as it is.
     """
 
@@ -78,7 +78,7 @@ class MotoServer:
             if pick_port:
                 self.port = free_port()
             with open(self._log_path, "ab") as log:
-                command = ([sys.executable, "-m", "builder.moto_serialized", LOOPBACK, str(self.port)]
+                command = ([sys.executable, "-m", "builder.local_stack.moto_serialized", LOOPBACK, str(self.port)]
                            if self.serialized else
                            [sys.executable, "-m", "moto.server", "-H", LOOPBACK, "-p", str(self.port)])
                 process = subprocess.Popen(

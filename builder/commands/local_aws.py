@@ -20,11 +20,11 @@ DEFAULT_LOCAL_BASE = "local/debian-python:bookworm"
 
 
 def cmd_local_aws(args: argparse.Namespace) -> int:
-    from builder.aws_stack import LocalLambdaStack
-    from builder.cli import _parse_input, _to_json
-    from builder.images import build_images, docker_client, ensure_base, image_repository, resolve_functions, stderr_progress
-    from builder.lambda_endpoint import AsyncInvokeEndpoint, LambdaRetry
-    from builder.localstack import MotoServer
+    from builder.local_stack.aws_stack import LocalLambdaStack
+    from builder.commands.io import parse_input as _parse_input, to_json as _to_json
+    from builder.image.build import build_images, docker_client, ensure_base, image_repository, resolve_functions, stderr_progress
+    from builder.local_stack.lambda_endpoint import AsyncInvokeEndpoint, LambdaRetry
+    from builder.local_stack.process import MotoServer
     from unum_entry.errors import WorkflowFailed
     from unum_entry.workflow import load_workflow
 

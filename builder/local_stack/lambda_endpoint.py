@@ -39,7 +39,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Any
 
-from builder.localstack import LOOPBACK
+from builder.local_stack.process import LOOPBACK
 
 log = logging.getLogger("unum.lambda_endpoint")
 

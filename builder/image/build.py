@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from builder.wheelhouse import (DEFAULT_TARGET, WheelTarget, base_requirements, download_wheels, project_root, read_requirements,
+from builder.image.wheelhouse import (DEFAULT_TARGET, WheelTarget, base_requirements, download_wheels, project_root, read_requirements,
                                 write_unum_wheel)
 from unum_entry.errors import BuildError
 from unum_entry.ir import IR_FILE_NAME, load_ir

@@ -78,7 +78,7 @@ def login_for(registry: Registry) -> dict[str, str] | None:
     Artifact Registry or Container Registry host, `oauth2accesstoken` with a fresh access token
     (`registry.google_credentials`, else Application Default Credentials); else None (the
     engine's own `docker login` applies). Raises BuildError when Google credentials are unusable."""
-    from builder.artifact_registry import auth_config, is_artifact_registry
+    from builder.image.artifact_registry import auth_config, is_artifact_registry
 
     if registry.auth_config is not None:
         return registry.auth_config

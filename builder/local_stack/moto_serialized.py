@@ -1,4 +1,4 @@
-"""`python -m builder.moto_serialized HOST PORT`: moto's server applying one request at a time.
+"""`python -m builder.local_stack.moto_serialized HOST PORT`: moto's server applying one request at a time.
 
 moto's own threaded server applies some requests in unlocked steps: an UpdateItem that creates
 its item (the fan-in's set upsert) can lose a concurrent one's member or expose a half-made
@@ -37,7 +37,7 @@ def serialized_app() -> Callable[[dict[str, Any], Callable[..., Any]], Iterable[
 
 def main(argv: list[str]) -> int:
     if len(argv) != 2 or not argv[1].isdigit():
-        print("usage: python -m builder.moto_serialized HOST PORT", file=sys.stderr)
+        print("usage: python -m builder.local_stack.moto_serialized HOST PORT", file=sys.stderr)
         return 2
     from werkzeug.serving import run_simple
 

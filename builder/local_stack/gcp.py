@@ -26,7 +26,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from builder.localstack import LOOPBACK, LocalStackError, free_port
+from builder.local_stack.process import LOOPBACK, LocalStackError, free_port
 
 DEFAULT_PROJECT = "demo-test"
 _DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}))

@@ -18,7 +18,7 @@ script can be re-run after a change):
   a workflow), the others the CloudEvent signature.
 
 Images come from `--image-prefix` (e.g. `us-docker.pkg.dev/PROJECT/unum`, where `python -m builder
-push` put them): function F of workflow W is `PREFIX/w-f:TAG` (`builder.images.image_repository`).
+push` put them): function F of workflow W is `PREFIX/w-f:TAG` (`builder.image.build.image_repository`).
 """
 
 from __future__ import annotations
@@ -67,7 +67,7 @@ def service_name(workflow: str, function: str) -> str:
 
 
 def image_name(options: GcpDeployOptions, workflow: str, function: str) -> str:
-    from builder.images import image_repository  # the names `build` and `push` give images
+    from builder.image.build import image_repository  # the names `build` and `push` give images
 
     prefix = options.image_prefix.rstrip("/") or f"{options.region}-docker.pkg.dev/{options.project or 'PROJECT'}/unum"
     return f"{image_repository(prefix + '/', workflow, function)}:{options.tag}"

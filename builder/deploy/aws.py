@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from builder.images import image_repository
+from builder.image.build import image_repository
 from unum_entry.errors import BuildError
 from unum_entry.workflow import Workflow, load_workflow
 

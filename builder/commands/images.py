@@ -1,4 +1,4 @@
-"""`python -m builder build|push`: function images (see builder.images and builder.push)."""
+"""`python -m builder build|push`: function images (see builder.image.build and builder.image.push)."""
 
 from __future__ import annotations
 
@@ -8,13 +8,13 @@ import os
 from pathlib import Path
 from typing import Any
 
-from builder.images import (DEFAULT_BASE_IMAGE, DEFAULT_BASE_TAG, DEFAULT_TAG_PREFIX, image_repository,
+from builder.image.build import (DEFAULT_BASE_IMAGE, DEFAULT_BASE_TAG, DEFAULT_TAG_PREFIX, image_repository,
                             resolve_functions, stderr_progress)
 from unum_entry.errors import BuildError
 
 
 def cmd_build(args: argparse.Namespace) -> int:
-    from builder.images import build_images, docker_client, ensure_base
+    from builder.image.build import build_images, docker_client, ensure_base
 
     client = docker_client()
     base = ensure_base(client, base_image=args.base_image, tag=args.base_tag, rebuild=not args.no_base_rebuild,
@@ -34,8 +34,8 @@ def cmd_build(args: argparse.Namespace) -> int:
 
 
 def cmd_push(args: argparse.Namespace) -> int:
-    from builder.images import docker_client
-    from builder.push import Registry, ecr_registry, push_images, registry_location
+    from builder.image.build import docker_client
+    from builder.image.push import Registry, ecr_registry, push_images, registry_location
 
     if not args.ecr and not args.registry:
         raise BuildError("push: give --registry HOST[:PORT][/NAMESPACE] or --ecr")
