@@ -4,19 +4,18 @@ from __future__ import annotations
 
 from typing import Any
 
-import msgpack
+import msgpack  # type: ignore[import-untyped]
 
-from unum_entry.errors import UnumError
+from unum_entry.errors import UnencodableValue
 
-
-class UnencodableValue(UnumError):
-    """A handler returned something that cannot be stored (not JSON-like data or bytes)."""
+__all__ = ["UnencodableValue", "decode", "encode"]
 
 
 def encode(value: Any, *, what: str = "value") -> bytes:
     """Encode a JSON-like value (dict/list/str/int/float/bool/None/bytes) as msgpack."""
     try:
-        return msgpack.packb(value, use_bin_type=True, strict_types=False)
+        packed: bytes = msgpack.packb(value, use_bin_type=True, strict_types=False)
+        return packed
     except (TypeError, ValueError, OverflowError) as exc:
         raise UnencodableValue(f"{what} cannot be stored: {exc} (return JSON-like data: dict, list, str, number, bool, None or bytes)") from exc
 

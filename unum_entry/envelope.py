@@ -1,4 +1,5 @@
-"""The unum request envelope (seed 003 Figure 2), its wire form and its validation.
+"""The unum request envelope (the NSDI'23 paper "Unum: A System for Highly Scalable Serverless
+Workflows without a Centralized Orchestrator", Figure 2), its wire form and its validation.
 
 Wire form (JSON-compatible, so it can be a Lambda event; msgpack on Pub/Sub and locally):
 

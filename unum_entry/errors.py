@@ -1,10 +1,14 @@
 """One base error type for unum, one subclass per outcome.
 
-Every message names what is wrong and where (file, function, field), so the CLI can print it
-as-is instead of a traceback.
+Every error unum raises on purpose is an `UnumError`, defined here (modules re-export the ones
+they raise, e.g. `unum_entry.plan.PlanError`). Every message names what is wrong and where
+(file, function, field), so the CLI can print it as-is instead of a traceback. An error that
+ends a workflow carries `error_type` (the failure record's "Error") and `message` ("Cause").
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 
 class UnumError(Exception):
@@ -38,12 +42,16 @@ class HandlerLoadError(UnumError):
 
 
 class HandlerFailed(UnumError):
-    """The user handler raised. Carries the error type and message for the failure record."""
+    """The user handler raised. Carries the error type and message for the failure record, and
+    `trace`: the frames of the user's code the error came through (see
+    `unum_entry.outcome.user_trace`), innermost last."""
 
-    def __init__(self, function: str, error_type: str, message: str) -> None:
+    def __init__(self, function: str, error_type: str, message: str,
+                 trace: tuple[dict[str, Any], ...] = ()) -> None:
         self.function = function
         self.error_type = error_type
         self.message = message
+        self.trace = trace
         super().__init__(f"function {function!r} raised {error_type}: {message}")
 
 
@@ -53,6 +61,12 @@ class StoreError(UnumError):
 
 class SetGone(StoreError):
     """add-to-set found no set: it was collected (or never created by the fan-out origin)."""
+
+
+class StoreMisuse(UnumError, ValueError):
+    """A store or fan-in call with an argument outside its contract (a set of size < 1, a
+    negative or out-of-range slot, reading a set as a value): a bug in the caller, deterministic,
+    never retried as transient. Also a ValueError, as it was before it joined this hierarchy."""
 
 
 class StaleInvocation(UnumError):
@@ -138,3 +152,45 @@ class StepError(UnumError):
 class GuardFailed(StoreError):
     """A step transaction's guard did not hold (a witness key present or absent, a set slot
     filled): the invocation committed and was collected meanwhile, so the step must not run."""
+
+
+class PlanError(UnumError):
+    """The committed output or the envelope does not fit the IR (e.g. `map` over a non-list).
+    Deterministic: retrying cannot help, so the workflow fails (unum_entry.plan)."""
+
+
+class UnencodableValue(UnumError):
+    """A handler returned something that cannot be stored (not JSON-like data or bytes)."""
+
+
+class WorkflowAborted(UnumError):
+    """A handler's `ctx.abort(error, cause)` (unum_entry.steps): the workflow fails with this
+    error and cause, is not retried, and its completed steps are compensated. User code should
+    let it propagate."""
+
+    def __init__(self, error: str, cause: str = "") -> None:
+        super().__init__(f"{error}: {cause}" if cause else error)
+        self.error = error
+        self.cause = cause
+        self.error_type = error
+        self.message = cause
+
+
+class PlatformGaveUp(UnumError):
+    """Lambda's on-failure destination reported that it stopped retrying a delivery."""
+
+    def __init__(self, condition: str, error_type: str, message: str) -> None:
+        self.error_type = error_type or condition
+        self.message = message or condition
+        super().__init__(f"{condition}: {self.error_type}: {self.message}")
+
+
+class RedeliveriesExhausted(UnumError):
+    """A platform stopped redelivering a delivery that kept failing (the local platform's
+    counterpart of Lambda's on-failure destination record). Names the last error."""
+
+    def __init__(self, function: str, deliveries: int, last: BaseException) -> None:
+        self.error_type = type(last).__name__
+        self.message = (f"gave up after {deliveries} consecutive failed deliveries of {function!r}; "
+                        f"last error: {type(last).__name__}: {last}")
+        super().__init__(self.message)

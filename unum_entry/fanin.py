@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from unum_entry import naming
-from unum_entry.errors import RetentionExpired
+from unum_entry.errors import RetentionExpired, StoreMisuse
 from unum_entry.frozen import Frozen, frozen
 from unum_entry.stores.base import Record, Store
 
@@ -57,7 +57,7 @@ def join(store: Store, set_key: str, width: int, slot: int, member: str, *, work
          expires_at: int) -> bool:
     """Add `member` at `slot` of the join set; True when this call saw every branch joined."""
     if not 0 <= slot < width:
-        raise ValueError(f"slot {slot} outside a join of width {width}")
+        raise StoreMisuse(f"slot {slot} outside a join of width {width}")
     index = slot
     for level, level_width in enumerate(_level_widths(width)):
         shard_index, position = divmod(index, SHARD_SLOTS)

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import threading
 from reprlib import recursive_repr
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 if TYPE_CHECKING:
     from dataclasses import Field
@@ -53,7 +53,7 @@ def frozen(cls: _C) -> _C:
     names = tuple(cls.__dict__.get("__annotations__", {}))
     setattr(cls, _MARK, names)
     if "__match_args__" not in cls.__dict__:
-        cls.__match_args__ = names  # type: ignore[attr-defined]
+        cls.__match_args__ = names  # type: ignore[attr-defined, misc]
     return cls
 
 
@@ -101,7 +101,10 @@ class Frozen:
     """The methods `@dataclass(frozen=True)` generates, for every `@frozen` value class."""
 
     __slots__ = ()
-    __dataclass_fields__ = _Fields()
+    if TYPE_CHECKING:  # what `dataclasses.replace` and `fields` expect of a dataclass
+        __dataclass_fields__: ClassVar[dict[str, Field[Any]]]
+    else:
+        __dataclass_fields__ = _Fields()
 
     @recursive_repr()  # "..." for a value that contains itself, as the dataclass repr does
     def __repr__(self) -> str:

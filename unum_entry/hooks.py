@@ -1,9 +1,26 @@
-"""Points in ingress/egress where a platform may observe or (in tests) crash an execution."""
+"""How the runtime core is observed and extended, without knowing who does it.
+
+- `Hooks.at(point, invocation)`: the step boundaries of one execution (`FaultPoint`, and
+  `StepPoint` inside steps) where a platform may observe or, in tests, crash it.
+- `Layer`: what a layer above the core (the exactly-once steps of `unum_entry.steps` is the one
+  shipped) does at the runtime's fixed points. The runtime calls a layer only through this
+  interface; whoever builds the Runtime (the platforms) chooses the layer.
+"""
 
 from __future__ import annotations
 
 import enum
-from typing import Protocol
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Protocol
+
+from unum_entry.frozen import Frozen, frozen
+
+if TYPE_CHECKING:
+    from unum_entry.context import InvocationContext
+    from unum_entry.envelope import Envelope
+    from unum_entry.errors import UnumError
+    from unum_entry.invokers import Invoker
+    from unum_entry.stores.base import Store
 
 
 class FaultPoint(str, enum.Enum):
@@ -13,7 +30,6 @@ class FaultPoint(str, enum.Enum):
     AFTER_HANDLER = "after_handler"          # handler returned, checkpoint not yet written
     AFTER_CHECKPOINT = "after_checkpoint"    # committed, nothing invoked yet
     BEFORE_INVOKE = "before_invoke"          # once per outgoing invoke: a crash here leaves some branches sent
-    BEFORE_GC = "before_gc"                  # everything invoked, nothing collected
 
 
 class StepPoint(str, enum.Enum):
@@ -27,12 +43,72 @@ class StepPoint(str, enum.Enum):
 
 
 class Hooks(Protocol):
-    def at(self, point: FaultPoint, invocation: str) -> None:
+    def at(self, point: FaultPoint | StepPoint, invocation: str) -> None:
         """Called at each point; raising simulates the execution dying there."""
 
 
 class NoHooks:
     """The production default: observe nothing."""
 
-    def at(self, point: FaultPoint, invocation: str) -> None:
+    def at(self, point: FaultPoint | StepPoint, invocation: str) -> None:
+        return None
+
+
+@frozen
+class FunctionParts(Frozen):
+    """What a layer is built from: the parts of one function's Runtime."""
+
+    function: str
+    handler: Callable[..., Any]
+    store: Store
+    invoker: Invoker
+    hooks: Hooks
+
+    def __init__(self, function: str, handler: Callable[..., Any], store: Store, invoker: Invoker,
+                 hooks: Hooks) -> None:
+        self.__dict__.update(function=function, handler=handler, store=store, invoker=invoker, hooks=hooks)
+
+
+class Layer(Protocol):
+    """A layer the runtime calls at its fixed points (one per Runtime, built by a LayerFactory)."""
+
+    def intercept(self, env: Envelope) -> bool:
+        """Handle a delivery that belongs to the layer rather than to the function (e.g. a
+        compensation request) and return True; False for an ordinary invocation (no I/O)."""
+
+    def give_up(self, env: Envelope, error: UnumError) -> bool:
+        """A delivery failed for good: True when it was the layer's own (handled here)."""
+
+    def context(self, base: InvocationContext, env: Envelope, checkpoint: str | None) -> InvocationContext:
+        """The context the handler gets: `base`, or an extension of it."""
+
+    def call(self, run: Callable[[], Any]) -> Any:
+        """Run the handler (`run`); turn the layer's own escapes back into what they carry."""
+
+    def workflow_failed(self, workflow: str) -> None:
+        """React to the workflow's end in failure (its failure record exists). Idempotent."""
+
+
+LayerFactory = Callable[[FunctionParts], Layer]
+
+
+class NoLayer:
+    """No layer: plain handlers, nothing to intercept or undo."""
+
+    def __init__(self, parts: FunctionParts | None = None) -> None:
+        return None
+
+    def intercept(self, env: Envelope) -> bool:
+        return False
+
+    def give_up(self, env: Envelope, error: UnumError) -> bool:
+        return False
+
+    def context(self, base: InvocationContext, env: Envelope, checkpoint: str | None) -> InvocationContext:
+        return base
+
+    def call(self, run: Callable[[], Any]) -> Any:
+        return run()
+
+    def workflow_failed(self, workflow: str) -> None:
         return None

@@ -4,8 +4,7 @@ Gather the invocation's input: inline values as they are; references (large valu
 members) read from the store in consistent batches. Whenever ingress reads anyway — and when
 asked to (`ingress_check` in the IR, or a request sent by a duplicate) — it reads the
 invocation's own checkpoint in the same batch and skips the handler when it exists. A first
-delivery of a chain hop reads nothing: the commit in egress detects duplicates
-(docs/coordination.md).
+delivery of a chain hop reads nothing: the commit detects duplicates (unum_entry.checkpoint).
 """
 
 from __future__ import annotations
@@ -14,6 +13,7 @@ from dataclasses import replace
 from typing import Any
 
 from unum_entry import fanin
+from unum_entry.checkpoint import reads_checkpoint_first
 from unum_entry.codec import decode
 from unum_entry.conditions import resolve_path
 from unum_entry.envelope import DataRef, Envelope
@@ -51,13 +51,14 @@ def ingress(env: Envelope, store: Store, checkpoint: str | None, *, check_first:
     refs = [d.ref for d in env.inputs if d.ref is not None and not d.inline]
     gather = fanin.leaf_keys(env.gather.set, env.gather.width) if env.gather is not None else []
     keys = refs + gather
-    if checkpoint is not None and (keys or check_first or env.redelivered):
+    if checkpoint is not None and reads_checkpoint_first(env, reads_anyway=bool(keys), ingress_check=check_first):
         keys.insert(0, checkpoint)
     if not keys:
         return Ready(resolve_inputs(env, {}))
     records = store.read(keys)
-    if checkpoint is not None and checkpoint in records and records[checkpoint].value is not None:
-        return AlreadyCommitted(records[checkpoint].value)
+    committed = records[checkpoint].value if checkpoint is not None and checkpoint in records else None
+    if committed is not None:
+        return AlreadyCommitted(committed)
     fetched = {key: record.value for key, record in records.items() if record.value is not None}
     missing = [ref for ref in refs if ref not in fetched]
     if missing:
@@ -85,9 +86,12 @@ def resolve_inputs(env: Envelope, fetched: dict[str, bytes]) -> Any:
         if data.inline:
             values.append(data.value)
             continue
-        if data.ref not in decoded:
-            decoded[data.ref] = decode(fetched[data.ref])
-        value = decoded[data.ref]
+        ref = data.ref
+        if ref is None:  # Envelope validation makes every non-inline input a reference
+            raise EnvelopeError(f"envelope.inputs[{i}]: neither a value nor a ref")
+        if ref not in decoded:
+            decoded[ref] = decode(fetched[ref])
+        value = decoded[ref]
         if data.path is not None:
             value = resolve_path(data.path, value, {})
         if data.item is not None:

@@ -1,4 +1,5 @@
-"""The unum IR: one versioned JSON document per function (seed 003 §3.2, Table 1).
+"""The unum IR: one versioned JSON document per function (the NSDI'23 paper "Unum: A System
+for Highly Scalable Serverless Workflows without a Centralized Orchestrator", §3.2, Table 1).
 
 ```json
 {"unum_ir": 1, "function": "Square", "handler": "app.handler", "checkpoint": true,
@@ -13,7 +14,7 @@ Instructions are a tiny straight-line program that egress runs over the committe
 - `pop` / `next` change the fan-out stack seen by the transitions after them (pop the top frame;
   increment the top frame's iteration, which is how cycles get fresh invocation names).
 - `create_set` asks for the fan-in set(s) of `function` to be created for the *next* `map` /
-  `fan_out` (the fan-out origin owns fan-in sets, seed 003 §3.5). `shape` is `aggregate` (one
+  `fan_out` (the fan-out origin owns fan-in sets, the NSDI'23 paper, §3.5). `shape` is `aggregate` (one
   set, one slot per branch) or `neighbour` (one set per branch index i, holding branch i and the
   target's own output at i-1: fold and the ExCamera pattern).
 - Transitions: `invoke` (one invocation), `map` (one per element of the output, or of the list at
@@ -23,7 +24,9 @@ Instructions are a tiny straight-line program that egress runs over the committe
   `aggregate` pops the top frame and uses the branch index as slot; `neighbour` joins the target
   at index + `offset` in `slot`), `succeed` (terminal: the workflow result is the value at `path`,
   default the whole output) and `fail` (terminal: the workflow fails with the `{"Error", "Cause"}`
-  object at `path`; a compiled Step Functions Fail state). `invoke` may carry `path`: the successor
+  object at `path`; a compiled Step Functions Fail state), `suspend` (no successor and no result:
+  a Task waiting for a task-token callback, which invokes the continuation; unum_entry/callbacks.py).
+  `invoke` may carry `path`: the successor
   gets only the value at `path` of the output (a routing wrapper stays behind). Each may carry `when`, a Step Functions Choice rule over the
   output (`$`) and the request metadata (`$$`). The first transition whose `when` holds fires and
   ends the program; if none fires the function is terminal and its output is a workflow result.
@@ -33,7 +36,7 @@ from __future__ import annotations
 
 import enum
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -97,6 +100,17 @@ class Succeed(Frozen):
 
 
 @frozen
+class Suspend(Frozen):
+    """End this invocation with no successor and no result: a Step Functions Task waiting for a
+    task-token callback (unum_entry.callbacks invokes the continuation)."""
+
+    when: Mapping[str, Any] | None = None
+
+    def __init__(self, when: Mapping[str, Any] | None = None) -> None:
+        self.__dict__.update(when=when)
+
+
+@frozen
 class Fail(Frozen):
     """End the workflow as failed with the `{"Error", "Cause"}` object at `path` (the whole output when None)."""
 
@@ -147,8 +161,8 @@ class FanIn(Frozen):
         self.__dict__.update(function=function, shape=shape, slot=slot, offset=offset, when=when)
 
 
-Instruction = Pop | Next | CreateSet | Invoke | Map | FanOut | FanIn | Succeed | Fail
-Transition = Invoke | Map | FanOut | FanIn | Succeed | Fail
+Instruction = Pop | Next | CreateSet | Invoke | Map | FanOut | FanIn | Succeed | Fail | Suspend
+Transition = Invoke | Map | FanOut | FanIn | Succeed | Fail | Suspend
 
 
 @frozen
@@ -197,6 +211,7 @@ _OP_FIELDS: dict[str, set[str]] = {
     "fan_in": {"function", "shape", "slot", "offset", "when"},
     "succeed": {"path", "when"},
     "fail": {"path", "when"},
+    "suspend": {"when"},
 }
 
 
@@ -350,6 +365,8 @@ class _Validator:
                           path=self.path(raw, "path", field))
         if op == "succeed":
             return Succeed(path=self.path(raw, "path", field), when=self.when(raw, field))
+        if op == "suspend":
+            return Suspend(when=self.when(raw, field))
         if op == "fail":
             return Fail(path=self.path(raw, "path", field), when=self.when(raw, field))
         if op == "map":
@@ -382,6 +399,7 @@ def _attempt_reference(rule: Any, field: str) -> str | None:
     """The field path of the first `$$.Attempt` reference inside a condition, if any."""
     if isinstance(rule, str):
         return field if rule == "$$.Attempt" or rule.startswith(("$$.Attempt.", "$$.Attempt[")) else None
+    items: Iterable[tuple[str, Any]]
     if isinstance(rule, Mapping):
         items = rule.items()
     elif isinstance(rule, list):

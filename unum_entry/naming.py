@@ -1,4 +1,6 @@
-"""Deterministic, fixed-length names for invocations and the objects they own (seed 003 §3.6).
+"""Deterministic, fixed-length names for invocations and the objects they own (the NSDI'23
+paper "Unum: A System for Highly Scalable Serverless Workflows without a Centralized
+Orchestrator", §3.6).
 
 A name is a hash over a canonical encoding of its parts, so it is the same for every retry of an
 invocation, different for any two invocations (workflow id, function, every fan-out frame's
@@ -10,7 +12,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 
-import msgpack
+import msgpack  # type: ignore[import-untyped]
 
 from unum_entry.envelope import Frame
 

@@ -1,14 +1,100 @@
-"""What a workflow left in the store: its results, its failure, anything else still there."""
+"""The end of a workflow: how it is recorded, how it is recognised, and what it left.
+
+- A workflow has ENDED once its root-level result record or its failure record exists
+  (`Ending.keys`, `Ending.reached`): the one definition every part uses (the retention check in
+  `Runtime`, the steps layer before running a step afresh and when it logs a compensation, the
+  checkpoint rule's witnesses).
+- Its failure record is built by `failure_record` alone and written by `record_failure`
+  (create-if-absent: the first failure wins): `{"Error", "Cause", "Function", "Invocation",
+  "Attempts"}` plus, when user code raised, `"Trace"` (see `user_trace`).
+- `read_outcome` reads what it left: results, failure, what the store still retains.
+"""
 
 from __future__ import annotations
 
+import enum
 from collections import Counter
+from collections.abc import Container, Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from unum_entry.codec import decode
+from unum_entry import naming
+from unum_entry.codec import decode, encode
+from unum_entry.envelope import ROOT
+from unum_entry.frozen import Frozen, frozen
 from unum_entry.stores.base import Kind, Store
+
+if TYPE_CHECKING:
+    from types import TracebackType
+
+TRACE_FRAMES = 16         # at most this many frames of user code in a failure record (innermost kept)
+TRACE_TEXT = 200          # at most this many characters per file name, function name or source line
+_RUNTIME_DIR = str(Path(__file__).resolve().parent)  # frames under it are unum's, not the user's
+
+
+class WorkflowStatus(enum.StrEnum):
+    """What `read_outcome` found (a StrEnum: prints and compares as its value)."""
+
+    SUCCEEDED = "succeeded"   # results cover every fan-out position
+    FAILED = "failed"         # a failure record exists
+    RUNNING = "running"       # objects exist, the results do not cover the workflow yet
+    UNKNOWN = "unknown"       # nothing retained for this id
+
+
+@frozen
+class Ending(Frozen):
+    """The two records whose presence means a workflow has ended (one of them exists or neither)."""
+
+    result: str    # the root-level result record
+    failure: str   # the failure record
+
+    def __init__(self, result: str, failure: str) -> None:
+        self.__dict__.update(result=result, failure=failure)
+
+    @classmethod
+    def of(cls, workflow: str) -> Ending:
+        return cls(naming.result_key(workflow, ROOT), naming.failure_key(workflow))
+
+    @property
+    def keys(self) -> tuple[str, str]:
+        return (self.result, self.failure)
+
+    def reached(self, found: Container[str]) -> bool:
+        """Whether the workflow has ended, given the keys `found` by a read of (at least) `keys`."""
+        return self.result in found or self.failure in found
+
+
+def user_trace(error: BaseException) -> tuple[dict[str, Any], ...]:
+    """The frames of the user's code that `error` came through, innermost last, as
+    `{"File": str, "Line": int, "Function": str, "Code": str}` (Code: the source line, may be
+    ""): frames of unum's own modules are left out; at most TRACE_FRAMES frames (the innermost),
+    each string at most TRACE_TEXT characters. Empty when no frame is the user's."""
+    import traceback  # lazy: only a failing handler pays for it
+
+    tb: TracebackType | None = error.__traceback__
+    frames = [f for f in traceback.extract_tb(tb) if not str(Path(f.filename).resolve()).startswith(_RUNTIME_DIR)]
+    return tuple({"File": f.filename[-TRACE_TEXT:], "Line": int(f.lineno or 0), "Function": f.name[:TRACE_TEXT],
+                  "Code": (f.line or "")[:TRACE_TEXT]} for f in frames[-TRACE_FRAMES:])
+
+
+def failure_record(error: str | None, cause: str | None, *, function: str, invocation: str, attempts: int,
+                   trace: tuple[dict[str, Any], ...] = ()) -> dict[str, Any]:
+    """THE failure record of a workflow: what failed, where, after how many attempts, and (when
+    user code raised) through which of its frames (`Trace`, omitted when empty)."""
+    record: dict[str, Any] = {"Error": error, "Cause": cause, "Function": function, "Invocation": invocation,
+                              "Attempts": attempts}
+    if trace:
+        record["Trace"] = list(trace)
+    return record
+
+
+def record_failure(store: Store, workflow: str, record: Mapping[str, Any]) -> bool:
+    """Write the workflow's failure record unless one exists (the first failure wins).
+    Returns whether this call wrote it."""
+    return store.create(naming.failure_key(workflow), encode(dict(record)), workflow=workflow,
+                        kind=Kind.FAILURE)[1]
 
 
 @dataclass(frozen=True)
@@ -30,12 +116,12 @@ class RunResult:
         return self.results[0] if len(self.results) == 1 else self.results
 
     @property
-    def status(self) -> str:
+    def status(self) -> WorkflowStatus:
         if self.failure is not None:
-            return "failed"
+            return WorkflowStatus.FAILED
         if self.complete:
-            return "succeeded"
-        return "running" if self.pending or self.results else "unknown"
+            return WorkflowStatus.SUCCEEDED
+        return WorkflowStatus.RUNNING if self.pending or self.results else WorkflowStatus.UNKNOWN
 
 
 def read_outcome(store: Store, workflow_id: str) -> RunResult:

@@ -14,14 +14,9 @@ from unum_entry import naming
 from unum_entry.codec import encode
 from unum_entry.conditions import evaluate, resolve_path
 from unum_entry.envelope import DataRef, Envelope, Frame, Gather
-from unum_entry.errors import UnumError
+from unum_entry.errors import PlanError
 from unum_entry.frozen import Frozen, frozen
-from unum_entry.ir import CreateSet, Fail, FanIn, FanOut, FunctionIR, Invoke, Map, Next, Pop, Shape, Succeed
-
-
-class PlanError(UnumError):
-    """The committed output or the envelope does not fit the IR (e.g. `map` over a non-list).
-    Deterministic: retrying cannot help, so the workflow fails."""
+from unum_entry.ir import CreateSet, Fail, FanIn, FanOut, FunctionIR, Invoke, Map, Next, Pop, Shape, Succeed, Suspend
 
 
 @frozen
@@ -135,6 +130,8 @@ def _transition(ins, ir: FunctionIR, env: Envelope, out: Committed, frames: tupl
         return Plan(terminal=True, result=None if ins.path is None else Selected(resolve_path(ins.path, out.value, {})))
     if isinstance(ins, Fail):
         return Plan(terminal=True, failure=_failure(ins, ir, out.value))
+    if isinstance(ins, Suspend):  # waits for a callback: nothing to invoke, no result (unum_entry.callbacks)
+        return Plan()
     if isinstance(ins, FanIn):
         return _fan_in(ins, env, frames)
     if isinstance(ins, Map):

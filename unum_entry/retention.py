@@ -21,8 +21,13 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
+from typing import TYPE_CHECKING
+
 from unum_entry.errors import RetentionExpired
 from unum_entry.frozen import Frozen, frozen
+
+if TYPE_CHECKING:
+    from unum_entry.stores.base import Store
 
 DEFAULT_TTL_SECONDS = 7 * 24 * 3600
 DEFAULT_REDELIVERY_SECONDS = 6 * 3600 + 15 * 60   # Lambda: max event age + max function timeout
@@ -59,3 +64,8 @@ class Retention(Frozen):
                 f"workflow {workflow} outlived its retention: its objects expire at {deadline} "
                 f"(start + TTL {self.ttl_seconds} s) and this execution started at {int(now)}; "
                 "raise the store's TTL for workflows that run this long")
+
+
+def store_retention(store: Store) -> Retention:
+    """The retention rule over a store's TTL and clock."""
+    return Retention(ttl_seconds=store.ttl_seconds, clock=getattr(store, "_clock", time.time))

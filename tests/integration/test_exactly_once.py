@@ -2,7 +2,7 @@
 and on DynamoDB (moto server over HTTP).
 
 DynamoDB runs on a moto server that applies one request at a time, as DynamoDB applies each
-request atomically (tests/support/serial_moto.py). Each schedule runs a tracing workflow (random outputs, random control flow) on the local
+request atomically (builder/local_stack/moto_serialized.py). Each schedule runs a tracing workflow (random outputs, random control flow) on the local
 platform with a seeded FaultInjector, which draws:
 - crashes at every step boundary, duplicate and concurrent duplicate deliveries,
   delayed/reordered deliveries (the platform itself);
@@ -40,9 +40,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from builder.local_stack.process import MotoServer
 from tests.support.faulty_platform import FaultyPlatform
 from tests.support.faulty_store import FaultyStore, partial_batches, raw_records
-from tests.support.serial_moto import serialized_moto
 from tests.support.tracing import (SHAPES, CommitWatch, ExecutionLog, check_checkpoints, check_exactly_once,
                                    retention_violations, store_snapshot, write_shape)
 from unum_entry.errors import IRError
@@ -71,11 +71,11 @@ def shapes(tmp_path_factory: pytest.TempPathFactory) -> dict:
 
 @pytest.fixture(scope="module")
 def dynamodb_endpoint() -> Iterator[str]:
-    """moto serving one request at a time (tests/support/serial_moto.py): DynamoDB applies each
+    """moto serving one request at a time (builder/local_stack/moto_serialized.py): DynamoDB applies each
     request atomically, moto's threaded server does not (concurrent set upserts that create their
     item lose members there, and a join then never completes)."""
-    with serialized_moto() as endpoint:
-        yield endpoint
+    with MotoServer(serialized=True) as moto:
+        yield moto.endpoint
 
 
 @pytest.fixture(params=["file", "dynamodb"])

@@ -50,7 +50,9 @@ def test_handler_that_always_fails_marks_the_workflow_failed(tmp_path):
         assert platform.stats["handler_retries"] == 1
     assert outcome.results == []
     assert outcome.failure == {"Error": "ValueError", "Cause": "bad n 7", "Function": "B",
-                               "Invocation": outcome.failure["Invocation"], "Attempts": 2}
+                               "Invocation": outcome.failure["Invocation"], "Attempts": 2,
+                               "Trace": [{"File": str(folder / "B" / "app.py"), "Line": 2, "Function": "handler",
+                                          "Code": "raise ValueError(f'bad n {event[\"n\"]}')"}]}
     assert kinds(store) == ["failure"]
 
 

@@ -36,9 +36,9 @@ from pathlib import Path
 
 import pytest
 
+from builder.local_stack.process import MotoServer
 from tests.support.faulty_platform import FaultyPlatform
 from tests.support.faulty_store import FaultyStore, StoreWrapper
-from tests.support.serial_moto import serialized_moto
 from tests.support.tracing import CommitWatch, retention_violations, store_snapshot
 from unum_entry import naming, steps
 from unum_entry.codec import decode, encode
@@ -46,7 +46,7 @@ from unum_entry.envelope import Envelope, Frame
 from unum_entry.hooks import FaultPoint, StepPoint
 from unum_entry.local.faults import FaultInjector, FaultRates
 from unum_entry.runtime import Runtime, load_handler
-from unum_entry.steps import compensation_request
+from unum_entry.steps import StepsLayer, compensation_request
 from unum_entry.stores import open_store
 from unum_entry.stores.base import Kind
 from unum_entry.stores.file import FileStore
@@ -243,11 +243,11 @@ def run_ledger(tmp: Path, store, seed: int, rates: FaultRates, abort: str | None
 
 @pytest.fixture(scope="module")
 def serial_moto() -> Iterator[str]:
-    """A moto server that handles one request at a time (tests/support/serial_moto.py): moto's
+    """A moto server that handles one request at a time (builder/local_stack/moto_serialized.py): moto's
     threaded server applies a failing TransactWriteItems and an item-creating UpdateItem in
     unlocked steps, behaviour real DynamoDB never shows; concurrency stays on the client side."""
-    with serialized_moto() as endpoint:
-        yield endpoint
+    with MotoServer(serialized=True) as moto:
+        yield moto.endpoint
 
 
 @pytest.fixture(params=["file", "dynamodb"])
@@ -336,7 +336,8 @@ def test_concurrent_executions_of_one_step_run_it_once(tmp_path):
         def invoke(self, function, payload):
             calls.append(function)
 
-    runtime = Runtime(spec.ir, load_handler(spec.folder, spec.ir.handler, function="A"), store, Invoker())
+    runtime = Runtime(spec.ir, load_handler(spec.folder, spec.ir.handler, function="A"), store, Invoker(),
+                      layer=StepsLayer)
     env = Envelope.from_wire({"unum": 2, "workflow": "wf-race", "frames": [[0, 1, 0]],
                               "inputs": [{"value": {"run": run, "sink": str(sink)}}], "start": True})
     barrier = threading.Barrier(8)
@@ -380,12 +381,12 @@ def test_a_compensation_entry_a_committed_execution_relies_on_is_never_deleted(t
             keys = list(keys)
             if keys == [failure, result] and not self.fired:
                 self.fired = True
-                assert steps._append(store, workflow, entry, "effect-1") == (0, False)  # Y: found
+                assert steps.append_compensation(store, workflow, entry, "effect-1") == (0, False)  # Y: found
                 store.create(result, encode({"at": [], "of": [], "value": "done"}), workflow=workflow,
                              kind=Kind.RESULT)
             return super().get_many(keys)
 
-    steps._append(WorkflowEndsAfterTheCreate(store), workflow, entry, "effect-1")  # X
+    steps.append_compensation(WorkflowEndsAfterTheCreate(store), workflow, entry, "effect-1")  # X
     assert store.get(naming.compensation_key(workflow, 0)) is not None, (
         "the entry Y's committed execution registered was deleted by X")
 

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from unum_entry.errors import StoreError
+from unum_entry.errors import StoreError, StoreMisuse
 from unum_entry.stores import Kind, SetState, Store
 from unum_entry.stores.base import MANIFEST_TAG
 from unum_entry.stores.dynamodb import DynamoDBStore
@@ -116,7 +116,7 @@ def test_get_many_reads_more_keys_than_one_batch(store: Store) -> None:
 
 def test_create_on_a_set_is_refused(store: Store) -> None:
     add(store, "s-1", 0, "a")
-    with pytest.raises(TypeError, match="holds a set"):
+    with pytest.raises(StoreMisuse, match="holds a set"):
         store.create("s-1", b"v", workflow="wf")
 
 
@@ -175,9 +175,9 @@ def test_a_set_keeps_the_size_of_its_first_add(store: Store) -> None:
 
 
 def test_add_to_set_refuses_bad_sizes_and_slots(store: Store) -> None:
-    with pytest.raises(ValueError, match="size >= 1"):
+    with pytest.raises(StoreMisuse, match="size >= 1"):
         add(store, "s-1", 0, "a", size=0)
-    with pytest.raises(ValueError, match="negative"):
+    with pytest.raises(StoreMisuse, match="negative"):
         add(store, "s-1", -1, "a")
     assert store.read(["s-1"]) == {}
 

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from unum_entry.errors import StoreError
+from unum_entry.errors import StoreError, StoreMisuse
 from unum_entry.stores.base import Kind, SetState
 from unum_entry.stores.memory import MemoryStore
 
@@ -90,7 +90,7 @@ def test_values_and_sets_do_not_mix() -> None:
     with pytest.raises(StoreError, match="not a set"):
         add(store, "c-1", 0, "a")
     add(store, "s-1", 0, "a", size=1)
-    with pytest.raises(TypeError):
+    with pytest.raises(StoreMisuse):
         store.create("s-1", b"v", workflow="wf")
 
 

@@ -18,7 +18,7 @@ from unum_entry.steps import (
     HookRaised,
     Journal,
     StepEnv,
-    _append,
+    append_compensation,
     compensation_request,
     durable,
     start_compensations,
@@ -116,21 +116,21 @@ def test_a_result_that_cannot_be_recorded_names_the_step():
 
 
 def test_time_randomness_and_uuids_are_the_same_in_every_execution():
-    from unum_entry.runtime import InvocationContext
+    from unum_entry.steps import StepContext
 
     store = MemoryStore()
 
     def values():
-        ctx = InvocationContext(WF, "F", "c-inv", 0, 0, 1, 0, _journal=journal(store))
+        ctx = StepContext(WF, "F", "c-inv", 0, 0, 1, 0, _journal=journal(store))
         return ctx.now(), ctx.random(), ctx.uuid4()
 
     assert values() == values()
 
 
 def test_a_context_without_a_journal_explains_itself():
-    from unum_entry.runtime import InvocationContext
+    from unum_entry.steps import StepContext
 
-    ctx = InvocationContext(WF, "F", "c-inv", 0, 0, 1, 0)
+    ctx = StepContext(WF, "F", "c-inv", 0, 0, 1, 0)
     with pytest.raises(StepError, match="durable"):
         ctx.now()
     with pytest.raises(Aborted):
@@ -276,5 +276,5 @@ def test_after_success_later_registrations_are_skipped():
     journal(store).step("a", lambda: 1, (), {}, undo)
     store.create(naming.result_key(WF, (Envelope(workflow=WF).top,)), b"r", workflow=WF, kind=Kind.RESULT)
     kinds = sorted(r.kind.value for r in store.records(WF))
-    assert _append(store, WF, encode({"e": "x"}), "x") == (-1, False)
+    assert append_compensation(store, WF, encode({"e": "x"}), "x") == (-1, False)
     assert sorted(r.kind.value for r in store.records(WF)) == kinds  # the log kept for its TTL, nothing added

@@ -8,11 +8,17 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
-from unum_entry.egress import Invoker
 from unum_entry.errors import ConfigurationError
 from unum_entry.stores.base import Store
+
+
+class Invoker(Protocol):
+    """Asynchronous invocation of a function by name (Lambda Event invoke, Pub/Sub, local queue)."""
+
+    def invoke(self, function: str, payload: dict[str, Any]) -> None:
+        """Queue one invocation; return once the platform accepted it."""
 
 
 def open_invoker(url: str, *, store: Store | None = None, **kwargs: Any) -> Invoker:

@@ -44,7 +44,7 @@ class LambdaInvoker:
 
     def invoke(self, function: str, payload: Mapping[str, Any]) -> None:
         """Queue one invocation; returns once Lambda accepted it (202). Raises InvokeError."""
-        from botocore.exceptions import BotoCoreError, ClientError
+        from botocore.exceptions import BotoCoreError, ClientError  # type: ignore[import-untyped]
 
         body = to_event(payload, store=self.store, limit=self.limit)
         name = self.function_name(function)
@@ -70,8 +70,8 @@ def parse_invoker_url(url: str) -> dict[str, str]:
 def build_client(*, endpoint: str | None, region: str | None) -> Any:
     """A boto3 Lambda client; against a local endpoint without credentials, dummy ones.
     The read timeout covers slow emulators; retries stay botocore's standard mode."""
-    import boto3  # heavy (~200 ms): only where a client is built
-    from botocore.config import Config
+    import boto3  # type: ignore[import-untyped]  # heavy (~200 ms): only where a client is built
+    from botocore.config import Config  # type: ignore[import-untyped]
 
     region = region or os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"
     kwargs: dict[str, Any] = {"region_name": region,

@@ -103,7 +103,7 @@ class PubSubInvoker:
         """The PublisherClient, created on first use."""
         with self._lock:
             if self._publisher is None:
-                from google.cloud import pubsub_v1  # lazy: grpc and protobuf are heavy
+                from google.cloud import pubsub_v1  # type: ignore[attr-defined]  # lazy: grpc and protobuf are heavy
 
                 self._publisher = pubsub_v1.PublisherClient()
             return self._publisher

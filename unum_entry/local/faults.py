@@ -31,7 +31,7 @@ import threading
 from collections import Counter
 from dataclasses import dataclass, field
 
-from unum_entry.hooks import FaultPoint
+from unum_entry.hooks import FaultPoint, StepPoint
 
 STORE_ERROR_MODES = ("before", "after", "partial")
 
@@ -39,7 +39,7 @@ STORE_ERROR_MODES = ("before", "after", "partial")
 class InjectedCrash(Exception):
     """The execution 'died' at a fault point. Not an UnumError: nothing in unum raises it."""
 
-    def __init__(self, point: FaultPoint, invocation: str) -> None:
+    def __init__(self, point: FaultPoint | StepPoint, invocation: str) -> None:
         super().__init__(f"injected crash at {point.value} in {invocation}")
         self.point = point
 
@@ -48,7 +48,7 @@ class InjectedCrash(Exception):
 class FaultRates:
     """Probabilities per event. `crash` is per fault point, per time the point is reached."""
 
-    crash: dict[FaultPoint, float] = field(default_factory=dict)
+    crash: dict[FaultPoint | StepPoint, float] = field(default_factory=dict)
     duplicate: float = 0.0              # deliver a second copy later
     concurrent_duplicate: float = 0.0   # deliver two copies at once (two workers race)
     delay: float = 0.0                  # hold a delivery back for up to `max_delay` seconds
@@ -104,7 +104,7 @@ class FaultInjector:
         self._lock = threading.Lock()
         self.injected: Counter[str] = Counter()
 
-    def at(self, point: FaultPoint, invocation: str) -> None:
+    def at(self, point: FaultPoint | StepPoint, invocation: str) -> None:
         """Hooks: maybe crash here."""
         p = self.rates.crash.get(point, 0.0)
         if not p:

@@ -27,12 +27,12 @@ from typing import Any
 
 from unum_entry.codec import decode, encode
 from unum_entry.envelope import Envelope
-from unum_entry.errors import EnvelopeError, UnumError, WorkflowTimeout
+from unum_entry.errors import EnvelopeError, RedeliveriesExhausted, UnumError, WorkflowTimeout
 from unum_entry.local.faults import FaultInjector, InjectedCrash
 from unum_entry.outcome import RunResult, read_outcome
-from unum_entry.platforms.common import (DeliveryStatus, RedeliveriesExhausted, RetryPolicy, deliver,
-                                         record_failure)
+from unum_entry.platforms.common import DeliveryStatus, RetryPolicy, deliver, record_failure
 from unum_entry.runtime import Handler, Runtime, RuntimeConfig, load_handler, new_workflow
+from unum_entry.steps.layer import StepsLayer
 from unum_entry.stores.base import Store
 from unum_entry.workflow import Workflow
 
@@ -43,6 +43,27 @@ HandlerWrapper = Callable[[str, Handler], Handler]
 MAX_REDELIVERIES = 50  # consecutive failed deliveries of one delivery before it is dead-lettered
 BUG_REDELIVERIES = 2   # ... when it fails with a bug (not an UnumError): Lambda's async retries
 MAX_BACKOFF = 0.5      # seconds: the cap of the redelivery (and handler-retry) backoff
+
+
+@dataclass(frozen=True)
+class FunctionProgress:
+    """One function's share of `LocalPlatform.progress()`."""
+
+    function: str
+    committed: int   # invocations committed
+    in_flight: int   # deliveries queued or running
+
+
+@dataclass(frozen=True)
+class Progress:
+    """`LocalPlatform.progress()`: invocations committed, deliveries in flight (queued or
+    running), workflow failures recorded, handler retries, and the same per function."""
+
+    committed: int
+    in_flight: int
+    failed: int
+    retries: int
+    functions: tuple[FunctionProgress, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -84,6 +105,10 @@ class LocalPlatform:
         self.max_redeliveries = max_redeliveries
         self.stats: Counter[str] = Counter()
         self.dead_letters: list[str] = []
+        # Per function, for `progress()`: deliveries queued or running, invocations committed.
+        self._in_flight: Counter[str] = Counter()
+        self._committed: Counter[str] = Counter()
+        self._cancelled = False
         self._backoff = RetryPolicy(base=retry_delay, cap=max(max_backoff, retry_delay))
         self._stats_lock = threading.Lock()
         # Deliveries not yet taken: a heap of (ready_at, seq, delivery) (seq: FIFO among equals).
@@ -104,7 +129,7 @@ class LocalPlatform:
             if wrap is not None:  # tests: record or replace user code
                 handler = wrap(name, handler)
             self.runtimes[name] = Runtime(spec.ir, handler, store, invoker, config=config,
-                                          hooks=faults, executor=self._executor)
+                                          hooks=faults, executor=self._executor, layer=StepsLayer)
         self._workers = [threading.Thread(target=self._work, name=f"unum-worker-{i}", daemon=True)
                          for i in range(workers)]
         for thread in self._workers:
@@ -139,6 +164,8 @@ class LocalPlatform:
                 self._idle_cv.wait(remaining)
 
     def close(self) -> None:
+        if self._cancelled:
+            return
         with self._lock:
             self._stopping = True
             self._work_cv.notify_all()
@@ -146,6 +173,32 @@ class LocalPlatform:
         for thread in self._workers:
             thread.join(timeout=5)
         self._executor.shutdown(wait=True)
+
+    # ---- progress and cancellation (`builder run`) -------------------------------------
+
+    def progress(self) -> Progress:
+        """A consistent-enough snapshot for a progress display (counters only; no store reads)."""
+        with self._stats_lock:
+            stats = dict(self.stats)
+            committed = dict(self._committed)
+        with self._lock:
+            in_flight = {name: n for name, n in self._in_flight.items() if n}
+            outstanding = self._outstanding
+        functions = tuple(FunctionProgress(name, committed.get(name, 0), in_flight.get(name, 0))
+                          for name in sorted(set(committed) | set(in_flight)))
+        return Progress(committed=stats.get("committed", 0), in_flight=outstanding, failed=stats.get("failed", 0),
+                        retries=stats.get("handler_retries", 0), functions=functions)
+
+    def cancel(self) -> None:
+        """Stop at once (Ctrl-C): queued deliveries are not taken, running executions are left
+        to their (daemon) threads as if their instance crashed; a later run of the same
+        workflow id redelivers from its checkpoints. `close()` afterwards returns at once. (The
+        dispatch executor stays up: an abandoned execution's invokes just queue, unseen.)"""
+        with self._lock:
+            self._stopping = True
+            self._cancelled = True
+            self._work_cv.notify_all()
+            self._idle_cv.notify_all()
 
     def __enter__(self) -> LocalPlatform:
         return self
@@ -172,6 +225,7 @@ class LocalPlatform:
                 self._seq += 1
                 heapq.heappush(self._queue, (now + delay + extra, self._seq, delivery))
                 self._outstanding += 1
+                self._in_flight[delivery.function] += 1
             if delay or any(delays):
                 self._work_cv.notify_all()  # sleeping workers recompute when the next one is due
             else:
@@ -210,6 +264,7 @@ class LocalPlatform:
             finally:
                 with self._lock:
                     self._outstanding -= 1
+                    self._in_flight[delivery.function] -= 1
                     if not self._outstanding:
                         self._idle_cv.notify_all()
 
@@ -229,6 +284,9 @@ class LocalPlatform:
         if status is DeliveryStatus.DONE:
             assert outcome.report is not None
             self._count("committed" if outcome.report.created else "replayed")
+            if outcome.report.created:
+                with self._stats_lock:
+                    self._committed[delivery.function] += 1
         elif status is DeliveryStatus.DROPPED:
             self._count("stale")
         elif status is DeliveryStatus.RETRY_HANDLER:

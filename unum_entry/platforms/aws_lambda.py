@@ -24,7 +24,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from unum_entry.errors import StaleInvocation, StoreError, UnumError
+from unum_entry.errors import PlatformGaveUp, StaleInvocation, StoreError, UnumError
 from unum_entry.invokers.lambda_event import Delivery, from_event
 from unum_entry.platforms.common import FunctionSettings, LoadedFunction, RetryPolicy, load_function, run_delivery
 from unum_entry.runtime import new_workflow
@@ -34,15 +34,6 @@ log = logging.getLogger("unum.lambda")
 # The awslambdaric loop imports its handler by "module.attr": the adapter is published under
 # this module name (in sys.modules) once it is built, instead of a module-level global.
 HANDLER_MODULE = "unum_lambda_handler"
-
-
-class PlatformGaveUp(UnumError):
-    """Lambda's on-failure destination reported that it stopped retrying a delivery."""
-
-    def __init__(self, condition: str, error_type: str, message: str) -> None:
-        self.error_type = error_type or condition
-        self.message = message or condition
-        super().__init__(f"{condition}: {self.error_type}: {self.message}")
 
 
 class LambdaAdapter:
@@ -86,8 +77,9 @@ class LambdaAdapter:
             return {"function": function, "error": str(exc)}
         if delivery is None:
             return {"function": function, "ignored": "on-failure record of a non-unum event"}
-        context = record.get("requestContext") or {}
-        response = record.get("responsePayload") if isinstance(record.get("responsePayload"), Mapping) else {}
+        context: Mapping[str, Any] = record.get("requestContext") or {}
+        payload = record.get("responsePayload")
+        response: Mapping[str, Any] = payload if isinstance(payload, Mapping) else {}
         error = PlatformGaveUp(str(context.get("condition", "RetriesExhausted")),
                                str(response.get("errorType", "")), str(response.get("errorMessage", "")))
         env = delivery.envelope
@@ -118,7 +110,7 @@ def main() -> int:
     module = types.ModuleType(HANDLER_MODULE)
     module.handler = adapter.handle  # type: ignore[attr-defined]
     sys.modules[HANDLER_MODULE] = module
-    from awslambdaric.__main__ import main as ric_main  # heavy: only in a Lambda process
+    from awslambdaric.__main__ import main as ric_main  # type: ignore[import-untyped]  # heavy: only in a Lambda process
 
     ric_main([sys.argv[0], f"{HANDLER_MODULE}.handler"])
     return 0

@@ -10,23 +10,29 @@ and the local stack set the others):
 - `UNUM_INVOKER`: an invoker URL for `open_invoker` (e.g. `lambda://?prefix=my-stack-`).
 - `UNUM_INLINE_LIMIT` (bytes, optional): values larger than this travel by reference.
 - `UNUM_RETRY_BASE_DELAY` (seconds, optional): the base of the handler-retry backoff.
+- `UNUM_INVOCATION_LOG` (optional): `0` turns off the JSON line per delivery (unum_entry.invocation_log).
 """
 
 from __future__ import annotations
 
 import enum
 import logging
+import os
+import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from unum_entry.egress import Invoker
+from unum_entry.invokers import Invoker
 from unum_entry.envelope import Envelope
-from unum_entry.errors import ConfigurationError, HandlerFailed, InvokeError, StaleInvocation, StoreError, UnumError
+from unum_entry.errors import (ConfigurationError, HandlerFailed, InvokeError, RedeliveriesExhausted, StaleInvocation,
+                               StoreError, UnumError)
 from unum_entry.frozen import Frozen, frozen
+from unum_entry.invocation_log import InvocationLog, InvocationRecord
 from unum_entry.ir import IR_FILE_NAME, FunctionIR, load_ir
 from unum_entry.runtime import Runtime, RuntimeConfig, load_handler
+from unum_entry.steps.layer import StepsLayer
 from unum_entry.stores.base import Store
 
 if TYPE_CHECKING:
@@ -72,6 +78,8 @@ class LoadedFunction:
     runtime: Runtime
     store: Store
     invoker: Invoker
+    # one JSON line per delivery on stdout (unum_entry.invocation_log; UNUM_INVOCATION_LOG=0: off)
+    invocation_log: InvocationLog = field(default_factory=lambda: InvocationLog.from_env(os.environ))
 
 
 def load_function(settings: FunctionSettings) -> LoadedFunction:
@@ -88,7 +96,7 @@ def load_function(settings: FunctionSettings) -> LoadedFunction:
     handler = load_handler(settings.function_dir, ir.handler, function=ir.function)
     store = open_store(settings.store_url)
     invoker = open_invoker(settings.invoker_url, store=store)
-    runtime = Runtime(ir, handler, store, invoker, config=settings.config)
+    runtime = Runtime(ir, handler, store, invoker, config=settings.config, layer=StepsLayer)
     return LoadedFunction(ir=ir, runtime=runtime, store=store, invoker=invoker)
 
 
@@ -138,16 +146,6 @@ class DeliveryOutcome(Frozen):
     def __init__(self, status: DeliveryStatus, report: EgressReport | None = None, retry: Envelope | None = None,
                  delay: float = 0.0, error: BaseException | None = None) -> None:
         self.__dict__.update(status=status, report=report, retry=retry, delay=delay, error=error)
-
-
-class RedeliveriesExhausted(UnumError):
-    """A platform stopped redelivering a delivery that kept failing (the local platform's
-    counterpart of Lambda's on-failure destination record). Names the last error."""
-
-    def __init__(self, function: str, deliveries: int, last: BaseException) -> None:
-        self.error_type = type(last).__name__
-        self.message = f"gave up after {deliveries} consecutive failed deliveries of {function!r}; last error: {type(last).__name__}: {last}"
-        super().__init__(self.message)
 
 
 def deliver(runtime: Runtime, env: Envelope, *, retry: RetryPolicy) -> DeliveryOutcome:
@@ -217,7 +215,10 @@ def run_delivery(loaded: LoadedFunction, envelope: Envelope, stored_key: str | N
     - REDELIVER: the error is raised (Lambda's async retries, a Pub/Sub 500).
     A stored (by-reference) envelope is deleted once handled."""
     function = loaded.ir.function
+    started = time.perf_counter()
     outcome = deliver(loaded.runtime, envelope, retry=retry)
+    loaded.invocation_log.write(InvocationRecord.of(function, envelope, outcome.status, outcome.error,
+                                                    (time.perf_counter() - started) * 1000))
     status = outcome.status
     if status is DeliveryStatus.REDELIVER:
         assert outcome.error is not None

@@ -37,9 +37,9 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 
-import msgpack
+import msgpack  # type: ignore[import-untyped]
 
-from unum_entry.errors import StoreError
+from unum_entry.errors import StoreError, StoreMisuse
 
 DEFAULT_TTL_SECONDS = 7 * 24 * 3600
 
@@ -131,6 +131,20 @@ class SetState:
         return [self.members[slot] for slot in range(self.size)]
 
 
+@dataclass(frozen=True)
+class WorkflowEntry:
+    """One workflow as `Store.workflows` lists it: how many live objects of each kind it has, the
+    keys of its result and failure records (their values are not read), and the earliest and
+    latest expiry among its objects (its deadline, start + TTL, is the earliest: unum_entry.retention)."""
+
+    workflow: str
+    objects: Mapping[Kind, int]
+    results: tuple[str, ...]
+    failure: str | None
+    first_expiry: int
+    last_expiry: int
+
+
 class Store(ABC):
     """Checkpoints, results and coordination sets over a strongly consistent backend."""
 
@@ -198,9 +212,9 @@ class Store(ABC):
         StoreError when `key` holds a value.
         """
         if size < 1:
-            raise ValueError(f"set {key!r} needs a size >= 1, got {size}")
+            raise StoreMisuse(f"set {key!r} needs a size >= 1, got {size}")
         if slot < 0:
-            raise ValueError(f"set {key!r}: slot {slot} is negative")
+            raise StoreMisuse(f"set {key!r}: slot {slot} is negative")
         expiry = self._expiry() if expires_at is None else int(expires_at)
         state = self._add_to_set(Record(key=key, kind=Kind.SET, workflow=workflow, expires_at=expiry, size=size),
                                  slot, member)
@@ -249,6 +263,35 @@ class Store(ABC):
                 if _is_manifest(record):
                     record = self._resolve({record.key: record})[record.key]
                 yield record
+
+    # ---- listing workflows (tools: `python -m builder list`, the web page) ---------------
+
+    def workflows(self) -> list[WorkflowEntry]:
+        """Every workflow that has live objects, in one pass over the store (O(records), like
+        `records`; values are not read where the backend can leave them out: `_scan_keys`).
+        For tools, never the runtime. Sorted by workflow id."""
+        now = self._clock()
+        found: dict[str, dict] = {}
+        for record in self._scan_keys():
+            if record.expires_at <= now:
+                continue
+            entry = found.setdefault(record.workflow, {"objects": {}, "results": [], "failure": None,
+                                                       "first": record.expires_at, "last": record.expires_at})
+            entry["objects"][record.kind] = entry["objects"].get(record.kind, 0) + 1
+            entry["first"] = min(entry["first"], record.expires_at)
+            entry["last"] = max(entry["last"], record.expires_at)
+            if record.kind is Kind.RESULT:
+                entry["results"].append(record.key)
+            elif record.kind is Kind.FAILURE:
+                entry["failure"] = record.key
+        return [WorkflowEntry(workflow=workflow, objects=e["objects"], results=tuple(sorted(e["results"])),
+                              failure=e["failure"], first_expiry=e["first"], last_expiry=e["last"])
+                for workflow, e in sorted(found.items())]
+
+    def _scan_keys(self) -> Iterable[Record]:
+        """Like `_scan(None)`, except that records may come without their value and set members
+        (a backend that can project leaves them out). Default: `_scan(None)`."""
+        return self._scan(None)
 
     # ---- backend primitives --------------------------------------------------------------
 
@@ -332,7 +375,7 @@ class Store(ABC):
 
     def _value_of(self, record: Record) -> bytes:
         if record.value is None:
-            raise TypeError(f"store key {record.key!r} holds a {record.kind.value}, not a value")
+            raise StoreMisuse(f"store key {record.key!r} holds a {record.kind.value}, not a value")
         return self._resolve({record.key: record})[record.key].value or b""
 
     def _resolve(self, records: dict[str, Record]) -> dict[str, Record]:

@@ -52,7 +52,7 @@ from urllib.parse import urlsplit
 # botocore.exceptions is cheap (~10 ms) and this module is itself imported lazily by
 # `open_store`; boto3 (~200 ms: it pulls in ssl, hashlib and every service model loader) is
 # imported only where a client is built (`_build_client`).
-from botocore.exceptions import BotoCoreError, ClientError
+from botocore.exceptions import BotoCoreError, ClientError  # type: ignore[import-untyped]
 
 from unum_entry.errors import GuardFailed, StoreError, TransactionConflict
 from unum_entry.stores.base import AppOp, Guard, Kind, Record, SetState, Store, Versioned
@@ -376,6 +376,20 @@ class DynamoDBStore(Store):
                 return
             params["ExclusiveStartKey"] = page["LastEvaluatedKey"]
 
+    def _scan_keys(self) -> Iterator[Record]:
+        """A scan projecting key, workflow, kind and expiry only (Store.workflows)."""
+        params: dict[str, Any] = {"TableName": self.table, "ConsistentRead": True,
+                                  "ProjectionExpression": "#k, #w, #t, #ttl",
+                                  "ExpressionAttributeNames": {"#k": KEY, "#w": WORKFLOW, "#t": KIND, "#ttl": TTL}}
+        while True:
+            with self._mapped("Scan"):
+                page = self.client.scan(**params)
+            for item in page.get("Items", []):
+                yield self._record(item)
+            if not page.get("LastEvaluatedKey"):
+                return
+            params["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
     def close(self) -> None:
         if self._closed:
             return
@@ -561,8 +575,8 @@ def _is_loopback(endpoint: str) -> bool:
 
 
 def _build_client(*, endpoint: str | None, region: str) -> Any:
-    import boto3  # lazy: heavy (see the import note at the top)
-    from botocore.config import Config
+    import boto3  # type: ignore[import-untyped]  # lazy: heavy (see the import note at the top)
+    from botocore.config import Config  # type: ignore[import-untyped]
 
     options: dict[str, Any] = {"region_name": region}
     config: dict[str, Any] = {

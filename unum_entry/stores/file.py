@@ -58,7 +58,7 @@ import uuid
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-import msgpack
+import msgpack  # type: ignore[import-untyped]
 
 from unum_entry.errors import GuardFailed, StoreError, TransactionConflict
 from unum_entry.stores.base import AppOp, Guard, Kind, Record, SetState, Store, Versioned

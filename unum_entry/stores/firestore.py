@@ -293,8 +293,8 @@ def _set_record(key: str, doc: dict[str, Any], now: float) -> Record:
                 first_expiry = int(expiry)
     members: dict[int, str] = {}
     for entry in doc.get(MEMBERS, []):
-        slot, expiry, member = _split_member(str(entry))
-        if expiry > now:
+        slot, member_expiry, member = _split_member(str(entry))
+        if member_expiry > now:
             members.setdefault(slot, member)
     # The set's expiry is its creator's (the first live size entry, in apply order), as the
     # store contract says. The document's `expire_at` (what Firestore's TTL policy deletes by)

@@ -56,7 +56,7 @@ class MemoryStore(Store):
             members = current.members
             assert isinstance(members, dict)  # made above: always a private dict
             members.setdefault(slot, member)  # a slot keeps its first member (idempotent add)
-            return SetState(size=current.size, members=dict(members))
+            return SetState(size=current.size if current.size is not None else record.size or 0, members=dict(members))
 
     def _sweep(self, now: float) -> int:
         with self._lock:

@@ -1,0 +1,118 @@
+"""The checkpoint rule: one create-if-absent write commits an invocation's output, and it alone
+tells a duplicate from a first execution (docs/coordination.md; NSDI'23, "Unum: A System for
+Highly Scalable Serverless Workflows without a Centralized Orchestrator", §3.4 and §4).
+
+- **Commit** (`commit`): an execution's output is written under the invocation's checkpoint
+  name by one conditional create; the stored value (the first writer's) is the output from
+  then on, for this execution and every other one of the invocation. A function that
+  `commits_its_result` commits straight into the workflow's result record at its position.
+- **A loser is a duplicate**: it continues with the winner's output, and of its successors
+  invokes only those that have not committed (`not_yet_committed`), each marked `redelivered`
+  so that its ingress reads its checkpoint first: a duplicate never sends a wave down the
+  workflow.
+- **Reading first** (`reads_checkpoint_first`): ingress reads the checkpoint before the handler
+  only when it reads anyway, when the IR asks (`ingress_check`) or when a duplicate sent the
+  request; an existing checkpoint skips the handler.
+- **Stale witnesses** (`witnesses`, `committed_meanwhile`): what must still hold for an
+  execution to do new work with effects (a step, unum_entry.steps): the workflow has not ended
+  (unum_entry.outcome.Ending) and its invocation has not committed while it ran.
+
+Nothing here deletes anything (unum_entry.retention), so every step is safe to repeat.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+from unum_entry import naming
+from unum_entry.codec import encode
+from unum_entry.envelope import Envelope
+from unum_entry.errors import StaleInvocation
+from unum_entry.ir import FunctionIR
+from unum_entry.outcome import Ending
+from unum_entry.stores.base import Guard, Kind, Store
+
+if TYPE_CHECKING:
+    from unum_entry.plan import Call
+    from unum_entry.retention import Retention
+
+
+def commits_its_result(ir: FunctionIR) -> bool:
+    """A checkpointed function without instructions is always terminal: its commit IS the
+    workflow's result record at its fan-out position (one write instead of checkpoint + result).
+    Nothing reads such a function's checkpoint: it has no successors and joins nothing."""
+    return ir.checkpoint and not ir.instructions
+
+
+def commit_key(ir: FunctionIR, env: Envelope, invocation: str) -> str | None:
+    """Where an execution's output is committed: its checkpoint (named `invocation`), the result
+    record for a function that `commits_its_result`, or nowhere without a checkpoint."""
+    if not ir.checkpoint:
+        return None
+    return naming.result_key(env.workflow, env.frames) if commits_its_result(ir) else invocation
+
+
+def commit(store: Store, ir: FunctionIR, retention: Retention, env: Envelope, key: str | None,
+           output: Any) -> tuple[bytes, bool]:
+    """Create the commit record `key` (see `commit_key`) unless it exists; returns (the committed
+    bytes, created?). One conditional write; a loser gets the winner's bytes back. Raises
+    UnencodableValue before writing anything when the output cannot be stored."""
+    what = f"output of function {ir.function!r}"
+    if key is None:
+        return encode(output, what=what), True
+    if commits_its_result(ir):
+        return store.create(key, result_record(env, output), workflow=env.workflow, kind=Kind.RESULT,
+                            expires_at=retention.expires_at(env.deadline))
+    return store.create(key, encode(output, what=what), workflow=env.workflow,
+                        expires_at=retention.expires_at(env.deadline))
+
+
+def record_result(store: Store, retention: Retention, env: Envelope, value: Any) -> None:
+    """Write the workflow's result at the fan-out position of `env` (the first one wins)."""
+    store.create(naming.result_key(env.workflow, env.frames), result_record(env, value), workflow=env.workflow,
+                 kind=Kind.RESULT, expires_at=retention.expires_at(env.deadline))
+
+
+def result_record(env: Envelope, value: Any) -> bytes:
+    """A workflow result at the fan-out position of `env` (unum_entry.outcome reads it)."""
+    return encode({"at": [f.index for f in env.frames[1:]], "of": [f.size for f in env.frames[1:]], "value": value},
+                  what="workflow result")
+
+
+def reads_checkpoint_first(env: Envelope, *, reads_anyway: bool, ingress_check: bool) -> bool:
+    """Whether ingress reads the invocation's checkpoint before running the handler."""
+    return reads_anyway or ingress_check or env.redelivered
+
+
+def not_yet_committed(store: Store, calls: Sequence[Call]) -> list[Call]:
+    """The duplicate path: of our successors, those whose checkpoint does not exist yet (one
+    batch read), each marked `redelivered` so its ingress reads its checkpoint first. A
+    successor that committed is never invoked again by a duplicate: its own delivery is
+    retried by the platform until its egress finished, so nothing is lost. (A successor that
+    `commits_its_result` is not seen here and gets one redelivered call, which its ingress
+    answers from its result record.)"""
+    if not calls:
+        return []
+    names = [naming.checkpoint_key(c.envelope.workflow, c.function, c.envelope.frames) for c in calls]
+    committed = store.read(names)
+    return [replace(call, envelope=replace(call.envelope, redelivered=True))
+            for call, name in zip(calls, names, strict=True) if name not in committed]
+
+
+def committed_meanwhile(store: Store, checkpoint: str | None) -> None:
+    """Raise StaleInvocation when the invocation committed while this execution was running (a
+    slow duplicate must not perform a new effect; it continues with the committed output)."""
+    if checkpoint is not None and store.get(checkpoint) is not None:
+        raise StaleInvocation(f"{checkpoint} committed while this execution ran")
+
+
+def witnesses(env: Envelope, checkpoint: str | None) -> list[Guard]:
+    """What must still hold, checked inside the write that records new work, for an execution
+    of the invocation `env` to do that work: the workflow has not ended, and the invocation has
+    not committed (`checkpoint`; for a function that commits its result, the result key)."""
+    guards = [Guard(key, present=False) for key in Ending.of(env.workflow).keys]
+    if checkpoint is not None:
+        guards.append(Guard(checkpoint, present=False))
+    return list({g.key: g for g in guards}.values())  # one operation per item in a transaction
