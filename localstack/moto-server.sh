@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Start/stop moto's server in the background on loopback.
 #   localstack/moto-server.sh start|stop|status|restart
-# Environment: PORT (default 5000), PYTHON (default python3).
+# Environment: PORT (default 5001; the registry of setup.d/40-registry.sh serves 5000), PYTHON (default python3).
 # Pid file /tmp/unum-moto-server-$PORT.pid, log /tmp/unum-moto-server-$PORT.log.
 set -euo pipefail
 
-PORT="${PORT:-5000}"
+PORT="${PORT:-5001}"
 PYTHON="${PYTHON:-python3}"
 HOST=127.0.0.1                      # loopback only, always
 PID_FILE="/tmp/unum-moto-server-${PORT}.pid"

@@ -8,8 +8,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from builder.image.build import (DEFAULT_BASE_IMAGE, DEFAULT_BASE_TAG, DEFAULT_TAG_PREFIX, image_repository,
-                            resolve_functions, stderr_progress)
+from builder.image.build import (DEFAULT_BASE_IMAGE, DEFAULT_BASE_TAG, DEFAULT_TAG_PREFIX, LOCAL_BASE_IMAGE,
+                                 image_repository, resolve_functions, stderr_progress)
 from unum_entry.errors import BuildError
 
 
@@ -17,7 +17,7 @@ def cmd_build(args: argparse.Namespace) -> int:
     from builder.image.build import build_images, docker_client, ensure_base
 
     client = docker_client()
-    base = ensure_base(client, base_image=args.base_image, tag=args.base_tag, rebuild=not args.no_base_rebuild,
+    base = ensure_base(client, base_image=args.base_image or os.environ.get("UNUM_BASE_IMAGE"), tag=args.base_tag, rebuild=not args.no_base_rebuild,
                        progress=stderr_progress)
     if args.folder is None:
         print(base)
@@ -70,8 +70,9 @@ def _ecr_client(args: argparse.Namespace) -> Any:
 def register(sub: Any) -> None:
     build = sub.add_parser("build", help="build the unum base image and one image per function")
     build.add_argument("folder", nargs="?", help="workflow folder or function folder (omit with --base-only)")
-    build.add_argument("--base-image", default=os.environ.get("UNUM_BASE_IMAGE", DEFAULT_BASE_IMAGE),
-                       help=f"Python image the unum base builds on (default: $UNUM_BASE_IMAGE or {DEFAULT_BASE_IMAGE})")
+    build.add_argument("--base-image", default=None,
+                       help=f"Python image the unum base builds on (default: $UNUM_BASE_IMAGE, else {DEFAULT_BASE_IMAGE} "
+                       f"when local or pullable, else the local {LOCAL_BASE_IMAGE})")
     build.add_argument("--base-tag", default=DEFAULT_BASE_TAG, help=f"tag of the unum base image (default: {DEFAULT_BASE_TAG})")
     build.add_argument("--tag-prefix", default=DEFAULT_TAG_PREFIX,
                        help=f"function images are tagged <prefix><workflow>-<function>:latest (default: {DEFAULT_TAG_PREFIX})")

@@ -16,9 +16,6 @@ import uuid
 from contextlib import ExitStack
 from typing import Any
 
-DEFAULT_LOCAL_BASE = "local/debian-python:bookworm"
-
-
 def cmd_local_aws(args: argparse.Namespace) -> int:
     from builder.local_stack.aws_stack import LocalLambdaStack
     from builder.commands.io import parse_input as _parse_input, to_json as _to_json
@@ -35,7 +32,8 @@ def cmd_local_aws(args: argparse.Namespace) -> int:
         name, specs = resolve_functions(workflow.folder)
         images = {s.ir.function: f"{image_repository(args.tag_prefix, name, s.ir.function)}:latest" for s in specs}
     else:
-        base = ensure_base(client, base_image=args.base_image or _default_base(client), rebuild=True, progress=stderr_progress)
+        base = ensure_base(client, base_image=args.base_image or os.environ.get("UNUM_BASE_IMAGE"), rebuild=True,
+                           progress=stderr_progress)
         images = {b.function: b.tag for b in build_images(client, workflow.folder, base_tag=base,
                                                           tag_prefix=args.tag_prefix, progress=stderr_progress)}
     with ExitStack() as stack:
@@ -69,31 +67,28 @@ def cmd_local_aws(args: argparse.Namespace) -> int:
 
 
 def _default_base(client: Any) -> str:
-    """$UNUM_BASE_IMAGE, else the locally made OS image when present, else python:3.11-slim."""
-    import docker
+    """$UNUM_BASE_IMAGE, else the base `build` picks (builder.image.build.resolve_base_image);
+    bench/paper/measure.py calls it by this name."""
+    from builder.image.build import resolve_base_image
 
-    if os.environ.get("UNUM_BASE_IMAGE"):
-        return os.environ["UNUM_BASE_IMAGE"]
-    try:
-        client.images.get(DEFAULT_LOCAL_BASE)
-        return DEFAULT_LOCAL_BASE
-    except docker.errors.ImageNotFound:
-        return "python:3.11-slim"
+    return resolve_base_image(client, os.environ.get("UNUM_BASE_IMAGE"), progress=lambda line: None)
 
 
 def register(sub: Any) -> None:
+    from builder.commands.options import positive_seconds
+
     p = sub.add_parser("local-aws", help="run a workflow's Lambda images locally: containers + async Invoke endpoint + moto")
     p.add_argument("workflow", help="workflow folder")
     p.add_argument("--input", default=None, help="run one workflow with this input (JSON or @file) and print its result")
     p.add_argument("--workflow-id", default=None, help="workflow id (default: a new one)")
     p.add_argument("--base-image", default=None, help="Python image for the unum base (default: $UNUM_BASE_IMAGE, "
-                   f"{DEFAULT_LOCAL_BASE} when present, else python:3.11-slim)")
+                   "else python:3.11-slim when local or pullable, else the local local/debian-python:bookworm)")
     p.add_argument("--tag-prefix", default="unum/", help="image tag prefix (default: unum/)")
     p.add_argument("--no-build", action="store_true", help="use the images built before")
     p.add_argument("--port", type=int, default=0, help="Invoke endpoint port on 127.0.0.1 (default: a free one)")
     p.add_argument("--moto-endpoint", default=None, help="use this moto server instead of starting one")
     p.add_argument("--table", default=None, help="DynamoDB table (default: a new one)")
     p.add_argument("--retry-delay", type=float, default=1.0, help="seconds before Lambda's first retry (default: 1)")
-    p.add_argument("--timeout", type=float, default=300.0, help="seconds to wait for the workflow (default: 300)")
+    p.add_argument("--timeout", type=positive_seconds, default=300.0, help="seconds to wait for the workflow (default: 300)")
     p.add_argument("--compact", action="store_true", help="print the result on one line")
     p.set_defaults(func=cmd_local_aws)

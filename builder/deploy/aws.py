@@ -15,11 +15,11 @@ What it declares, per workflow:
 from __future__ import annotations
 
 import argparse
-import sys
-from pathlib import Path
 from typing import Any
 
+from builder.deploy.output import emit
 from builder.image.build import image_repository
+from unum_entry.asl.integrations.grants import function_statements
 from unum_entry.errors import BuildError
 from unum_entry.workflow import Workflow, load_workflow
 
@@ -47,14 +47,10 @@ def deploy_aws(args: argparse.Namespace) -> int:
     template = sam_template(workflow, image_prefix=args.image_prefix, tag=args.tag, tag_prefix=args.aws_tag_prefix,
                             memory=args.aws_memory, timeout=args.aws_timeout, retries=args.aws_retries,
                             max_event_age=args.aws_max_event_age)
-    text = render(template)
-    if args.out:
-        Path(args.out).write_text(text)
-        print(f"wrote {args.out}: {len(workflow.functions)} functions; deploy with "
-              f"`sam deploy --template-file {args.out} --stack-name <name> --capabilities CAPABILITY_IAM "
-              f"--image-repositories ...` or `aws cloudformation deploy`", file=sys.stderr)
-    else:
-        print(text, end="")
+    emit(render(template), args.out,
+         next_step=f"{len(workflow.functions)} functions; deploy with `sam deploy --template-file {{out}} "
+                   "--stack-name <name> --capabilities CAPABILITY_IAM --image-repositories ...` or "
+                   "`aws cloudformation deploy`")
     return 0
 
 
@@ -104,6 +100,7 @@ def sam_template(workflow: Workflow, *, image_prefix: str, tag: str = "latest", 
                     {"Effect": "Allow", "Action": list(ITEM_ACTIONS), "Resource": {"Fn::GetAtt": [TABLE, "Arn"]}},
                     {"Effect": "Allow", "Action": ["lambda:InvokeFunction"],
                      "Resource": [_function_arn(target) for target in invokes]},
+                    *function_statements(spec.folder),  # its Step Functions integrations, if any
                 ]}],
                 "EventInvokeConfig": {
                     "MaximumRetryAttempts": retries,

@@ -27,8 +27,8 @@ import argparse
 import re
 import shlex
 from dataclasses import dataclass
-from pathlib import Path
 
+from builder.deploy.output import emit
 from unum_entry.errors import BuildError
 from unum_entry.invokers.pubsub import subscription_name, topic_name
 from unum_entry.workflow import Workflow, load_workflow
@@ -198,12 +198,6 @@ def options_from_args(args: argparse.Namespace) -> GcpDeployOptions:
 def deploy_gcp(args: argparse.Namespace) -> int:
     """Write (or print) the deploy script for `args.workflow`."""
     script = render_script(load_workflow(args.workflow), options_from_args(args))
-    if args.out in (None, "-"):
-        print(script)
-        return 0
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(script)
-    out.chmod(0o755)
-    print(f"wrote {out}: run it with `bash {out}` (PROJECT=… REGION=… override the defaults)")
+    emit(script, args.out, executable=True,
+         next_step="run it with `bash {out}` (PROJECT=… REGION=… override the defaults)")
     return 0

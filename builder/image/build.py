@@ -8,8 +8,9 @@ rebuilds the last step only.
     base = build_base(client, base_image="local/debian-python:bookworm")
     images = build_images(client, "images/chain", base_tag=base.tag)
 
-Builds use host networking and never pull: every base must already be local or be a public
-image the daemon can pull itself (`--base-image`).
+Builds use host networking and never pull: the base is resolved first (`resolve_base_image`):
+the image asked for, else the public default when it is local or can be pulled, else the locally
+made OS image (`localstack/setup.d/20-base-image.sh`), else an error saying what to pass.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from unum_entry.workflow import WORKFLOW_FILE_NAME, FunctionSpec, load_workflow
 Progress = Callable[[str], None]
 
 DEFAULT_BASE_IMAGE = "python:3.11-slim"
+LOCAL_BASE_IMAGE = "local/debian-python:bookworm"  # made offline by localstack/setup.d/20-base-image.sh
 DEFAULT_BASE_TAG = "unum/base:latest"
 DEFAULT_TAG_PREFIX = "unum/"
 FUNCTION_DIR = "/var/task"
@@ -80,6 +82,47 @@ def image_repository(tag_prefix: str, workflow: str, function: str) -> str:
 
 # ---- the base image ------------------------------------------------------------------------
 
+def resolve_base_image(client: Any, requested: str | None, *, progress: Progress = stderr_progress) -> str:
+    """The image the unum base builds on. `requested` (from --base-image or $UNUM_BASE_IMAGE) is
+    used as given. Otherwise the public `DEFAULT_BASE_IMAGE` when it is local or can be pulled,
+    else `LOCAL_BASE_IMAGE` when present (said on `progress`); else BuildError naming what to pass."""
+    if requested:
+        return requested
+    if _have_image(client, DEFAULT_BASE_IMAGE):
+        return DEFAULT_BASE_IMAGE
+    reason = _pull(client, DEFAULT_BASE_IMAGE)
+    if reason is None:
+        return DEFAULT_BASE_IMAGE
+    if _have_image(client, LOCAL_BASE_IMAGE):
+        progress(f"base: {DEFAULT_BASE_IMAGE} cannot be pulled ({reason}); using the local {LOCAL_BASE_IMAGE}")
+        return LOCAL_BASE_IMAGE
+    raise BuildError(f"the default base {DEFAULT_BASE_IMAGE} is not local and cannot be pulled ({reason}): pass "
+                     f"--base-image IMAGE (a local image with python3 and venv; localstack/setup.d/20-base-image.sh "
+                     f"makes {LOCAL_BASE_IMAGE} offline)")
+
+
+def _have_image(client: Any, name: str) -> bool:
+    import docker
+
+    try:
+        client.images.get(name)
+        return True
+    except docker.errors.ImageNotFound:
+        return False
+
+
+def _pull(client: Any, name: str) -> str | None:
+    """Pull `name`; None when it worked, else the engine's reason in one line."""
+    import docker
+
+    repository, _, tag = name.rpartition(":") if ":" in name.rsplit("/", 1)[-1] else (name, "", "latest")
+    try:
+        client.images.pull(repository, tag=tag)
+        return None
+    except docker.errors.APIError as exc:
+        return " ".join(str(exc.explanation or exc).split())[:200]
+
+
 def build_base(client: Any, *, base_image: str = DEFAULT_BASE_IMAGE, tag: str = DEFAULT_BASE_TAG,
                target: WheelTarget = DEFAULT_TARGET, progress: Progress = stderr_progress) -> BuiltImage:
     """Build `Dockerfile.base` on `base_image` (a public Python image, or a local OS image with
@@ -97,18 +140,13 @@ def build_base(client: Any, *, base_image: str = DEFAULT_BASE_IMAGE, tag: str = 
     return BuiltImage("", "", tag, image_id, time.monotonic() - started)
 
 
-def ensure_base(client: Any, *, base_image: str, tag: str = DEFAULT_BASE_TAG, rebuild: bool = False,
+def ensure_base(client: Any, *, base_image: str | None, tag: str = DEFAULT_BASE_TAG, rebuild: bool = False,
                 progress: Progress = stderr_progress) -> str:
-    """The base tag, built first when absent (or always when `rebuild`: cached steps are cheap)."""
-    import docker
-
-    if not rebuild:
-        try:
-            client.images.get(tag)
-            return tag
-        except docker.errors.ImageNotFound:
-            pass
-    build_base(client, base_image=base_image, tag=tag, progress=progress)
+    """The base tag, built first when absent (or always when `rebuild`: cached steps are cheap),
+    on `resolve_base_image(client, base_image)`."""
+    if not rebuild and _have_image(client, tag):
+        return tag
+    build_base(client, base_image=resolve_base_image(client, base_image, progress=progress), tag=tag, progress=progress)
     return tag
 
 
@@ -220,6 +258,7 @@ def _build(client: Any, context: io.BytesIO, *, tag: str, buildargs: dict[str, s
     """Run one build, streaming its steps to `progress`; returns the image id."""
     import docker
 
+    replaced = _image_id(client, tag)
     image_id = None
     try:
         stream = client.api.build(fileobj=context, custom_context=True, tag=tag, buildargs=buildargs,
@@ -238,5 +277,30 @@ def _build(client: Any, context: io.BytesIO, *, tag: str, buildargs: dict[str, s
         raise BuildError(f"building {label} ({tag}) failed: {exc.explanation or exc}") from exc
     if image_id is None:
         image_id = client.images.get(tag).id
+    if replaced is not None and replaced != image_id:
+        _remove_if_untagged(client, replaced)
     progress(f"  {label}: built {tag}")
     return image_id
+
+
+def _image_id(client: Any, tag: str) -> str | None:
+    import docker
+
+    try:
+        image_id: str = client.images.get(tag).id
+        return image_id
+    except docker.errors.ImageNotFound:
+        return None
+
+
+def _remove_if_untagged(client: Any, image_id: str) -> None:
+    """Delete the image a rebuild moved its tag away from, unless something still names or runs
+    it: rebuilds leave no `<none>` images behind."""
+    import docker
+
+    try:
+        if client.images.get(image_id).tags:
+            return
+        client.images.remove(image_id, force=False, noprune=False)
+    except docker.errors.APIError:
+        pass  # in use by a container, a child image, or already gone: keep it

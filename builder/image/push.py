@@ -10,6 +10,7 @@ by host: `LOCATION-docker.pkg.dev`, `*gcr.io`) or any registry given by host (`1
 from __future__ import annotations
 
 import base64
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -100,7 +101,9 @@ def ensure_ecr_repository(client: Any, name: str) -> None:
 
 def push_images(docker: Any, images: Iterable[str], registry: Registry, *,
                 progress: Progress = lambda _: None) -> list[PushedImage]:
-    """Tag each local `repository:tag` under the registry and push it; returns the digests."""
+    """Tag each local `repository:tag` under the registry, push it (per-layer progress on
+    `progress`) and drop the remote-named tag again unless it was there before (pushing leaves
+    no new local tags); returns the digests."""
     import docker as docker_sdk
 
     pushed = []
@@ -108,27 +111,84 @@ def push_images(docker: Any, images: Iterable[str], registry: Registry, *,
     for source in images:
         repository, _, tag = source.rpartition(":") if ":" in source.rsplit("/", 1)[-1] else (source, "", "latest")
         remote_repository = f"{registry.location}/{repository}"
+        remote = f"{remote_repository}:{tag}"
         if registry.ecr_client is not None:
             ensure_ecr_repository(registry.ecr_client, remote_repository.split("/", 1)[1])
         try:
-            docker.images.get(source).tag(remote_repository, tag)
+            image = docker.images.get(source)
         except docker_sdk.errors.ImageNotFound:
             raise BuildError(f"push: no local image {source!r}: run `python -m builder build` first") from None
-        progress(f"pushing {remote_repository}:{tag}")
-        digest = None
+        tagged_before = remote in image.tags
+        image.tag(remote_repository, tag)
+        progress(f"pushing {remote}")
         try:
-            for chunk in docker.api.push(remote_repository, tag=tag, auth_config=login,
-                                         stream=True, decode=True):
-                if "error" in chunk:
-                    detail = chunk.get("errorDetail", {}).get("message") or chunk["error"]
-                    raise BuildError(f"push of {remote_repository}:{tag} failed: {detail}")
-                aux = chunk.get("aux") or {}
-                if "Digest" in aux:
-                    digest = aux["Digest"]
-        except docker_sdk.errors.APIError as exc:
-            raise BuildError(f"push of {remote_repository}:{tag} failed: {exc.explanation or exc}") from exc
-        if digest is None:
-            raise BuildError(f"push of {remote_repository}:{tag}: the registry reported no digest")
-        pushed.append(PushedImage(source, f"{remote_repository}:{tag}", digest))
-        progress(f"  {remote_repository}:{tag} {digest}")
+            digest = _push(docker, remote_repository, tag, login, LayerProgress(remote, progress))
+        finally:
+            if not tagged_before:
+                _untag(docker, remote)
+        pushed.append(PushedImage(source, remote, digest))
+        progress(f"  {remote} {digest}")
     return pushed
+
+
+def _push(docker: Any, repository: str, tag: str, login: dict[str, str] | None, layers: LayerProgress) -> str:
+    """One `docker push`, its stream fed to `layers`; returns the digest the registry reported."""
+    import docker as docker_sdk
+
+    digest = None
+    try:
+        for chunk in docker.api.push(repository, tag=tag, auth_config=login, stream=True, decode=True):
+            if "error" in chunk:
+                detail = chunk.get("errorDetail", {}).get("message") or chunk["error"]
+                raise BuildError(f"push of {repository}:{tag} failed: {detail}")
+            layers.update(chunk)
+            aux = chunk.get("aux") or {}
+            if "Digest" in aux:
+                digest = aux["Digest"]
+    except docker_sdk.errors.APIError as exc:
+        raise BuildError(f"push of {repository}:{tag} failed: {exc.explanation or exc}") from exc
+    if digest is None:
+        raise BuildError(f"push of {repository}:{tag}: the registry reported no digest")
+    return str(digest)
+
+
+def _untag(docker: Any, name: str) -> None:
+    import docker as docker_sdk
+
+    try:
+        docker.images.remove(name, noprune=True)  # the name only: the image keeps its own tag
+    except docker_sdk.errors.APIError:
+        pass
+
+
+class LayerProgress:
+    """Turns docker's push stream into lines: each layer's state when it changes (Preparing,
+    Waiting, Pushed, Layer already exists), and while a layer uploads its bytes at most every
+    `every` seconds."""
+
+    def __init__(self, image: str, progress: Progress, *, every: float = 2.0) -> None:
+        self.image = image
+        self.progress = progress
+        self.every = every
+        self._state: dict[str, str] = {}
+        self._last = 0.0
+
+    def update(self, chunk: dict[str, Any]) -> None:
+        layer, status = chunk.get("id"), chunk.get("status")
+        if not layer or not status or len(layer) != 12:  # layer ids are 12 hex digits; tags are not
+            return
+        if status == "Pushing":
+            now = time.monotonic()
+            detail = chunk.get("progressDetail") or {}
+            if now - self._last >= self.every and detail.get("total"):
+                self._last = now
+                self.progress(f"  {self.image}: layer {layer} {_mb(detail.get('current', 0))}"
+                              f"/{_mb(detail['total'])} MB")
+        if self._state.get(layer) != status:
+            self._state[layer] = status
+            if status != "Pushing":
+                self.progress(f"  {self.image}: layer {layer} {status.lower()}")
+
+
+def _mb(size: int) -> str:
+    return f"{size / 1e6:.1f}"

@@ -146,8 +146,8 @@ def write_unum_wheel(root: Path, dest: Path) -> Path:
     dest.mkdir(parents=True, exist_ok=True)
     wheel = dest / f"{name}-{version}-py3-none-any.whl"
     with zipfile.ZipFile(wheel, "w", compression=zipfile.ZIP_DEFLATED) as zf:
-        for path, data in files:
-            info = zipfile.ZipInfo(path, date_time=_ZIP_TIME)
+        for member, data in files:
+            info = zipfile.ZipInfo(member, date_time=_ZIP_TIME)
             info.external_attr = 0o644 << 16
             info.compress_type = zipfile.ZIP_DEFLATED
             zf.writestr(info, data)

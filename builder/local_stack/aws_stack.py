@@ -16,10 +16,11 @@ import uuid
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from types import TracebackType
-from typing import Any, Protocol
+from typing import Any, Protocol, Self
 
 from builder.local_stack.lambda_containers import LambdaContainerConfig, lambda_container_config, wait_for_port
 from builder.local_stack.lambda_endpoint import AsyncInvokeEndpoint
+from builder.local_stack.process import Service
 from unum_entry.errors import InvokeError
 from unum_entry.outcome import RunResult, read_outcome
 from unum_entry.runtime import new_workflow
@@ -47,7 +48,7 @@ class DockerSdkContainer:
         self.container.remove(force=True)
 
 
-class LocalLambdaStack:
+class LocalLambdaStack(Service):
     """Containers + endpoint registration + store for one workflow; a context manager."""
 
     def __init__(self, workflow: Workflow, images: Mapping[str, str], *, store_url: str,
@@ -66,7 +67,7 @@ class LocalLambdaStack:
         self.containers: dict[str, Any] = {}
         self.store = open_store(store_url + ("&" if "?" in store_url else "?") + "create=1")
 
-    def start(self) -> LocalLambdaStack:
+    def start(self) -> Self:
         start = self._start_container
         if start is None:
             from builder.image.build import docker_client
@@ -113,9 +114,6 @@ class LocalLambdaStack:
             raise InvokeError(f"workflow {workflow_id}: deliveries still in flight after {timeout:.0f} s "
                               f"({dict(self.endpoint.stats)})")
         return read_outcome(self.store, workflow_id)
-
-    def __enter__(self) -> LocalLambdaStack:
-        return self.start()
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:

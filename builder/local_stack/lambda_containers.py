@@ -5,7 +5,8 @@ containers running under it, and a local OCI registry (Debian's `docker-registry
   with pip, cached): no other way to get it here.
 - `lambda_container_config()` is how a function image runs as a Lambda: the RIE mounted in front
   of the image's own entrypoint, host networking, one RIE/runtime-API port pair per container.
-- `LocalRegistry` runs `docker-registry serve` on a loopback port (for `builder push` tests).
+- `LocalRegistry` runs `docker-registry serve` on a loopback port (for `builder push` tests);
+  `HostLambdaFunction` runs the RIE around a function folder on the host (no image).
 """
 
 from __future__ import annotations
@@ -15,23 +16,24 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
 import urllib.error
 import urllib.request
 import zipfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
-from builder.local_stack.process import LOOPBACK, LocalStackError, free_port
 from builder.image.wheelhouse import cache_dir
+from builder.local_stack.process import (DIRECT_HTTP, LOOPBACK, LocalStackError, ManagedProcess, free_port, http_answers,
+                                         port_open, wait_for_port)
+
+__all__ = ["HostLambdaFunction", "LambdaContainerConfig", "LambdaPorts", "LocalRegistry", "lambda_container_config",
+           "manifest_digest", "registry_config", "rie_binary", "wait_for_port"]
 
 RIE_IN_WHEEL = "samcli/local/rapid/aws-lambda-rie-x86_64"
 RIE_IN_CONTAINER = "/usr/local/bin/aws-lambda-rie"
 INVOKE_PATH = "/2015-03-31/functions/function/invocations"
-_DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
 
 def rie_binary() -> Path:
@@ -106,154 +108,102 @@ def lambda_container_config(image: str, *, function_name: str, environment: Mapp
                                  volumes={str(rie): {"bind": RIE_IN_CONTAINER, "mode": "ro"}})
 
 
-def wait_for_port(port: int, timeout: float, *, what: str = "service") -> None:
-    """Until something accepts TCP connections on 127.0.0.1:port."""
-    import socket
-
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            with socket.create_connection((LOOPBACK, port), timeout=1):
-                return
-        except OSError:
-            if time.monotonic() >= deadline:
-                raise LocalStackError(f"{what} did not listen on {LOOPBACK}:{port} within {timeout:.0f} s") from None
-            time.sleep(0.1)
-
-
-class LocalRegistry:
+class LocalRegistry(ManagedProcess):
     """Debian's `docker-registry` (the CNCF distribution registry) on a loopback port, storing
-    into a temp folder; a context manager. Docker treats 127.0.0.0/8 registries as insecure
-    (plain HTTP) by default, so `docker push 127.0.0.1:PORT/name` works without daemon config."""
+    into a temp folder (or `root` when given: it then outlives the process); a context manager.
+    Docker treats 127.0.0.0/8 registries as insecure (plain HTTP) by default, so
+    `docker push 127.0.0.1:PORT/name` works without daemon config."""
 
-    def __init__(self, *, port: int | None = None, binary: str = "docker-registry") -> None:
-        self.port = port
+    name = "docker-registry"
+
+    def __init__(self, *, port: int | None = None, binary: str = "docker-registry",
+                 root: str | os.PathLike[str] | None = None, start_timeout: float = 30.0) -> None:
+        super().__init__(port=port, start_timeout=start_timeout)
         self.binary = binary
+        self.root = Path(root) if root is not None else None
         self._dir: Path | None = None
-        self._process: subprocess.Popen[bytes] | None = None
 
-    def start(self, timeout: float = 30.0) -> LocalRegistry:
-        path = shutil.which(self.binary) or (self.binary if Path(self.binary).is_file() else None)
-        if path is None:
+    def check_installed(self) -> None:
+        if shutil.which(self.binary) is None and not Path(self.binary).is_file():
             raise LocalStackError(f"{self.binary} is not installed: apt-get install docker-registry "
                                   "(localstack/setup.d/30-aws.sh does it)")
-        self.port = self.port or free_port()
-        self._dir = Path(tempfile.mkdtemp(prefix="unum-registry-"))
-        config = self._dir / "config.yml"
-        config.write_text(
-            "version: 0.1\nlog:\n  level: warn\nstorage:\n  filesystem:\n"
-            f"    rootdirectory: {self._dir / 'data'}\n  delete:\n    enabled: true\n"
-            f"http:\n  addr: {LOOPBACK}:{self.port}\n")
-        with open(self._dir / "registry.log", "wb") as log:
-            self._process = subprocess.Popen([path, "serve", str(config)], stdout=log, stderr=subprocess.STDOUT,
-                                             stdin=subprocess.DEVNULL, start_new_session=True)
-        deadline = time.monotonic() + timeout
-        while True:
-            if self._process.poll() is not None:
-                raise LocalStackError(f"docker-registry exited: {(self._dir / 'registry.log').read_text()[-800:]}")
-            try:
-                with _DIRECT.open(f"{self.url}/v2/", timeout=1) as response:
-                    response.read()
-                return self
-            except (urllib.error.URLError, OSError):
-                if time.monotonic() >= deadline:
-                    self.stop()
-                    raise LocalStackError(f"docker-registry did not answer on {self.url} within {timeout:.0f} s") from None
-                time.sleep(0.1)
 
-    def stop(self) -> None:
-        process, self._process = self._process, None
-        _terminate(process)
-        if self._dir is not None:
+    def command(self) -> list[str]:
+        if self._dir is None:
+            self._dir = Path(tempfile.mkdtemp(prefix="unum-registry-"))
+        config = self._dir / "config.yml"
+        config.write_text(registry_config(self.root or self._dir / "data", self.port or 0))
+        return [shutil.which(self.binary) or self.binary, "serve", str(config)]
+
+    def ready(self) -> bool:
+        return http_answers(f"http://{LOOPBACK}:{self.port}/v2/")
+
+    def stop(self, *, keep_log: bool = False) -> None:
+        super().stop(keep_log=keep_log)
+        if self._dir is not None and not keep_log:
             shutil.rmtree(self._dir, ignore_errors=True)
             self._dir = None
 
     @property
-    def host(self) -> str:
-        """`127.0.0.1:PORT`, the registry part of an image name."""
-        return f"{LOOPBACK}:{self.port}"
-
-    @property
     def url(self) -> str:
-        return f"http://{self.host}"
+        return self.endpoint
 
     def manifest_digest(self, repository: str, tag: str) -> str | None:
         """The digest the registry reports for repository:tag (None when absent)."""
-        request = urllib.request.Request(f"{self.url}/v2/{repository}/manifests/{tag}", method="HEAD", headers={
-            "Accept": "application/vnd.docker.distribution.manifest.v2+json, application/vnd.oci.image.manifest.v1+json"})
-        try:
-            with _DIRECT.open(request, timeout=10) as response:
-                return response.headers.get("Docker-Content-Digest")
-        except urllib.error.HTTPError as exc:
-            if exc.code == 404:
-                return None
-            raise
-
-    def __enter__(self) -> LocalRegistry:
-        return self.start()
-
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
-        self.stop()
+        return manifest_digest(self.url, repository, tag)
 
 
-class HostLambdaFunction:
+def registry_config(root: str | os.PathLike[str], port: int) -> str:
+    """A `docker-registry serve` config: filesystem storage under `root`, deletes allowed,
+    listening on 127.0.0.1:`port` only."""
+    return ("version: 0.1\nlog:\n  level: warn\nstorage:\n  filesystem:\n"
+            f"    rootdirectory: {root}\n  delete:\n    enabled: true\n"
+            f"http:\n  addr: {LOOPBACK}:{port}\n")
+
+
+def manifest_digest(registry_url: str, repository: str, tag: str) -> str | None:
+    """The digest a registry (`http://host:port`) serves for repository:tag (None when absent)."""
+    request = urllib.request.Request(f"{registry_url}/v2/{repository}/manifests/{tag}", method="HEAD", headers={
+        "Accept": "application/vnd.docker.distribution.manifest.v2+json, application/vnd.oci.image.manifest.v1+json"})
+    try:
+        with DIRECT_HTTP.open(request, timeout=10) as response:
+            digest: str | None = response.headers.get("Docker-Content-Digest")
+            return digest
+    except urllib.error.HTTPError as exc:
+        if exc.code == 404:
+            return None
+        raise
+
+
+class HostLambdaFunction(ManagedProcess):
     """A function folder run as a Lambda straight on the host: the RIE around
     `python -m unum_entry` (no image, no container; the same adapter and runtime code path).
     A context manager; `invoke_url` is what the Invoke endpoint delivers to."""
 
     def __init__(self, function_dir: str | os.PathLike[str], *, function_name: str,
-                 environment: Mapping[str, str], python: str = sys.executable) -> None:
+                 environment: Mapping[str, str], python: str = sys.executable, start_timeout: float = 30.0) -> None:
+        self.ports = LambdaPorts.free()
+        super().__init__(port=self.ports.invoke, start_timeout=start_timeout)
+        self.name = f"rie-{function_name}"
         self.function_dir = Path(function_dir)
         self.function_name = function_name
-        self.environment = dict(environment)
+        self._environment = dict(environment)
         self.python = python
-        self.ports = LambdaPorts.free()
-        self._process: subprocess.Popen[bytes] | None = None
-        self._log: Path | None = None
 
-    def start(self, timeout: float = 30.0) -> HostLambdaFunction:
-        env = {**os.environ, "AWS_LAMBDA_FUNCTION_NAME": self.function_name, "AWS_REGION": "us-east-1",
-               "UNUM_FUNCTION_DIR": str(self.function_dir), **self.environment}
-        fd, log_path = tempfile.mkstemp(prefix=f"unum-rie-{self.function_name}-", suffix=".log")
-        self._log = Path(log_path)
-        with os.fdopen(fd, "wb") as log:
-            self._process = subprocess.Popen(
-                [str(rie_binary()), "--runtime-interface-emulator-address", f"{LOOPBACK}:{self.ports.invoke}",
-                 "--runtime-api-address", f"{LOOPBACK}:{self.ports.runtime_api}", self.python, "-m", "unum_entry"],
-                env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-        wait_for_port(self.ports.invoke, timeout, what=f"RIE of {self.function_name}")
-        return self
+    def command(self) -> list[str]:
+        return [str(rie_binary()), "--runtime-interface-emulator-address", f"{LOOPBACK}:{self.ports.invoke}",
+                "--runtime-api-address", f"{LOOPBACK}:{self.ports.runtime_api}", self.python, "-m", "unum_entry"]
 
-    def stop(self) -> None:
-        process, self._process = self._process, None
-        _terminate(process)
-        if self._log is not None:
-            self._log.unlink(missing_ok=True)
-            self._log = None
+    def environment(self) -> Mapping[str, str]:
+        return {**os.environ, "AWS_LAMBDA_FUNCTION_NAME": self.function_name, "AWS_REGION": "us-east-1",
+                "UNUM_FUNCTION_DIR": str(self.function_dir), **self._environment}
+
+    def ready(self) -> bool:
+        return port_open(self.ports.invoke)
 
     def log_text(self) -> str:
-        return self._log.read_text(errors="replace") if self._log is not None and self._log.exists() else ""
+        return self.log_path.read_text(errors="replace") if self.log_path is not None and self.log_path.exists() else ""
 
     @property
     def invoke_url(self) -> str:
         return self.ports.invoke_url
-
-    def __enter__(self) -> HostLambdaFunction:
-        return self.start()
-
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
-        self.stop()
-
-
-def _terminate(process: subprocess.Popen | None) -> None:
-    """Stop a child process: SIGTERM, then SIGKILL after 5 s."""
-    if process is None or process.poll() is not None:
-        return
-    process.terminate()
-    try:
-        process.wait(timeout=5)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait(timeout=5)

@@ -29,23 +29,23 @@ import logging
 import threading
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 import uuid
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from types import TracebackType
-from typing import Any
+from http.server import BaseHTTPRequestHandler
+from typing import Any, Self
 
-from builder.local_stack.process import LOOPBACK
+from builder.local_stack.http_server import BackgroundHttpServer
+from builder.local_stack.process import DIRECT_HTTP, LocalStackError, Service
 
 log = logging.getLogger("unum.lambda_endpoint")
 
 ASYNC_PAYLOAD_LIMIT = 256 * 1024
 SYNC_PAYLOAD_LIMIT = 6 * 1024 * 1024
-_DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 _SELF = "<self>"
 
 
@@ -96,7 +96,7 @@ class Attempt:
     detail: str = ""
 
 
-class AsyncInvokeEndpoint:
+class AsyncInvokeEndpoint(Service):
     """Lambda's Invoke API on a loopback port; a context manager.
 
     `register(name, urls)` routes a function to its RIE container(s); `wait_idle()` blocks until
@@ -120,7 +120,7 @@ class AsyncInvokeEndpoint:
         self._stopping = False
         self._port = port
         self._workers_count = workers
-        self._server: ThreadingHTTPServer | None = None
+        self._server: BackgroundHttpServer | None = None
         self._threads: list[threading.Thread] = []
 
     # ---- configuration -------------------------------------------------------------------
@@ -140,17 +140,12 @@ class AsyncInvokeEndpoint:
 
     # ---- lifecycle -----------------------------------------------------------------------
 
-    def start(self) -> AsyncInvokeEndpoint:
-        endpoint = self
+    def start(self) -> Self:
+        handler = type("Handler", (_InvokeHandler,), {"owner": self})
 
-        class Handler(_InvokeHandler):
-            owner = endpoint
-
-        self._server = _QuietServer((LOOPBACK, self._port), Handler)
-        self._server.daemon_threads = True
-        self._threads = [threading.Thread(target=self._server.serve_forever, name="lambda-endpoint-http", daemon=True)]
-        self._threads += [threading.Thread(target=self._work, name=f"lambda-endpoint-{i}", daemon=True)
-                          for i in range(self._workers_count)]
+        self._server = BackgroundHttpServer(handler, port=self._port, name="lambda-endpoint-http").start()
+        self._threads = [threading.Thread(target=self._work, name=f"lambda-endpoint-{i}", daemon=True)
+                         for i in range(self._workers_count)]
         for thread in self._threads:
             thread.start()
         return self
@@ -160,24 +155,17 @@ class AsyncInvokeEndpoint:
             self._stopping = True
             self._cv.notify_all()
         if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
+            self._server.stop()
         for thread in self._threads:
             thread.join(timeout=5)
         self._threads = []
 
-    def __enter__(self) -> AsyncInvokeEndpoint:
-        return self.start()
-
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
-        self.stop()
-
     @property
     def endpoint(self) -> str:
+        """`http://127.0.0.1:PORT`: the `endpoint_url` of boto3's Lambda client."""
         if self._server is None:
-            raise RuntimeError("the endpoint is not started")
-        return f"http://{LOOPBACK}:{self._server.server_address[1]}"
+            raise LocalStackError("the Invoke endpoint is not started")
+        return self._server.url
 
     def wait_idle(self, timeout: float) -> bool:
         """True once nothing is queued or running; False when `timeout` passed first."""
@@ -347,7 +335,7 @@ class AsyncInvokeEndpoint:
         request = urllib.request.Request(url, data=body, method="POST", headers={"Content-Type": "application/json"})
         sent = False
         try:
-            with _DIRECT.open(request, timeout=self.retry.request_timeout) as response:
+            with DIRECT_HTTP.open(request, timeout=self.retry.request_timeout) as response:
                 sent = True
                 data = response.read()
         except urllib.error.HTTPError as exc:
@@ -394,22 +382,11 @@ def function_name_from_path(path: str) -> str | None:
     parts = path.split("?", 1)[0].strip("/").split("/")
     if len(parts) != 4 or parts[0] != "2015-03-31" or parts[1] != "functions" or parts[3] != "invocations":
         return None
-    name = urllib.request.unquote(parts[2])
+    name = urllib.parse.unquote(parts[2])
     if name.startswith("arn:"):
         pieces = name.split(":")
         return pieces[6] if len(pieces) >= 7 else None
     return name.split(":", 1)[0]
-
-
-class _QuietServer(ThreadingHTTPServer):
-    daemon_threads = True
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        """Clients closing keep-alive connections are normal; anything else is logged."""
-        import sys
-
-        if not isinstance(sys.exc_info()[1], (ConnectionError, TimeoutError)):
-            log.exception("invoke endpoint: error while serving %s", client_address)
 
 
 class _InvokeHandler(BaseHTTPRequestHandler):

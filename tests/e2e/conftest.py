@@ -89,13 +89,20 @@ def base_tag(docker_client, base_os_image) -> str:
     except docker.errors.ImageNotFound:
         pass
     ensure_base(docker_client, base_image=base_os_image, tag=tag, rebuild=False, progress=lambda line: None)
-    for image in docker_client.images.list(name=BASE_REPOSITORY):  # drop stale content tags (untag only)
+    for image in docker_client.images.list(name=BASE_REPOSITORY):  # drop stale content tags
         for stale in (t for t in image.tags if t.startswith(f"{BASE_REPOSITORY}:src-") and t != tag):
-            try:
-                docker_client.images.remove(stale, force=True, noprune=True)
+            try:  # the image goes too once untagged, unless function images still build on it
+                docker_client.images.remove(stale, noprune=False)
             except docker.errors.APIError:
                 pass  # in use by a container or another engine call: harmless to keep
     return tag
+
+
+@pytest.fixture(scope="session")
+def local_registry(docker_client) -> str:
+    """The registry the README pushes to, `127.0.0.1:5000` (started by setup.d/40-registry.sh)."""
+    _run_setup("40-registry.sh")
+    return "127.0.0.1:5000"
 
 
 @pytest.fixture(scope="session")

@@ -77,11 +77,13 @@ def token_endpoint() -> Iterator[TokenEndpoint]:
 
 
 class RecordingEngine:
-    """The two docker SDK calls `push_images` makes, recorded; pushes report a digest."""
+    """The docker SDK calls `push_images` makes (get/tag, push, remove of the remote-named tag),
+    recorded; pushes report a digest."""
 
     def __init__(self) -> None:
         self.tags: list[tuple[str, str, str]] = []
         self.pushes: list[dict[str, Any]] = []
+        self.removed: list[str] = []
         self.images = self
         self.api = self
 
@@ -89,10 +91,15 @@ class RecordingEngine:
         engine = self
 
         class Image:
+            tags: list[str] = []
+
             def tag(self, repository: str, tag: str) -> None:
                 engine.tags.append((source, repository, tag))
 
         return Image()
+
+    def remove(self, name: str, noprune: bool = False) -> None:
+        self.removed.append(name)
 
     def push(self, repository: str, *, tag: str, auth_config: Any, stream: bool, decode: bool) -> Iterator[dict]:
         self.pushes.append({"repository": repository, "tag": tag, "auth_config": auth_config})
@@ -114,6 +121,8 @@ def test_push_to_artifact_registry_logs_in_with_a_fresh_access_token(token_endpo
     assert [p.reference for p in pushed] == [
         f"europe-west1-docker.pkg.dev/my-project/unum/unum/chain-{name}@sha256:{n:064x}"
         for n, name in ((1, "hello"), (2, "shout"))]
+    # the remote-named tags a push creates are dropped again (no new local tags)
+    assert engine.removed == [f"europe-west1-docker.pkg.dev/my-project/unum/unum/chain-{name}:latest" for name in ("hello", "shout")]
 
 
 def test_given_credentials_and_other_registries_keep_their_own_login(token_endpoint: TokenEndpoint) -> None:
