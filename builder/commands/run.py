@@ -1,50 +1,166 @@
-"""`python -m builder run`: a workflow on the embedded local platform, its result on stdout."""
+"""`python -m builder run`: a workflow on the embedded local platform, its result on stdout.
+
+On stderr: the workflow id first (`workflow wf-…`), a progress line while it runs when stderr
+is a terminal, then one summary line — or, when the workflow failed, the user's code frames the
+error came through and one `error:` line (exit 1). Ctrl-C stops at once (exit 130) and a timeout
+stops the run (exit 2), each with one line saying how to resume (`--workflow-id … --resume`) and
+inspect. A reused `--workflow-id` continues that workflow (see `start_record`).
+"""
 
 from __future__ import annotations
 
 import argparse
-import sys
+import logging
+import os
+import time
+from typing import TYPE_CHECKING, Any
 
-from unum_entry.errors import UnumError, WorkflowFailed
+from unum_entry.errors import UnumError, WorkflowFailed, WorkflowTimeout
 
-from builder.commands.io import parse_input, to_json
+from builder.commands.console import Console
+from builder.commands.io import command_line, parse_input, to_json
+from builder.commands.options import (DEFAULT_STORE, TIMEOUT_ENV, WORKERS_ENV, add_store_option, env_option,
+                                      positive_int, positive_seconds)
 
-DEFAULT_STORE = ".unum/store"
+if TYPE_CHECKING:
+    from unum_entry.local.platform import LocalPlatform
+    from unum_entry.outcome import RunResult
+
+__all__ = ["DEFAULT_STORE", "cmd_run", "register"]
+
+EXIT_INTERRUPTED = 130
+TICK = 0.1  # seconds between progress redraws
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from unum_entry.local.platform import local_platform
+    from unum_entry.local.platform import LocalPlatform
+    from unum_entry.outcome import WorkflowStatus, read_outcome
+    from unum_entry.runtime import new_workflow
     from unum_entry.stores import open_store
     from unum_entry.workflow import load_workflow
 
+    from builder.commands import start_record
     from builder.commands.compile import runnable_workflow
-    workflow = load_workflow(runnable_workflow(args.workflow, getattr(args, "functions", None), getattr(args, "handler", None)))
-    input_value = parse_input(args.input)
+
+    if args.resume and not args.workflow_id:
+        raise UnumError("--resume needs --workflow-id: the id of the workflow to continue")
+    console = Console()
+    workflow = load_workflow(runnable_workflow(args.workflow, getattr(args, "functions", None), getattr(args, "handler", None),
+                                               getattr(args, "substitution", None)))
+    input_value = parse_input(args.input if args.input is not None else "null")
     store = open_store(args.store)
-    with local_platform(workflow, store, workers=args.workers) as platform:
-        outcome = platform.run(input_value, workflow_id=args.workflow_id, timeout=args.timeout)
-    if platform.dead_letters:
-        for message in platform.dead_letters:
-            print(f"warning: dropped delivery: {message}", file=sys.stderr)
+    workflow_id = new_workflow(None, args.workflow_id).workflow
+    start = start_record.claim(store, workflow_id, input_value, folder=os.path.abspath(args.workflow),
+                               resume=args.resume)
+    console.message(f"workflow {workflow_id}")
+    if start.kind is start_record.StartKind.RESUMED and args.input is not None:
+        console.message(f"note: resuming {workflow_id} with the input it was started with; --input ignored")
+    if start.kind is not start_record.StartKind.NEW:
+        ended = read_outcome(store, workflow_id)
+        if ended.status in (WorkflowStatus.SUCCEEDED, WorkflowStatus.FAILED):
+            console.message(f"workflow {workflow_id} has already ended; its recorded outcome follows")
+            return _report(ended, args, console, summary=None)
+    platform = LocalPlatform(workflow, store, workers=args.workers)
+    hint = _hint(args, workflow_id)
+    began = time.monotonic()
+    try:
+        platform.start(start.input, workflow_id)
+        _wait(platform, args.timeout, console, began)
+    except KeyboardInterrupt:
+        _abandon(platform, console)
+        console.message(f"interrupted: workflow {workflow_id} stopped after {time.monotonic() - began:.1f} s; {hint}")
+        return EXIT_INTERRUPTED
+    except WorkflowTimeout:
+        in_flight = platform.progress().in_flight
+        _abandon(platform, console)
+        raise UnumError(f"workflow {workflow_id} still running after {args.timeout:g} s ({in_flight} deliveries in "
+                        f"flight): stopped; {hint}") from None
+    console.clear_status()
+    platform.close()
+    for message in platform.dead_letters:
+        console.message(f"warning: dropped delivery: {message}")
+    stats = platform.stats
+    return _report(platform.outcome(workflow_id), args, console,
+                   summary=f"{stats['committed']} invocations, {stats['invokes']} invokes, "
+                           f"{time.monotonic() - began:.1f} s")
+
+
+def _wait(platform: LocalPlatform, timeout: float, console: Console, began: float) -> None:
+    """Until nothing is in flight (raises WorkflowTimeout after `timeout` s), redrawing the
+    progress line on a terminal every TICK."""
+    from builder.commands.progress import render
+
+    if not console.is_terminal:
+        platform.wait_idle(timeout)
+        return
+    deadline = began + timeout
+    while True:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise WorkflowTimeout(f"still running after {timeout:g} s")
+        try:
+            platform.wait_idle(min(TICK, remaining))
+            return
+        except WorkflowTimeout:
+            console.status(render(platform.progress(), time.monotonic() - began))
+
+
+def _abandon(platform: LocalPlatform, console: Console) -> None:
+    """Stop now: executions still running are abandoned (as a crash) and what they log is
+    no longer shown."""
+    platform.cancel()
+    logging.getLogger("unum").setLevel(logging.CRITICAL + 1)
+    console.clear_status()
+
+
+def _hint(args: argparse.Namespace, workflow_id: str) -> str:
+    store = [] if args.store == DEFAULT_STORE else ["--store", args.store]
+    resume = command_line("run", args.workflow, "--workflow-id", workflow_id, "--resume", *store)
+    inspect = command_line("inspect", workflow_id, *store)
+    return f"resume: {resume}; inspect: {inspect}"
+
+
+def _report(outcome: RunResult, args: argparse.Namespace, console: Console, summary: str | None) -> int:
+    """The result on stdout (exit 0), or the failure: user frames, then one error line (exit 1)."""
     if outcome.failure is not None:
         f = outcome.failure
+        for line in trace_lines(f.get("Trace") or []):
+            console.message(line)
         raise WorkflowFailed(f"workflow {outcome.workflow_id} failed in function {f['Function']!r} "
                              f"after {f['Attempts']} attempt(s): {f['Error']}: {f['Cause']}")
     if not outcome.results:
         raise UnumError(f"workflow {outcome.workflow_id} finished without a result (see warnings above)")
     print(to_json(outcome.result, args.compact), flush=True)
-    print(f"workflow {outcome.workflow_id}: {platform.stats['committed']} invocations, "
-          f"{platform.stats['invokes']} invokes", file=sys.stderr)
+    if summary is not None:
+        console.message(f"workflow {outcome.workflow_id}: {summary}")
     return 0
+
+
+def trace_lines(trace: list[dict[str, Any]]) -> list[str]:
+    """A failure record's `Trace` (the user's frames, innermost last) as Python prints frames,
+    so editors and terminals link `File "…", line N`."""
+    if not trace:
+        return []
+    lines = ["the handler's error came through (innermost last):"]
+    for frame in trace:
+        lines.append(f'  File "{frame.get("File")}", line {frame.get("Line")}, in {frame.get("Function")}')
+        if frame.get("Code"):
+            lines.append(f"    {frame['Code']}")
+    return lines
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     run = sub.add_parser("run", help="run a workflow on the embedded local platform and print its result")
     run.add_argument("workflow", help="workflow folder (unum-workflow.json + one folder per function)")
-    run.add_argument("--input", default="null", help="workflow input: JSON text or @file.json (default: null)")
-    run.add_argument("--store", default=DEFAULT_STORE, help=f"store URL or folder (default: {DEFAULT_STORE}; e.g. dynamodb://TABLE?endpoint=http://127.0.0.1:5000)")
-    run.add_argument("--workers", type=int, default=8, help="concurrent executions (default: 8)")
-    run.add_argument("--timeout", type=float, default=300.0, help="seconds to wait for the workflow (default: 300)")
-    run.add_argument("--workflow-id", default=None, help="workflow id (default: a new one)")
+    run.add_argument("--input", default=None, help="workflow input: JSON text or @file.json (default: null)")
+    add_store_option(run, help="store URL or folder, e.g. dynamodb://TABLE?endpoint=http://127.0.0.1:5000")
+    env_option(run, "--workers", envvar=WORKERS_ENV, default=8, type=positive_int, help="concurrent executions")
+    env_option(run, "--timeout", envvar=TIMEOUT_ENV, default=300.0, type=positive_seconds,
+               help="seconds to wait for the workflow")
+    run.add_argument("--workflow-id", default=None,
+                     help="workflow id (default: a new one). Reusing one continues that workflow (or prints its "
+                          "outcome); with a different --input it is an error unless --resume is given")
+    run.add_argument("--resume", action="store_true",
+                     help="continue the workflow --workflow-id with the input it was started with")
     run.add_argument("--compact", action="store_true", help="print the result on one line")
     run.set_defaults(func=cmd_run)

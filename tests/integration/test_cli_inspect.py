@@ -27,7 +27,8 @@ def test_inspect_a_finished_workflow(tmp_path):
     assert report["status"] == "succeeded"
     assert report["results"][0]["greeting"] == "HELLO, ADA!"
     # every function's checkpoint is retained (docs/coordination.md), until a stated time
-    assert report["retained_objects"] == {"checkpoint": 2}  # Hello, Shout (Sign commits the result itself)
+    # Hello, Shout (Sign commits the result itself), and run's start record (builder/commands/start_record.py)
+    assert report["retained_objects"] == {"checkpoint": 3}
     assert report["retained_until"].endswith("Z")
 
 
@@ -43,7 +44,7 @@ def test_gc_sweeps_only_what_expired(tmp_path):
     swept = cli("gc", "--store", store)
     assert swept.returncode == 0 and "swept 0 expired" in swept.stderr
     later = FileStore(store, clock=lambda: time.time() + 8 * 24 * 3600)
-    assert later.sweep() == 3  # two checkpoints and the result
+    assert later.sweep() == 4  # two checkpoints, the start record and the result
     assert list(FileStore(store).records()) == []
 
 
@@ -62,5 +63,10 @@ def test_inspect_a_failed_workflow(tmp_path):
 
 
 def test_inspect_an_unknown_workflow(tmp_path):
-    report = json.loads(cli("inspect", "wf-nope", "--store", str(tmp_path / "store")).stdout)
-    assert report["status"] == "unknown" and report["results"] == []
+    """A mistyped id is an error (exit 2, one line), not an "unknown" report."""
+    store = tmp_path / "store"
+    assert cli("run", "images/chain", "--input", '{"name": "ada"}', "--store", str(store)).returncode == 0
+    shown = cli("inspect", "wf-nope", "--store", str(store))
+    assert shown.returncode == 2 and shown.stdout == ""
+    assert shown.stderr.splitlines() == [f"error: no workflow 'wf-nope' in store {store} (mistyped, another --store, "
+                                         f"or expired and collected)"]

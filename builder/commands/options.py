@@ -1,0 +1,81 @@
+"""Options several commands share: validated value types, and flags that fall back to environment
+variables (functions-framework's convention: `--store` ← `UNUM_STORE`, `--workers` ←
+`UNUM_WORKERS`, `--timeout` ← `UNUM_TIMEOUT`; the function images read `UNUM_STORE` too).
+
+A value from the environment is checked like one from the command line; a bad one is a usage
+error naming the variable (exit 2).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+from collections.abc import Callable
+from typing import Any
+
+DEFAULT_STORE = ".unum/store"
+STORE_ENV = "UNUM_STORE"
+WORKERS_ENV = "UNUM_WORKERS"
+TIMEOUT_ENV = "UNUM_TIMEOUT"
+
+
+class _FromEnv(str):
+    """A default read from the environment: a string that remembers its variable, so a bad value
+    is reported as `$NAME`'s (argparse parses string defaults with the option's type)."""
+
+    envvar: str
+
+    def __new__(cls, value: str, envvar: str) -> _FromEnv:
+        text = super().__new__(cls, value)
+        text.envvar = envvar
+        return text
+
+
+def positive_int(text: str) -> int:
+    """A whole number ≥ 1 (argparse type)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, found {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, found {text!r}")
+    return value
+
+
+def positive_seconds(text: str) -> float:
+    """A finite number of seconds > 0 (argparse type)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected seconds > 0, found {text!r}") from None
+    if not (value > 0 and math.isfinite(value)):
+        raise argparse.ArgumentTypeError(f"expected seconds > 0, found {text!r}")
+    return value
+
+
+def _naming_env(parse: Callable[[str], Any]) -> Callable[[str], Any]:
+    def parse_value(text: str) -> Any:
+        try:
+            return parse(text)
+        except argparse.ArgumentTypeError as exc:
+            if isinstance(text, _FromEnv):
+                raise argparse.ArgumentTypeError(f"{exc} (from ${text.envvar})") from None
+            raise
+    parse_value.__name__ = parse.__name__
+    return parse_value
+
+
+def env_option(parser: argparse.ArgumentParser, flag: str, *, envvar: str, default: Any,
+               type: Callable[[str], Any] = str, help: str) -> None:
+    """Add `flag` whose default is `$envvar` when set (parsed and checked as `type`), else
+    `default`; the help says both."""
+    raw = os.environ.get(envvar)
+    value: Any = _FromEnv(raw, envvar) if raw else default
+    parser.add_argument(flag, type=_naming_env(type), default=value,
+                        help=f"{help} (default: ${envvar}, else {default})")
+
+
+def add_store_option(parser: argparse.ArgumentParser, help: str = "store URL or folder") -> None:
+    """`--store`, falling back to `$UNUM_STORE`, then `.unum/store`."""
+    env_option(parser, "--store", envvar=STORE_ENV, default=DEFAULT_STORE, help=help)

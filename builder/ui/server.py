@@ -1,0 +1,259 @@
+"""The local web page of `python -m builder ui`: a store's workflows, and per workflow its graph
+(coloured by the replay of its run), status, results or failure — refreshed every second, like
+the Step Functions console's execution view. Standard library only; bound to 127.0.0.1; no
+script or style from elsewhere (works offline). Graphs are SVG drawn by Graphviz on the server,
+or Mermaid text when `dot` is missing.
+
+Routes: `/` (the page; `?w=ID` selects a workflow), `/fragment/list`, `/fragment/workflow?w=ID`
+(the HTML pieces the page's script swaps in), `/api/workflows`, `/api/workflow?w=ID` (JSON).
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import threading
+from collections.abc import Sequence
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+from builder.graphing.model import Graph, NodeState
+from builder.graphing.style import FILL, STROKE
+from builder.ui.listing import human_age, list_workflows, utc
+from unum_entry.errors import UnumError
+from unum_entry.stores.base import Store
+
+HOST = "127.0.0.1"
+REFRESH_MS = 1000
+
+
+class UiServer:
+    """Serves the page for `store` on 127.0.0.1:`port` (0: a free port). A context manager;
+    `serve_forever` blocks, `start` serves from a thread (tests)."""
+
+    def __init__(self, store: Store, *, port: int = 0, workflows: Sequence[str] = (),
+                 ttl_seconds: int = 7 * 24 * 3600) -> None:
+        self.store = store
+        self.candidates = tuple(workflows)
+        self.ttl_seconds = ttl_seconds
+        self._graphs: dict[str, Graph] = {}
+        self._lock = threading.Lock()
+        try:
+            self._httpd = ThreadingHTTPServer((HOST, port), _handler(self))
+        except OSError as exc:
+            raise UnumError(f"ui: cannot listen on {HOST}:{port}: {exc.strerror or exc}") from exc
+        self._httpd.daemon_threads = True
+        self._thread: threading.Thread | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://{HOST}:{self._httpd.server_address[1]}/"
+
+    def serve_forever(self) -> None:
+        self._httpd.serve_forever(poll_interval=0.2)
+
+    def start(self) -> UiServer:
+        self._thread = threading.Thread(target=self.serve_forever, name="unum-ui", daemon=True)
+        self._thread.start()
+        return self
+
+    def close(self) -> None:
+        if self._thread is not None:
+            self._httpd.shutdown()
+            self._thread.join(timeout=5)
+        self._httpd.server_close()
+
+    def __enter__(self) -> UiServer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ---- what the page shows -----------------------------------------------------------
+
+    def rows(self) -> list[dict[str, Any]]:
+        return [{**row.as_json(), "age": human_age(row.age_seconds)}
+                for row in list_workflows(self.store, ttl_seconds=self.ttl_seconds)]
+
+    def workflow(self, workflow_id: str) -> dict[str, Any]:
+        """Status, results, failure and the coloured graph (None when its definition is unknown)."""
+        from builder.graphing.status import colour, replay
+        from unum_entry.outcome import read_outcome
+
+        outcome = read_outcome(self.store, workflow_id)
+        graph = self._definition(workflow_id)
+        shown: dict[str, Any] = {"workflow": workflow_id, "status": str(outcome.status.value),
+                                 "results": outcome.results, "failure": outcome.failure,
+                                 "retained_until": None if outcome.retained_until is None else utc(outcome.retained_until),
+                                 "graph": None, "nodes": {}}
+        if graph is not None:
+            coloured = colour(graph, replay(graph, self.store, workflow_id))
+            shown["graph"] = coloured
+            shown["nodes"] = {name: state.value for name, state in coloured.states.items()}
+        return shown
+
+    def _definition(self, workflow_id: str) -> Graph | None:
+        """The graph of the workflow `workflow_id` ran: the folder its run recorded, else the
+        first `--workflow` candidate whose entry invocation the store holds."""
+        from builder.commands import start_record
+        from builder.graphing.build import load_graph
+        from builder.graphing.status import entry_committed
+
+        record = start_record.read(self.store, workflow_id)
+        if record is not None and record.folder:
+            graph = self._load(record.folder, load_graph)
+            if graph is not None:
+                return graph
+        for path in self.candidates:
+            graph = self._load(path, load_graph)
+            if graph is not None and entry_committed(graph, self.store, workflow_id):
+                return graph
+        return None
+
+    def _load(self, path: str, load_graph: Any) -> Graph | None:
+        with self._lock:
+            if path not in self._graphs:
+                try:
+                    self._graphs[path] = load_graph(path)
+                except UnumError:
+                    return None
+            return self._graphs[path]
+
+
+def _handler(ui: UiServer) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        server_version = "unum-ui"
+
+        def do_GET(self) -> None:  # noqa: N802 - the http.server API
+            url = urlsplit(self.path)
+            selected = (parse_qs(url.query).get("w") or [""])[0]
+            try:
+                if url.path == "/":
+                    self._send("text/html", page(selected))
+                elif url.path == "/fragment/list":
+                    self._send("text/html", list_fragment(ui.rows(), selected))
+                elif url.path == "/fragment/workflow" and selected:
+                    self._send("text/html", workflow_fragment(ui.workflow(selected)))
+                elif url.path == "/api/workflows":
+                    self._send("application/json", json.dumps(ui.rows()))
+                elif url.path == "/api/workflow" and selected:
+                    shown = ui.workflow(selected)
+                    shown.pop("graph")
+                    self._send("application/json", json.dumps(shown, default=str))
+                else:
+                    self._send("text/plain", "not found", HTTPStatus.NOT_FOUND)
+            except UnumError as exc:
+                self._send("text/plain", f"error: {exc}", HTTPStatus.INTERNAL_SERVER_ERROR)
+
+        def _send(self, kind: str, body: str, status: HTTPStatus = HTTPStatus.OK) -> None:
+            data = body.encode()
+            self.send_response(status)
+            self.send_header("Content-Type", f"{kind}; charset=utf-8")
+            self.send_header("Content-Length", str(len(data)))
+            self.send_header("Cache-Control", "no-store")
+            self.end_headers()
+            try:
+                self.wfile.write(data)
+            except (BrokenPipeError, ConnectionResetError):
+                pass  # the browser went away
+
+        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the http.server API
+            """Quiet: no line per request."""
+
+    return Handler
+
+
+# ---- HTML ------------------------------------------------------------------------------------
+
+_STYLE = """
+body{font-family:Helvetica,Arial,sans-serif;margin:0;display:flex;height:100vh;color:#222}
+#list{width:34%;overflow:auto;border-right:1px solid #ddd;padding:8px}
+#detail{flex:1;overflow:auto;padding:8px 16px}
+table{border-collapse:collapse;width:100%;font-size:13px}
+td,th{padding:4px 6px;border-bottom:1px solid #eee;text-align:left}
+tr.selected{background:#eef4ff} a{color:#1a5fb4;text-decoration:none}
+.status{padding:1px 6px;border-radius:8px;font-size:12px}
+.succeeded{background:#93d37c}.failed{background:#f28b82}.running{background:#9fc5f8}
+pre{background:#f6f6f6;padding:8px;overflow:auto;font-size:12px}
+.legend span{display:inline-block;padding:1px 8px;margin-right:4px;border:1px solid;border-radius:4px;font-size:12px}
+"""
+
+_SCRIPT = """
+const selected = new URLSearchParams(location.search).get('w') || '';
+async function refresh() {
+  try {
+    const list = await fetch('/fragment/list?w=' + encodeURIComponent(selected));
+    if (list.ok) document.getElementById('list').innerHTML = await list.text();
+    if (selected) {
+      const one = await fetch('/fragment/workflow?w=' + encodeURIComponent(selected));
+      if (one.ok) document.getElementById('detail').innerHTML = await one.text();
+    }
+    document.body.dataset.refreshed = String(Date.now());
+  } finally { setTimeout(refresh, %d); }
+}
+refresh();
+""" % REFRESH_MS
+
+
+def page(selected: str) -> str:
+    """The whole page: empty panes that the script fills and refreshes."""
+    hint = "<p>Select a workflow.</p>" if not selected else "<p>Loading…</p>"
+    return (f"<!doctype html><html><head><meta charset='utf-8'><title>unum workflows</title>"
+            f"<style>{_STYLE}</style></head><body><div id='list'><p>Loading…</p></div>"
+            f"<div id='detail'>{hint}</div><script>{_SCRIPT}</script></body></html>")
+
+
+def list_fragment(rows: list[dict[str, Any]], selected: str) -> str:
+    if not rows:
+        return "<h3>Workflows</h3><p id='empty'>No workflows in this store.</p>"
+    lines = ["<h3>Workflows</h3><table id='workflows'><tr><th>workflow</th><th>status</th><th>age</th><th>objects</th></tr>"]
+    for row in rows:
+        wid = html.escape(row["workflow"])
+        cls = " class='selected'" if row["workflow"] == selected else ""
+        lines.append(f"<tr{cls} data-workflow='{wid}'><td><a href='/?w={html.escape(_quote(row['workflow']))}'>{wid}</a></td>"
+                     f"<td><span class='status {row['status']}'>{row['status']}</span></td>"
+                     f"<td>{row['age']}</td><td>{row['objects']}</td></tr>")
+    lines.append("</table>")
+    return "".join(lines)
+
+
+def workflow_fragment(shown: dict[str, Any]) -> str:
+    wid = html.escape(shown["workflow"])
+    parts = [f"<h2>{wid} <span id='status' class='status {shown['status']}'>{shown['status']}</span></h2>"]
+    graph: Graph | None = shown["graph"]
+    if graph is None:
+        parts.append("<p id='nograph'>Its workflow definition is unknown here: start the page with "
+                     "<code>--workflow FOLDER</code> to draw it.</p>")
+    else:
+        parts.append(_legend() + f"<div id='graph'>{_graph_html(graph)}</div>")
+    if shown["failure"] is not None:
+        parts.append(f"<h3>Failure</h3><pre id='failure'>{html.escape(json.dumps(shown['failure'], indent=2, default=str))}</pre>")
+    if shown["results"]:
+        parts.append(f"<h3>Results</h3><pre id='results'>{html.escape(json.dumps(shown['results'], indent=2, default=str))}</pre>")
+    if shown["retained_until"]:
+        parts.append(f"<p>Retained until {shown['retained_until']}.</p>")
+    return "".join(parts)
+
+
+def _legend() -> str:
+    return "<div class='legend'>" + "".join(
+        f"<span style='background:{FILL[s]};border-color:{STROKE[s]}'>{s.value}</span>" for s in NodeState) + "</div>"
+
+
+def _graph_html(graph: Graph) -> str:
+    """SVG from Graphviz, inline; Mermaid text when Graphviz is missing."""
+    from builder.graphing.dot import GraphvizMissing, ImageFormat, render, to_dot
+    from builder.graphing.mermaid import to_mermaid
+
+    try:
+        svg = render(to_dot(graph), ImageFormat.SVG).decode()
+    except GraphvizMissing:
+        return f"<pre>{html.escape(to_mermaid(graph))}</pre>"
+    return svg[svg.find("<svg"):]
+
+
+def _quote(text: str) -> str:
+    from urllib.parse import quote
+    return quote(text, safe="")

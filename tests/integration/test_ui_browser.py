@@ -1,0 +1,117 @@
+"""`python -m builder ui` in a real browser (Debian's chromium + chromedriver, headless, driven
+by selenium): the workflows list, one workflow's coloured graph and result, and the live
+refresh picking up a workflow that appears while the page is open. Skipped only when chromium
+is not installed (localstack/setup.d/40-browser.sh installs it; .ci/run runs that script)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.integration
+
+REPO = Path(__file__).resolve().parents[2]
+CHROMIUM, CHROMEDRIVER = shutil.which("chromium"), shutil.which("chromedriver")
+needs_browser = pytest.mark.skipif(CHROMIUM is None or CHROMEDRIVER is None,
+                                   reason="chromium/chromedriver not installed: run localstack/setup.d/40-browser.sh")
+
+
+def cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "builder", *args], cwd=REPO, capture_output=True, text=True, timeout=120)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def browser():
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for flag in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu"):
+        options.add_argument(flag)
+    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    driver.set_page_load_timeout(30)
+    yield driver
+    driver.quit()
+
+
+@pytest.fixture
+def ui(tmp_path):
+    """The real `python -m builder ui` over a file store holding one finished run."""
+    store = str(tmp_path / "store")
+    assert cli("run", "images/map-aggregate", "--input", "@images/map-aggregate/input.json", "--store", store,
+               "--workflow-id", "wf-map").returncode == 0
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "builder", "ui", "--store", store, "--port", str(port)],
+                            cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                break
+        assert proc.poll() is None, proc.stderr.read()
+        time.sleep(0.1)
+    yield f"http://127.0.0.1:{port}/", store
+    os.killpg(proc.pid, signal.SIGINT)
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+
+
+def wait_for(driver, css: str, text: str | None = None, timeout: float = 20):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as ec
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    wait = WebDriverWait(driver, timeout)
+    if text is None:
+        return wait.until(ec.presence_of_element_located((By.CSS_SELECTOR, css)))
+    wait.until(ec.text_to_be_present_in_element((By.CSS_SELECTOR, css), text))
+    return driver.find_element(By.CSS_SELECTOR, css)
+
+
+@needs_browser
+def test_the_page_lists_draws_and_refreshes(browser, ui):
+    from selenium.webdriver.common.by import By
+
+    url, store = ui
+    browser.get(url)
+    table = wait_for(browser, "#workflows", "wf-map")
+    assert "succeeded" in table.text
+
+    # one workflow: its graph (SVG drawn by graphviz, one node per function, coloured) and result
+    browser.find_element(By.LINK_TEXT, "wf-map").click()
+    wait_for(browser, "#status", "succeeded")
+    svg = wait_for(browser, "#graph svg")
+    titles = {t.get_attribute("textContent") for t in svg.find_elements(By.CSS_SELECTOR, "g.node > title")}
+    assert {"n0", "n1", "n2"} <= titles
+    labels = svg.get_attribute("textContent")
+    for function in ("Split", "Measure", "Summarize"):
+        assert function in labels
+    fills = {p.get_attribute("fill") for p in svg.find_elements(By.CSS_SELECTOR, "g.node path, g.node polygon")}
+    assert "#d9ead3" in fills  # retained: committed, the workflow has ended
+    expected = (REPO / "images/map-aggregate/expected.json").read_text()
+    import json
+    assert json.loads(browser.find_element(By.ID, "results").text) == [json.loads(expected)]
+
+    # live: a workflow that fails while the page is open shows up without a reload, marked failed
+    assert cli("run", "images/map-aggregate", "--input", '{"nope": 1}', "--store", store,
+               "--workflow-id", "wf-bad").returncode in (1, 2)
+    row = wait_for(browser, "tr[data-workflow='wf-bad']")
+    assert "failed" in row.text
