@@ -10,6 +10,7 @@ import tempfile
 from pathlib import Path
 
 from builder.compiler.load import STATE_MACHINE_SUFFIXES, find_definition
+from builder.compiler.substitute import parse_substitutions
 
 WORKFLOW_FILE = "unum-workflow.json"
 
@@ -31,6 +32,9 @@ def _add_compile_options(parser: argparse.ArgumentParser) -> None:
                         help="folder with one sub-folder of code per Lambda function name (default: ./functions next to the state machine, else its folder)")
     parser.add_argument("--handler", default=None,
                         help="handler of every function as MODULE.FUNCTION (default: detect app.handler or lambda_function.lambda_handler)")
+    parser.add_argument("--substitution", action="append", default=None, metavar="KEY=VALUE",
+                        help="replace ${KEY} (and CloudFormation Ref/Fn::GetAtt of KEY) in the definition, as SAM's "
+                             "DefinitionSubstitutions; repeatable")
 
 
 def cmd_compile(args: argparse.Namespace) -> int:
@@ -38,7 +42,8 @@ def cmd_compile(args: argparse.Namespace) -> int:
 
     source = Path(args.statemachine)
     out = Path(args.out) if args.out else _default_out(source)
-    result = compile_state_machine(source, out, functions=args.functions, handler=args.handler)
+    substitutions = parse_substitutions(args.substitution)
+    result = compile_state_machine(source, out, functions=args.functions, handler=args.handler, substitutions=substitutions)
     print(f"compiled {result.name}: {result.states} states -> {len(result.functions)} functions in {result.out} (entry {result.entry})")
     for name, info in sorted(result.functions.items()):
         what = f"Task {info['task']!r} -> {info['lambda']} ({info['handler']})" if info["task"] else info["kind"]
@@ -46,9 +51,11 @@ def cmd_compile(args: argparse.Namespace) -> int:
     return 0
 
 
-def runnable_workflow(path: str, functions: str | None = None, handler: str | None = None) -> str:
+def runnable_workflow(path: str, functions: str | None = None, handler: str | None = None,
+                      substitutions: list[str] | None = None) -> str:
     """The workflow folder `run` should load: `path` itself, or a temporary folder compiled from
-    the state machine file `path` is (or holds). The temporary folder is removed at exit."""
+    the state machine file `path` is (or holds), with `substitutions` (`KEY=VALUE` strings).
+    The temporary folder is removed at exit."""
     target = Path(path)
     if target.is_dir() and (target / WORKFLOW_FILE).is_file():
         return path
@@ -61,7 +68,8 @@ def runnable_workflow(path: str, functions: str | None = None, handler: str | No
 
     out = Path(tempfile.mkdtemp(prefix="unum-asl-")) / "workflow"
     atexit.register(shutil.rmtree, out.parent, True)
-    result = compile_state_machine(target, out, functions=functions, handler=handler)
+    values = parse_substitutions(substitutions)
+    result = compile_state_machine(target, out, functions=functions, handler=handler, substitutions=values)
     print(f"compiled {result.name}: {len(result.functions)} functions", file=sys.stderr)
     return str(result.out)
 

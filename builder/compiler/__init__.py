@@ -12,13 +12,14 @@ from __future__ import annotations
 import json
 import re
 import shutil
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from builder.compiler.load import find_definition, load_definition
 from builder.compiler.plan import Function, Layout, instructions, plan
-from builder.compiler.validate import JSONATA, Machine, lambda_name, validate
+from builder.compiler.validate import JSONATA, Machine, integration_task, lambda_name, validate
 from unum_entry.asl.function import FRAGMENT_FILE_NAME, MAIN_MODULE
 from unum_entry.asl.runner import FRAGMENT_VERSION
 from unum_entry.errors import AslDefinitionError
@@ -46,15 +47,17 @@ class CompileResult:
 
 
 def compile_state_machine(path: str | Path, out: str | Path, *, functions: str | Path | None = None,
-                          handler: str | None = None, name: str | None = None) -> CompileResult:
-    """Validate and compile; raises AslDefinitionError (bad definition or missing function code)."""
+                          handler: str | None = None, name: str | None = None,
+                          substitutions: Mapping[str, str] | None = None) -> CompileResult:
+    """Validate and compile; raises AslDefinitionError (bad definition or missing function code).
+    `substitutions` are SAM's DefinitionSubstitutions (`${Key}` -> value, see `substitute`)."""
     path = Path(path)
     if path.is_dir():
         found = find_definition(path)
         if found is None:
             raise AslDefinitionError(str(path), None, "<file>", "no state machine file here (statemachine.json, *.asl.json, statemachine.yaml)")
         path = found
-    doc = load_definition(path)
+    doc = load_definition(path, substitutions)
     machine = validate(doc, str(path))
     layout = plan(machine)
     functions_dir = Path(functions) if functions is not None else _default_functions_dir(path)
@@ -80,7 +83,7 @@ def _write_function(out: Path, fn: Function, layout: Layout, machine: Machine, f
                     handler: str | None, machine_name: str, carry_input: bool) -> dict[str, Any]:
     folder = out / fn.name
     user_handler = lam = None
-    if fn.task is not None:
+    if fn.task is not None and not integration_task(fn.scope.path + fn.task, fn.scope.states[fn.task], machine.source):
         state = fn.scope.states[fn.task]
         full = fn.scope.path + fn.task
         ql = state.get("QueryLanguage", fn.scope.query_language)

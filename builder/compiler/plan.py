@@ -179,6 +179,8 @@ def instructions(fn: Function, layout: Layout, machine: Machine) -> list[dict[st
     """The IR program of one function: route on the runner's `__next__`."""
     program: list[dict[str, Any]] = [{"op": "next"}]  # fresh invocation names on every hop (cycles)
     for kind, target in fn.exits:
+        if target is None:  # "end" / "fail": routed below, by the function's scope
+            continue
         when = {"Variable": "$.__next__", "StringEquals": target}
         if kind == "goto":
             program.append({"op": "invoke", "function": layout.task_function[target], "path": "$.transfer", "when": when})
@@ -192,6 +194,9 @@ def instructions(fn: Function, layout: Layout, machine: Machine) -> list[dict[st
                 iterator = next(s for s in machine.scopes if s.owner == target)
                 program.append({"op": "map", "function": layout.start_function[id(iterator)], "items": "$.items",
                                 "max_concurrency": "$.max_concurrency", "when": when})
+    if fn.task is not None and str(fn.scope.states[fn.task].get("Resource", "")).endswith(".waitForTaskToken"):
+        # waits for its callback (unum_entry/callbacks.py): no successor, no result until then
+        program.append({"op": "suspend", "when": {"Variable": "$.__next__", "StringEquals": "__wait__"}})
     if fn.scope.owner is None:
         program.append({"op": "succeed", "path": "$.output", "when": {"Variable": "$.__next__", "StringEquals": END}})
         program.append({"op": "fail", "path": "$.error", "when": {"Variable": "$.__next__", "StringEquals": FAIL}})

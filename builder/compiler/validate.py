@@ -8,6 +8,8 @@ its states, which the compiler plans from.
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -37,9 +39,17 @@ JSONPATH_ONLY = {"InputPath", "OutputPath", "Parameters", "ResultPath", "ResultS
                  "MaxConcurrencyPath", "ToleratedFailureCountPath", "ToleratedFailurePercentagePath", "Iterator"}
 JSONATA_ONLY = {"Arguments", "Output", "Items"}
 TERMINAL = {"Succeed", "Fail"}
+# Field groups of which AWS accepts at most one (a value and its …Path form, alternatives).
+EXCLUSIVE = (
+    ("Seconds", "SecondsPath", "Timestamp", "TimestampPath"), ("Error", "ErrorPath"), ("Cause", "CausePath"),
+    ("TimeoutSeconds", "TimeoutSecondsPath"), ("HeartbeatSeconds", "HeartbeatSecondsPath"), ("ItemsPath", "Items"),
+    ("ItemSelector", "Parameters"), ("Iterator", "ItemProcessor"), ("MaxConcurrency", "MaxConcurrencyPath"),
+    ("ToleratedFailureCount", "ToleratedFailureCountPath"),
+    ("ToleratedFailurePercentage", "ToleratedFailurePercentagePath"),
+)
+BATCHER_EXCLUSIVE = (("MaxItemsPerBatch", "MaxItemsPerBatchPath"), ("MaxInputBytesPerBatch", "MaxInputBytesPerBatchPath"))
+READER_EXCLUSIVE = (("MaxItems", "MaxItemsPath"),)
 UNSUPPORTED = {
-    "ItemReader": "reads Map items from S3, which unum has no integration for; pass the items in the input",
-    "ResultWriter": "writes Map results to S3, which unum has no integration for",
     "Credentials": "cross-account role assumption has no meaning for functions unum invokes itself",
 }
 
@@ -117,6 +127,11 @@ class _Checker:
         full = f"{scope.path}{name}"
         if not isinstance(state, Mapping):
             raise self.error(full, "<state>", f"expected an object, found {_type(state)}")
+        unresolved = _unresolved(state, "")
+        if unresolved is not None:
+            field_name, placeholder = unresolved
+            raise self.error(full, field_name, f"unresolved substitution {placeholder}: pass its value with "
+                             f"--substitution {placeholder[2:-1]}=VALUE (SAM's DefinitionSubstitutions)")
         kind = state.get("Type")
         if kind not in FIELDS:
             raise self.error(full, "Type", f"expected one of {', '.join(FIELDS)}, found {kind!r}")
@@ -197,12 +212,20 @@ class _Checker:
         if "HeartbeatSeconds" in state and "TimeoutSeconds" in state and _is_int(state["HeartbeatSeconds"], 1) \
                 and _is_int(state["TimeoutSeconds"], 1) and state["HeartbeatSeconds"] >= state["TimeoutSeconds"]:
             raise self.error(full, "HeartbeatSeconds", "must be smaller than TimeoutSeconds")
-        for group in (("Seconds", "SecondsPath", "Timestamp", "TimestampPath"), ("Error", "ErrorPath"),
-                      ("Cause", "CausePath"), ("TimeoutSeconds", "TimeoutSecondsPath"), ("ItemsPath", "Items"),
-                      ("ItemSelector", "Parameters"), ("Iterator", "ItemProcessor"), ("MaxConcurrency", "MaxConcurrencyPath")):
+        for group in EXCLUSIVE:
             present = [key for key in group if key in state]
             if len(present) > 1:
                 raise self.error(full, present[1], f"only one of {', '.join(present)} may be given")
+        for name, groups in (("ItemBatcher", BATCHER_EXCLUSIVE), ("ItemReader", READER_EXCLUSIVE)):
+            block = state.get(name)
+            if name == "ItemReader" and isinstance(block, Mapping):
+                block = block.get("ReaderConfig")
+                name = "ItemReader.ReaderConfig"
+            if isinstance(block, Mapping):
+                for group in groups:
+                    present = [key for key in group if key in block]
+                    if len(present) > 1:
+                        raise self.error(full, f"{name}.{present[1]}", f"only one of {', '.join(present)} may be given")
 
     def retry_catch(self, full: str, state: Mapping[str, Any], scope: Scope, ql: str) -> None:
         for key in ("Retry", "Catch"):
@@ -271,14 +294,28 @@ class _Checker:
         for name in scope.states:
             if name not in seen:
                 raise self.error(f"{scope.path}{name}", "<state>", f"unreachable: no transition from {scope.start!r} leads here")
+        if not any(_terminal(scope.states[name]) for name in seen):
+            where = f"{scope.path.rstrip('/')}" if scope.owner else None
+            field_name = f"{scope.path.rstrip('/').rsplit('/', 1)[-1]}.StartAt" if scope.owner else "StartAt"
+            raise self.error(where, field_name, f"no terminal state is reachable from {scope.start!r} (a state with "
+                             "\"End\": true, a Succeed or a Fail state): every execution would run forever")
 
     # ---- per type -------------------------------------------------------------------------
 
     def kind_task(self, name: str, full: str, state: Mapping[str, Any], scope: Scope, ql: str) -> None:
         resource = state.get("Resource")
+        intrinsic = cloudformation_intrinsic(resource)
+        if intrinsic is not None:
+            raise self.error(full, "Resource", f"the CloudFormation intrinsic {json.dumps(resource)} is evaluated by "
+                             f"CloudFormation, not here: pass its value with --substitution {intrinsic}=ARN")
         if not isinstance(resource, str) or not resource:
             raise self.error(full, "Resource", f"required, a Lambda function name or ARN; found {_type(resource)}")
-        lambda_name(full, state, ql, self.source)  # raises when the resource is not a Lambda function
+        if resource.endswith(".waitForTaskToken") and scope.owner is not None:  # unum_entry/callbacks.py
+            raise self.error(full, "Resource", "not supported: .waitForTaskToken inside a Parallel or Map branch (the "
+                             "callback's continuation must rejoin the branch's fan-out position, which a handler "
+                             "cannot see yet); move the waiting Task out of the branch")
+        if not integration_task(full, state, self.source):  # service integrations: unum_entry/asl/integrations
+            lambda_name(full, state, ql, self.source)  # raises when the resource is not a Lambda function
         self.retry_catch(full, state, scope, ql)
 
     def kind_pass(self, name: str, full: str, state: Mapping[str, Any], scope: Scope, ql: str) -> None:
@@ -309,8 +346,8 @@ class _Checker:
                 extra = set(rule) - {"Condition", "Next", "Assign", "Output", "Comment"}
                 if extra:
                     raise self.error(full, f"{where}.{sorted(extra)[0]}", "not a field of a JSONata Choice rule (use Condition)")
-                if not _is_jsonata(rule.get("Condition")):
-                    raise self.error(full, f"{where}.Condition", "a JSONata Choice rule needs Condition: \"{% expression %}\"")
+                if not _is_jsonata(rule.get("Condition")) and not isinstance(rule.get("Condition"), bool):
+                    raise self.error(full, f"{where}.Condition", "a JSONata Choice rule needs Condition: \"{% expression %}\" or a boolean")
                 continue
             if "Condition" in rule or "Output" in rule:
                 raise self.error(full, f"{where}.{'Condition' if 'Condition' in rule else 'Output'}",
@@ -334,6 +371,11 @@ class _Checker:
         processor = state.get(key)
         if processor is None:
             raise self.error(full, "ItemProcessor", "a Map state needs ItemProcessor (or the older Iterator)")
+        from unum_entry.asl.item_io import check_reader, check_writer  # S3 ItemReader / ResultWriter
+        for key_name, check in (("ItemReader", check_reader), ("ResultWriter", check_writer)):
+            problem = check(state[key_name]) if key_name in state else None
+            if problem is not None:
+                raise self.error(full, *problem)
         if isinstance(processor, Mapping) and "ProcessorConfig" in processor:
             config = processor["ProcessorConfig"]
             if not isinstance(config, Mapping) or config.get("Mode", "INLINE") not in ("INLINE", "DISTRIBUTED"):
@@ -372,29 +414,119 @@ def lambda_name(full: str, state: Mapping[str, Any], ql: str, source: str) -> st
     `lambda:invoke` integration's FunctionName."""
     resource = state["Resource"]
     if resource.startswith("arn:aws:states:::lambda:invoke"):
-        if resource != LAMBDA_INVOKE:
+        if resource not in (LAMBDA_INVOKE, LAMBDA_INVOKE + ".waitForTaskToken"):
             raise AslDefinitionError(source, full, "Resource", f"not supported: {resource!r} (unum runs Lambda functions "
                                      "synchronously; .waitForTaskToken callbacks have no unum equivalent)")
         params = state.get("Arguments" if ql == JSONATA else "Parameters")
-        key = "FunctionName"
-        if not isinstance(params, Mapping) or not isinstance(params.get(key), str):
-            field_name = "Arguments" if ql == JSONATA else "Parameters"
-            raise AslDefinitionError(source, full, f"{field_name}.FunctionName",
-                                     "lambda:invoke needs a literal FunctionName (a dynamic FunctionName.$ cannot be compiled to a function)")
-        return _function_from_arn(params[key])
-    if resource.startswith("arn:aws:lambda:"):
-        return _function_from_arn(resource)
-    if resource.startswith("arn:"):
-        raise AslDefinitionError(source, full, "Resource", f"not supported: {resource!r} (unum compiles Lambda function "
-                                 "Tasks; other service integrations and activities are not supported)")
-    return _function_from_arn(resource)
+        field_name = f"{'Arguments' if ql == JSONATA else 'Parameters'}.FunctionName"
+        value = params.get("FunctionName") if isinstance(params, Mapping) else None
+        dynamic = ("a JSONata expression" if _is_jsonata(value) else
+                   "FunctionName.$" if isinstance(params, Mapping) and "FunctionName.$" in params else None)
+        if dynamic is not None:
+            raise AslDefinitionError(source, full, field_name, f"a dynamic FunctionName ({dynamic}) cannot be compiled: "
+                                     "unum needs the function graph at compile time; name the function literally")
+        if not isinstance(value, str):
+            raise AslDefinitionError(source, full, field_name, "lambda:invoke needs a literal FunctionName")
+        return _checked_function(value, source, full, field_name)
+    if resource.startswith("arn:") and not re.match(r"arn:aws[a-z-]*:lambda:", resource):
+        from unum_entry.asl.integrations import unsupported_reason
+        reason = unsupported_reason(resource) or "unum runs Lambda functions and the integrations of docs/step-functions.md"
+        raise AslDefinitionError(source, full, "Resource", f"not supported: {resource!r} ({reason})")
+    return _checked_function(resource, source, full, "Resource")
 
 
-def _function_from_arn(value: str) -> str:
+_FUNCTION_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
+_QUALIFIER = re.compile(r"\$LATEST|[0-9]{1,10}|[A-Za-z0-9_-]{1,128}")
+
+
+def integration_task(full: str, state: Mapping[str, Any], source: str) -> bool:
+    """True when the Task's Resource is a service integration unum runs (no user code)."""
+    from unum_entry.asl.integrations import parse
+
+    return parse(str(state.get("Resource", ""))) is not None
+
+
+def _checked_function(value: str, source: str, full: str, field_name: str) -> str:
+    """The function name in a Lambda name or ARN (`NAME`, `NAME:QUALIFIER`,
+    `ACCOUNT:function:NAME[:QUALIFIER]`, `arn:PARTITION:lambda:REGION:ACCOUNT:function:NAME[:QUALIFIER]`);
+    raises AslDefinitionError for an empty or malformed name or qualifier."""
+    parts = value.split(":")
     if value.startswith("arn:"):
-        parts = value.split(":")
-        return parts[6] if len(parts) > 6 else parts[-1]
-    return value.split(":")[0]
+        if len(parts) not in (7, 8) or parts[5] != "function":
+            raise AslDefinitionError(source, full, field_name, f"{value!r} is not a Lambda function ARN "
+                                     "(arn:aws:lambda:REGION:ACCOUNT:function:NAME[:QUALIFIER])")
+        rest = parts[6:]
+    elif len(parts) >= 3 and parts[1] == "function":
+        rest = parts[2:]
+    else:
+        rest = parts
+    if len(rest) > 2:
+        raise AslDefinitionError(source, full, field_name, f"{value!r} is not a Lambda function name or ARN")
+    name = rest[0]
+    if not _FUNCTION_NAME.fullmatch(name):
+        raise AslDefinitionError(source, full, field_name, f"{value!r}: the function name {name!r} must be 1 to 64 "
+                                 "letters, digits, '-' or '_'")
+    if len(rest) == 2:
+        qualifier = rest[1]
+        if not qualifier:
+            raise AslDefinitionError(source, full, field_name, f"{value!r} has an empty qualifier: drop the trailing "
+                                     "':' or name a version ($LATEST, 1, 2, ...) or an alias")
+        if not _QUALIFIER.fullmatch(qualifier):
+            raise AslDefinitionError(source, full, field_name, f"{value!r}: the qualifier {qualifier!r} is neither a "
+                                     "version ($LATEST or a number) nor an alias (letters, digits, '-', '_')")
+    return name
+
+
+CLOUDFORMATION_INTRINSICS = ("Ref", "Fn::GetAtt", "Fn::Sub", "Fn::Join", "Fn::ImportValue", "Fn::FindInMap", "Fn::If",
+                             "Fn::Select")
+
+
+def cloudformation_intrinsic(value: Any) -> str | None:
+    """For a CloudFormation intrinsic object (`{"Ref": "Fn"}`, `{"Fn::GetAtt": ["Fn", "Arn"]}`,
+    ...), the substitution key that gives its value (`Fn`, `Fn.Arn`); None for anything else."""
+    if not isinstance(value, Mapping) or len(value) != 1:
+        return None
+    (key, arg), = value.items()
+    if key not in CLOUDFORMATION_INTRINSICS:
+        return None
+    if key == "Ref" and isinstance(arg, str):
+        return arg
+    if key == "Fn::GetAtt":
+        if isinstance(arg, list) and len(arg) == 2 and all(isinstance(a, str) for a in arg):
+            return f"{arg[0]}.{arg[1]}"
+        if isinstance(arg, str):
+            return arg
+    return "NAME"
+
+
+_PLACEHOLDER = re.compile(r"\$\{[^{}]*\}")
+
+
+def _unresolved(value: Any, field_name: str) -> tuple[str, str] | None:
+    """The first `${…}` placeholder left in `value` (keys and strings; nested branches are
+    checked as states of their own): (field, placeholder), or None."""
+    if isinstance(value, str):
+        match = _PLACEHOLDER.search(value)
+        return (field_name or "<state>", match.group(0)) if match else None
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            if not field_name and key in ("Branches", "ItemProcessor", "Iterator"):
+                continue
+            here = f"{field_name}.{key}" if field_name else str(key)
+            found = _unresolved(key, here) or _unresolved(item, here)
+            if found is not None:
+                return found
+    if isinstance(value, list):
+        for index, item in enumerate(value):
+            found = _unresolved(item, f"{field_name}[{index}]")
+            if found is not None:
+                return found
+    return None
+
+
+def _terminal(state: Mapping[str, Any]) -> bool:
+    """Whether an execution can end at this state."""
+    return state.get("Type") in TERMINAL or state.get("End") is True
 
 
 def _shallow(state: Mapping[str, Any]) -> dict[str, Any]:
@@ -407,7 +539,8 @@ def _is_path(value: Any) -> bool:
 
 
 def _is_jsonata(value: Any) -> bool:
-    return isinstance(value, str) and value.startswith("{%") and value.endswith("%}")
+    from unum_entry.asl.jsonata_mode import is_expression
+    return is_expression(value)
 
 
 def _is_int(value: Any, low: int) -> bool:

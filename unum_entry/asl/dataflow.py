@@ -137,7 +137,7 @@ def error_output(catcher: Mapping, raw_input: Any, error: Mapping[str, str], sco
     return paths.write(raw_input, catcher.get("ResultPath", "$"), error_object), variables
 
 
-def evaluate_condition(rule: Mapping, value: Any, scope: Scope) -> bool:
+def evaluate_condition(rule: Mapping, value: Any, scope: Scope, *, field: str = "Condition") -> bool:
     """Whether a Choice rule matches.
 
     JSONPath: `value` is the Choice state's effective input (after InputPath); the rule may read
@@ -149,12 +149,10 @@ def evaluate_condition(rule: Mapping, value: Any, scope: Scope) -> bool:
         condition = rule.get("Condition")
         if isinstance(condition, bool):
             return condition
-        outcome = _evaluator(scope, input=value).value(condition, field="Condition")
+        outcome = _evaluator(scope, input=value).value(condition, field=field)
         if not isinstance(outcome, bool):
-            raise StatesRuntimeError(
-                jsonata_mode.QUERY_EVALUATION_ERROR,
-                f"The Condition {condition!r} must evaluate to a boolean, got {paths.short_json(outcome)}",
-            )
+            raise StatesRuntimeError(jsonata_mode.QUERY_EVALUATION_ERROR,
+                                     jsonata_mode.unexpected_type_cause(str(condition), field, "boolean", outcome))
         return outcome
     body = {key: item for key, item in rule.items() if key not in _RULE_EXTRAS}
     rewritten, uses_variables = _variables_to_context(body)
@@ -268,6 +266,8 @@ def _variables_to_context(rule: Any) -> tuple[Any, bool]:
     out: dict[str, Any] = {}
     used = False
     for key, value in rule.items():
+        if key == "Comment":
+            continue  # AWS allows a Comment in every rule, nested ones included
         if key in ("And", "Or", "Not"):
             out[key], inner = _variables_to_context(value)
             used = used or inner
@@ -446,8 +446,6 @@ def _jsonata_problems(value: Any, field: str, *, result: bool = False, error_out
             found.append((field, "$states.result is only available in Output and Assign of Task, Map and Parallel states"))
         if not error_output and _STATES_ERROR.search(value):
             found.append((field, "$states.errorOutput is only available in a Catch's Output and Assign"))
-    else:
-        _add(found, field, jsonata_mode.malformed_problem(value))
     return found
 
 

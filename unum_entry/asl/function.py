@@ -6,7 +6,9 @@ The compiler writes a two-line `unum_asl_main.py` into every function folder:
     handler = make_handler(__file__)
 
 `UNUM_ASL_TIME_SCALE` (a number, default 1) scales every Wait and Retry delay: tests and local
-runs of long-waiting machines set it below 1.
+runs of long-waiting machines set it below 1. `UNUM_ASL_DATA_LIMIT` (bytes, default 262144 as
+Step Functions' payload quota) bounds every state's input and output (`States.DataLimitExceeded`);
+`off` lifts it: unum carries large values by reference, so the quota is only there for parity.
 """
 
 from __future__ import annotations
@@ -17,13 +19,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-from unum_entry.asl.runner import FRAGMENT_VERSION, Fragment, Handler, Services, run
-from unum_entry.errors import HandlerLoadError
+from unum_entry.asl.runner import DATA_LIMIT, FRAGMENT_VERSION, Fragment, Handler, Services, run
+from unum_entry.errors import ConfigurationError, HandlerLoadError
 from unum_entry.steps import durable, is_durable
 
 FRAGMENT_FILE_NAME = "unum-asl.json"
 MAIN_MODULE = "unum_asl_main"
 TIME_SCALE_ENV = "UNUM_ASL_TIME_SCALE"
+DATA_LIMIT_ENV = "UNUM_ASL_DATA_LIMIT"
 
 
 def make_handler(module_file: str | Path) -> Handler:
@@ -38,12 +41,16 @@ def make_handler(module_file: str | Path) -> Handler:
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise HandlerLoadError(f"{path}: not a valid state machine fragment: {exc}") from exc
     user = None
+    if fragment.task is not None and not doc.get("handler"):  # a service integration Task (asl/integrations)
+        from unum_entry.asl.integrations import handler_for
+        user = handler_for(fragment.states[fragment.task]["Resource"])
     if doc.get("handler"):
         from unum_entry.runtime import load_handler
         user = load_handler(folder, doc["handler"], function=fragment.function)
 
     def handler(event: Any, context: Any) -> Any:
-        return run(fragment, user, event, context, Services(sleep=time.sleep, time_scale=time_scale()))
+        services = Services(sleep=time.sleep, time_scale=time_scale(), data_limit=data_limit())
+        return run(fragment, user, event, context, services)
 
     if user is not None:
         # A `@durable` user handler makes this function durable; its compensations are found
@@ -62,3 +69,20 @@ def time_scale() -> float:
     except ValueError:
         return 1.0
     return value if value >= 0 else 1.0
+
+
+def data_limit() -> int | None:
+    """`UNUM_ASL_DATA_LIMIT`: a byte count, or None for `off`/`none`; Step Functions' 256 KiB
+    when unset. Raises ConfigurationError for anything else."""
+    raw = os.environ.get(DATA_LIMIT_ENV, "").strip()
+    if not raw:
+        return DATA_LIMIT
+    if raw.lower() in ("off", "none"):
+        return None
+    try:
+        value = int(raw)
+    except ValueError:
+        value = -1
+    if value <= 0:
+        raise ConfigurationError(f"{DATA_LIMIT_ENV}={raw!r}: expected a positive number of bytes, or 'off'")
+    return value

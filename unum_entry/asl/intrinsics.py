@@ -228,6 +228,11 @@ def _check_call(call: Call, text: str) -> None:
         # AWS's own documented example has one placeholder more than arguments.
         if template.pieces is None:
             raise IntrinsicSyntaxError(f"{text!r}: the first argument of States.Format must be a string")
+    for position, (arg, wanted) in enumerate(zip(call.args, _argument_kinds(spec, count))):
+        found = _static_kind(arg)
+        if wanted != ANY and found is not None and found != wanted:
+            raise IntrinsicSyntaxError(f"{text!r}: the {_ORDINALS[min(position, 3)]} argument of {call.name} must be "
+                                       f"{_KIND_NAMES[wanted]}, found {_describe(arg, found)}")
     if call.name == "States.JsonMerge" and isinstance(call.args[2], Literal) and call.args[2].value is not False:
         raise IntrinsicSyntaxError(f"{text!r}: States.JsonMerge supports only shallow merging: its third argument must be false")
     if call.name == "States.Hash" and isinstance(call.args[1], Literal) and call.args[1].value not in _HASHES:
@@ -235,6 +240,43 @@ def _check_call(call: Call, text: str) -> None:
     for arg in call.args:
         if isinstance(arg, Call):
             _check_call(arg, text)
+
+
+# Static argument types: what each argument must be, and what each function returns, so literal
+# arguments (and nested calls) of the wrong type are rejected at compile time, as AWS does.
+ANY, STRING, NUMBER, BOOLEAN, ARRAY, OBJECT, NULL = "any", "string", "number", "boolean", "array", "object", "null"
+_KIND_NAMES: Mapping[str, str] = {STRING: "a string", NUMBER: "a number", BOOLEAN: "a boolean",
+                                  ARRAY: "an array", OBJECT: "an object", NULL: "null", ANY: "any value"}
+_ORDINALS = ("first", "second", "third", "fourth")
+
+
+def _argument_kinds(spec: _Spec, count: int) -> list[str]:
+    """The kind wanted at each of `count` argument positions (the last kind repeats)."""
+    kinds = list(spec.kinds) or [ANY]
+    return [kinds[min(i, len(kinds) - 1)] for i in range(count)]
+
+
+def _static_kind(arg: Literal | PathArg | Call) -> str | None:
+    """The kind of a literal or of a nested call's result; None when only run time knows."""
+    if isinstance(arg, PathArg):
+        return None
+    if isinstance(arg, Call):
+        returns = _FUNCTIONS[arg.name].returns if arg.name in _FUNCTIONS else ANY
+        return None if returns == ANY else returns
+    value = arg.value
+    if value is None:
+        return NULL
+    if isinstance(value, bool):
+        return BOOLEAN
+    if isinstance(value, (int, float)):
+        return NUMBER
+    return STRING
+
+
+def _describe(arg: Literal | PathArg | Call, kind: str) -> str:
+    if not isinstance(arg, Literal):
+        return f"{arg.name}(...), which returns {_KIND_NAMES[kind]}" if isinstance(arg, Call) else _KIND_NAMES[kind]
+    return f"{_KIND_NAMES[kind]} ({json.dumps(arg.value) if not isinstance(arg.value, str) else repr(arg.value)})"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -286,9 +328,38 @@ def _format(call: Call, sources: Sources) -> str:
         raise _fail(call.name, f"the template has {len(pieces) - 1} '{{}}' placeholder(s) but {len(values)} value(s) were given")
     out = [pieces[0]]
     for value, piece in zip(values, pieces[1:], strict=True):
-        out.append(value if isinstance(value, str) else to_json(value))
+        out.append(value if isinstance(value, str) else java_text(value))
         out.append(piece)
     return "".join(out)
+
+
+def java_text(value: Any) -> str:
+    """`value` as Step Functions renders a non-string States.Format argument: Java's
+    `toString` of the parsed JSON (`{Arg1=1, Arg2=[]}`, `[a, b]`, `null`, `1.5`, `1.0E20`)."""
+    if isinstance(value, Mapping):
+        return "{" + ", ".join(f"{key}={java_text(item)}" for key, item in value.items()) + "}"
+    if isinstance(value, list):
+        return "[" + ", ".join(java_text(item) for item in value) + "]"
+    if isinstance(value, float):
+        return _java_double(value)
+    if isinstance(value, str):
+        return value
+    return to_json(value)
+
+
+def _java_double(value: float) -> str:
+    """Java's `Double.toString`: plain decimals in [1e-3, 1e7), else `d.dddE±n`."""
+    if not math.isfinite(value):
+        return "NaN" if value != value else ("Infinity" if value > 0 else "-Infinity")
+    if value == 0 or 1e-3 <= abs(value) < 1e7:
+        text = repr(value)
+        return text if "e" not in text else format(value, "f")
+    from decimal import Decimal
+
+    sign, digit_tuple, exponent = Decimal(repr(value)).as_tuple()
+    digits = "".join(map(str, digit_tuple)).rstrip("0") or "0"
+    power = len(digit_tuple) + int(exponent) - 1
+    return f"{'-' if sign else ''}{digits[0]}.{digits[1:] or '0'}E{power}"
 
 
 def to_json(value: Any) -> str:
@@ -434,6 +505,8 @@ def _json_merge(name: str, values: list[Any], sources: Sources) -> Any:
 
 def _string_to_json(name: str, values: list[Any], sources: Sources) -> Any:
     text = _string(name, values[0])
+    if not text.strip():
+        return None  # AWS: an empty or blank string is null
     try:
         return json.loads(text)
     except ValueError as error:
@@ -459,9 +532,17 @@ def _math_random(name: str, values: list[Any], sources: Sources) -> Any:
     return random_integer(name, start, end, seed, sources.random)
 
 
+def _half_up(name: str, value: Any, position: str) -> int:
+    """An integer argument of States.MathAdd: non-integers round half up, as Java's
+    Math.round (what AWS does: -1.5 -> -1, -0.5 -> 0, 0.5 -> 1)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise _fail(name, f"the {position} argument must be an integer")
+    return value if isinstance(value, int) else math.floor(value + 0.5)
+
+
 def _math_add(name: str, values: list[Any], sources: Sources) -> Any:
     low, high = INT32
-    numbers = [_integer(name, values[0], "first"), _integer(name, values[1], "second")]
+    numbers = [_half_up(name, values[0], "first"), _half_up(name, values[1], "second")]
     for number in numbers:
         if not low <= number <= high:
             raise _fail(name, f"{number} is outside the range {low}..{high}")
@@ -486,27 +567,29 @@ def _uuid(name: str, values: list[Any], sources: Sources) -> Any:
 class _Spec:
     arity: tuple[int, int | None]
     run: Callable[[str, list[Any], Sources], Any]
+    kinds: tuple[str, ...] = ()   # the kind of each argument (the last repeats); () = any
+    returns: str = ANY
 
 
 _FUNCTIONS: Mapping[str, _Spec] = {
-    "States.Format": _Spec((1, None), _array_fn),  # evaluated by _format
-    "States.StringToJson": _Spec((1, 1), _string_to_json),
-    "States.JsonToString": _Spec((1, 1), _json_to_string),
-    "States.Array": _Spec((0, None), _array_fn),
-    "States.ArrayPartition": _Spec((2, 2), _array_partition),
-    "States.ArrayContains": _Spec((2, 2), _array_contains),
-    "States.ArrayRange": _Spec((3, 3), _array_range),
-    "States.ArrayGetItem": _Spec((2, 2), _array_get_item),
-    "States.ArrayLength": _Spec((1, 1), _array_length),
-    "States.ArrayUnique": _Spec((1, 1), _array_unique),
-    "States.Base64Encode": _Spec((1, 1), _base64_encode),
-    "States.Base64Decode": _Spec((1, 1), _base64_decode),
-    "States.Hash": _Spec((2, 2), _hash),
-    "States.JsonMerge": _Spec((3, 3), _json_merge),
-    "States.MathRandom": _Spec((2, 3), _math_random),
-    "States.MathAdd": _Spec((2, 2), _math_add),
-    "States.StringSplit": _Spec((2, 2), _string_split),
-    "States.UUID": _Spec((0, 0), _uuid),
+    "States.Format": _Spec((1, None), _array_fn, (STRING, ANY), STRING),  # evaluated by _format
+    "States.StringToJson": _Spec((1, 1), _string_to_json, (STRING,)),
+    "States.JsonToString": _Spec((1, 1), _json_to_string, (), STRING),
+    "States.Array": _Spec((0, None), _array_fn, (), ARRAY),
+    "States.ArrayPartition": _Spec((2, 2), _array_partition, (ARRAY, NUMBER), ARRAY),
+    "States.ArrayContains": _Spec((2, 2), _array_contains, (ARRAY, ANY), BOOLEAN),
+    "States.ArrayRange": _Spec((3, 3), _array_range, (NUMBER,), ARRAY),
+    "States.ArrayGetItem": _Spec((2, 2), _array_get_item, (ARRAY, NUMBER)),
+    "States.ArrayLength": _Spec((1, 1), _array_length, (ARRAY,), NUMBER),
+    "States.ArrayUnique": _Spec((1, 1), _array_unique, (ARRAY,), ARRAY),
+    "States.Base64Encode": _Spec((1, 1), _base64_encode, (STRING,), STRING),
+    "States.Base64Decode": _Spec((1, 1), _base64_decode, (STRING,), STRING),
+    "States.Hash": _Spec((2, 2), _hash, (ANY, STRING), STRING),
+    "States.JsonMerge": _Spec((3, 3), _json_merge, (OBJECT, OBJECT, BOOLEAN), OBJECT),
+    "States.MathRandom": _Spec((2, 3), _math_random, (NUMBER,), NUMBER),
+    "States.MathAdd": _Spec((2, 2), _math_add, (NUMBER,), NUMBER),
+    "States.StringSplit": _Spec((2, 2), _string_split, (STRING,), ARRAY),
+    "States.UUID": _Spec((0, 0), _uuid, (), STRING),
 }
 
 NAMES: tuple[str, ...] = tuple(_FUNCTIONS)

@@ -1,11 +1,15 @@
 """JSONata evaluation for states with `"QueryLanguage": "JSONata"`.
 
-A string that starts with `{%` and ends with `%}` is a JSONata expression; any other string is
-a literal. Objects and arrays are evaluated member by member. Expressions see the reserved
+A string that is exactly `{% … %}` (it starts with `{%` and ends with `%}`) is a JSONata
+expression; any other string, even one holding `{% … %}` with other characters around it, is a
+literal, as in Step Functions. Objects and arrays are evaluated member by member. Expressions see the reserved
 variable `$states` (`input`, `result`, `errorOutput`, `context`), the workflow variables as
 `$name`, and Step Functions' extra functions `$partition`, `$range`, `$hash`, `$random`, `$uuid`
 and `$parse`; `$eval` is not available, as in Step Functions. Every failure (syntax, type error,
-an undefined result, a non-JSON result) raises StatesRuntimeError("States.QueryEvaluationError").
+an undefined result, a non-JSON result) raises StatesRuntimeError("States.QueryEvaluationError")
+with AWS's cause wording, the field named as AWS names it (`Output/a/b[0]`,
+`Choices[1]/Condition`); AWS's prefix "An error occurred while executing the state 'S' (entered
+at the event id #N). " is not produced (unum keeps no execution history to number).
 
 The library is `jsonata-python` (import name `jsonata`), imported on first use. A fresh
 `Jsonata` object is built per evaluation (parsing is cheap): the library keeps per-object
@@ -40,7 +44,7 @@ def body(text: str) -> str:
 
 def expression_problem(text: str) -> str | None:
     """Why the `{% … %}` string `text` does not compile, or None if it does."""
-    import jsonata
+    import jsonata  # type: ignore[import-untyped]
 
     if not body(text).strip():
         return "the JSONata expression is empty"
@@ -48,17 +52,6 @@ def expression_problem(text: str) -> str | None:
         jsonata.Jsonata(body(text))
     except Exception as error:  # the library raises JException and, on odd input, others
         return f"invalid JSONata {text!r}: {error}"
-    return None
-
-
-def malformed_problem(value: object) -> str | None:
-    """Why a string looks like a JSONata expression but is not delimited properly, or None."""
-    if not isinstance(value, str) or is_expression(value):
-        return None
-    stripped = value.strip()
-    if stripped.startswith(OPEN) or stripped.endswith(CLOSE):
-        return (f"{value!r} is not a well-formed JSONata expression: it must start with '{{%' and end "
-                "with '%}' with no spaces outside them")
     return None
 
 
@@ -71,7 +64,7 @@ class Evaluator:
 
     def __init__(self, states: Mapping[str, Any], variables: Mapping[str, Any], *,
                  uuid: Callable[[], str], random: Callable[[], float]) -> None:
-        import jsonata
+        import jsonata  # type: ignore[import-untyped]
 
         self._jsonata = jsonata
         self._bindings: dict[str, Any] = {name: _to_jsonata(value) for name, value in variables.items()}
@@ -83,7 +76,7 @@ class Evaluator:
         if is_expression(template):
             return self.expression(template, field=field)
         if isinstance(template, Mapping):
-            return {key: self.value(item, field=f"{field}.{key}") for key, item in template.items()}
+            return {key: self.value(item, field=f"{field}/{key}") for key, item in template.items()}
         if isinstance(template, list):
             return [self.value(item, field=f"{field}[{index}]") for index, item in enumerate(template)]
         return template
@@ -101,22 +94,49 @@ class Evaluator:
         except Exception as error:  # the library signals every failure with an exception
             raise _error(field, text, str(error)) from None
         if result is None:
-            raise _error(field, text, "the expression returned no result (undefined)")
+            raise StatesRuntimeError(QUERY_EVALUATION_ERROR, undefined_cause(text, field))
         try:
             return _from_jsonata(result)
         except ValueError as error:
             raise _error(field, text, str(error)) from None
 
 
+def undefined_cause(text: str, field: str) -> str:
+    """AWS's cause for an expression that returned nothing."""
+    return f"The JSONata expression '{body(text).strip()}' specified for the field '{field}' returned nothing (undefined)."
+
+
+def unexpected_type_cause(text: str, field: str, expected: str, value: Any) -> str:
+    """AWS's cause for an expression whose result has the wrong type (e.g. Items not an array)."""
+    kind = json_type(value)
+    shown = json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    return (f"The JSONata expression '{body(text).strip()}' specified for the field '{field}' returned an unexpected result "
+            f"type. Expected '{expected}', but was '{kind}' for value: {shown}")
+
+
+def json_type(value: Any) -> str:
+    """JSONata's `$type` name of a JSON value."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, (int, float)):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    return "array" if isinstance(value, list) else "object"
+
+
 def _error(field: str, text: str, problem: str) -> StatesRuntimeError:
     return StatesRuntimeError(
-        QUERY_EVALUATION_ERROR, f"An error occurred while evaluating the JSONata expression {text!r} in field '{field}': {problem}"
+        QUERY_EVALUATION_ERROR,
+        f"The JSONata expression '{body(text).strip()}' specified for the field '{field}' threw an error during evaluation: {problem}",
     )
 
 
 def _to_jsonata(value: Any) -> Any:
     """`value` with JSON null as the library's null (Python None means 'undefined' to it)."""
-    from jsonata.utils import Utils
+    from jsonata.utils import Utils  # type: ignore[import-untyped]
 
     if value is None:
         return Utils.NULL_VALUE
@@ -129,7 +149,7 @@ def _to_jsonata(value: Any) -> Any:
 
 def _from_jsonata(value: Any) -> Any:
     """Plain JSON from a library result; ValueError for values JSON cannot hold."""
-    from jsonata.utils import Utils
+    from jsonata.utils import Utils  # type: ignore[import-untyped]
 
     if value is Utils.NULL_VALUE or value is None:
         return None
@@ -177,7 +197,9 @@ def _functions(jsonata: Any, uuid: Callable[[], str], random: Callable[[], float
         count = max(0, (last - first) // by + 1)
         if count > MAX_RANGE_ITEMS:
             raise fail("range", f"the range has {count} items; at most {MAX_RANGE_ITEMS} are allowed")
-        return [first + i * by for i in range(count)]
+        values = [first + i * by for i in range(count)]
+        # JSONata's singleton-sequence rule, as AWS applies it: one value is the value itself.
+        return values[0] if len(values) == 1 else values
 
     def hash_(data: Any = None, algorithm: Any = None) -> Any:
         try:

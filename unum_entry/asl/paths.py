@@ -54,7 +54,7 @@ class Path:
     text: str
     root: Root
     variable: str | None
-    expression: Any  # jsonpath-ng tree, relative to the root document
+    expression: Any  # jsonpath-ng tree, relative to the root document (None for a definite path)
     steps: tuple[str | int, ...] | None  # the steps of a definite path, None if indefinite
 
     @property
@@ -91,8 +91,64 @@ def parse_path(text: str) -> Path:
             root, variable, rest = Root.DATA, None, text[1:]
     if rest and rest[0] not in ".[":
         raise PathSyntaxError(f"{text!r} is not a path: expected '.' or '[' after {text[: len(text) - len(rest)]!r}")
-    expression = _parse_jsonpath(text, "$" + rest)
+    steps = _definite(rest)
+    if steps is not None:  # parsed here: quoted keys with any characters, Jayway's (@.length-n)
+        return Path(text, root, variable, None, steps)
+    relative = _LENGTH_INDEX.sub(lambda match: f"[-{int(match.group(1))}]", rest)
+    expression = _parse_jsonpath(text, "$" + relative)
     return Path(text, root, variable, expression, _definite_steps(expression))
+
+
+# Jayway's script index `[(@.length-n)]`: the n-th element from the end (AWS accepts it).
+_LENGTH_INDEX = re.compile(r"\[\s*\(\s*@\.length\s*-\s*(\d+)\s*\)\s*\]")
+_DOT_NAME = re.compile(r"\.([^\s.\[\]()'\",*?@]+)")
+_INDEX = re.compile(r"\[\s*(-?\d+)\s*\]")
+_ESCAPES = {"'": "'", '"': '"', "\\": "\\", "/": "/", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t"}
+
+
+def _definite(rest: str) -> tuple[str | int, ...] | None:
+    """The steps of `rest` (a path after its root) when it is definite: `.name`, `['key']` /
+    `["key"]` (with the escapes \\' \\" \\\\), `[n]`, `[(@.length-n)]`; None for anything else
+    (wildcards, filters, slices, unions: jsonpath-ng parses those)."""
+    steps: list[str | int] = []
+    pos = 0
+    while pos < len(rest):
+        for pattern in (_DOT_NAME, _INDEX, _LENGTH_INDEX):
+            match = pattern.match(rest, pos)
+            if match is not None:
+                value = match.group(1)
+                steps.append(value if pattern is _DOT_NAME else
+                             int(value) if pattern is _INDEX else -int(value))
+                pos = match.end()
+                break
+        else:
+            quoted = _quoted_key(rest, pos)
+            if quoted is None:
+                return None
+            key, pos = quoted
+            steps.append(key)
+    return tuple(steps)
+
+
+def _quoted_key(rest: str, pos: int) -> tuple[str, int] | None:
+    """`['key']` or `["key"]` at `pos`: the key and the position after `]`, or None."""
+    if not rest.startswith("[", pos) or pos + 1 >= len(rest) or rest[pos + 1] not in "'\"":
+        return None
+    quote, i, chars = rest[pos + 1], pos + 2, []
+    while i < len(rest):
+        char = rest[i]
+        if char == "\\":
+            escaped = _ESCAPES.get(rest[i + 1:i + 2])
+            if escaped is None:
+                return None
+            chars.append(escaped)
+            i += 2
+            continue
+        if char == quote:
+            return ("".join(chars), i + 2) if rest[i + 1:i + 2] == "]" else None
+        chars.append(char)
+        i += 1
+    return None
 
 
 def _parse_jsonpath(text: str, relative: str) -> Any:
@@ -166,7 +222,7 @@ def root_document(path: Path, data: Any, context: Any, variables: Mapping[str, A
         return data
     if path.root is Root.CONTEXT:
         return context
-    if path.variable not in variables:
+    if path.variable is None or path.variable not in variables:
         raise StatesRuntimeError(RUNTIME, f"The variable '${path.variable}' (in {path.text!r}) is not defined")
     return variables[path.variable]
 
@@ -199,13 +255,26 @@ def select(text: str, data: Any, context: Any = None, variables: Mapping[str, An
     if path.steps is not None:
         value = walk(document, path.steps)
         if value is MISSING:
-            raise StatesRuntimeError(
-                RUNTIME,
-                f"The JSONPath {text!r} specified for the field '{field}' could not be found in the input "
-                f"{short_json(document)!r}",
-            )
+            raise StatesRuntimeError(RUNTIME, not_found_cause(text, path.steps, document, field))
         return value
     return _find(path.expression, document, document)
+
+
+MAX_CAUSE = 32_768  # Step Functions' longest cause
+
+
+def not_found_cause(text: str, steps: tuple[str | int, ...], document: Any, field: str) -> str:
+    """AWS's cause for a definite path that selects nothing: a payload template's `key.$` names
+    the key and the input; any other field (InputPath, OutputPath, ItemsPath, ...) gets Jayway's
+    "No results for path" with the normalized path."""
+    if field.endswith(".$"):
+        key = field[:-2].rsplit(".", 1)[-1] + ".$"
+        cause = (f"The JSONPath '{text}' specified for the field '{key}' could not be found in the input "
+                 f"'{short_json(document, MAX_CAUSE)}'")
+    else:
+        normalized = "$" + "".join(f"[{step}]" if isinstance(step, int) else f"['{step}']" for step in steps)
+        cause = f"Invalid path '{text}' : No results for path: {normalized}"
+    return cause[:MAX_CAUSE]
 
 
 def _find(node: Any, value: Any, root: Any) -> list[Any]:

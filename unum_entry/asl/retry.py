@@ -1,7 +1,8 @@
 """Step Functions error matching and Retry back-off (pure; the runner sleeps).
 
 Matching follows the States Language: `States.ALL` matches every error except `States.Runtime`
-(which can be neither retried nor caught); `States.TaskFailed` matches every error except
+(which can be neither retried nor caught) and `States.DataLimitExceeded` (a terminal error
+that only its own name matches); `States.TaskFailed` matches every error except
 `States.Timeout` and `States.Runtime`; any other name matches itself.
 """
 
@@ -11,12 +12,15 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 UNCATCHABLE = "States.Runtime"
+TERMINAL = "States.DataLimitExceeded"  # matched only by its own name, not by States.ALL
 
 
 def matches(error_equals: Sequence[str], error: str) -> bool:
     """Whether a Retrier's or Catcher's `ErrorEquals` covers `error`."""
     if error == UNCATCHABLE:
         return False
+    if error == TERMINAL:
+        return TERMINAL in error_equals
     for name in error_equals:
         if name == error or name == "States.ALL":
             return True

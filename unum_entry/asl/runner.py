@@ -25,12 +25,12 @@ from __future__ import annotations
 import json
 import threading
 import traceback
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import Any
 
-from unum_entry.asl import dataflow
+from unum_entry.asl import dataflow, paths
 from unum_entry.asl.retry import matches, retry_delay
 from unum_entry.errors import ConditionEvaluationError, StatesRuntimeError
 
@@ -39,6 +39,8 @@ END = "__end__"
 FAIL = "__fail__"
 MAX_STEPS = 25_000  # Step Functions' history limit: a Pass/Choice loop without a Task ends here
 FRAGMENT_VERSION = 1
+DATA_LIMIT = 256 * 1024  # Step Functions' payload quota (UTF-8 bytes of the JSON text)
+DATA_LIMIT_EXCEEDED = "States.DataLimitExceeded"
 
 
 @dataclass(frozen=True)
@@ -73,6 +75,7 @@ class Services:
     time_scale: float = 1.0       # multiplies every Wait and Retry delay (tests: 0.001)
     uuid: Callable[[], str] | None = None
     random: Callable[[], float] | None = None
+    data_limit: int | None = DATA_LIMIT  # bytes of a state's input/output; None lifts the limit
 
     def pause(self, seconds: float) -> None:
         if seconds > 0:
@@ -156,6 +159,8 @@ class _Runner:
     def start(self, event: Any) -> dict[str, Any]:
         if self.f.join:
             return self._join(event)
+        if isinstance(event, Mapping) and "__unum_asl_resume__" in event:  # a task-token callback (unum_entry/callbacks.py)
+            return self._resumed(event["__unum_asl_resume__"])
         if isinstance(event, Mapping) and "__next__" in event and "fanout" in event:
             fan = event["fanout"]  # a Parallel branch (the origin's whole decision): this is branch `index`
             level = {"parent": fan["parent"] if self.context.index == 0 else None}
@@ -192,6 +197,30 @@ class _Runner:
             return self._end(th)
         return state["Next"], th
 
+    def _too_large(self, name: str, value: Any) -> StatesRuntimeError | None:
+        """States.DataLimitExceeded when `value` is over the payload quota (unless lifted)."""
+        limit = self.services.data_limit
+        if limit is None:
+            return None
+        try:
+            size = len(json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode("utf-8"))
+        except (TypeError, ValueError):
+            return None  # not JSON: the data flow that follows reports it
+        if size <= limit:
+            return None
+        return StatesRuntimeError(DATA_LIMIT_EXCEEDED, f"The state/task '{name}' returned a result with a size "
+                                  "exceeding the maximum number of bytes service limit.")
+
+    def _checked(self, name: str, state: Mapping[str, Any], th: _Thread, *, catch: bool = False):
+        """Continue after state `name` (output in `th.input`), failing first when the output is
+        over the payload quota (a Task, Parallel or Map can catch it by its name)."""
+        exceeded = self._too_large(name, th.input)
+        if exceeded is not None:
+            if catch:
+                return self._catch(name, state, th, exceeded.error, exceeded.cause)
+            return self._fail(th, exceeded.error, exceeded.cause)
+        return self._after(state, th)
+
     def _end(self, th: _Thread) -> dict[str, Any]:
         decision = {"__next__": END, "output": th.input}
         if self.f.in_branch:
@@ -215,9 +244,13 @@ class _Runner:
         }
         if item is not None:
             context["Map"] = {"Item": item}
-        extra = {k: v for k, v in (("uuid", self.services.uuid), ("random", self.services.random)) if v is not None}
-        return dataflow.Scope(context=context, variables=th.vars if variables is None else variables,
-                              query_language=state.get("QueryLanguage", self.f.query_language), **extra)
+        scope = dataflow.Scope(context=context, variables=th.vars if variables is None else variables,
+                               query_language=state.get("QueryLanguage", self.f.query_language))
+        if self.services.uuid is not None:
+            scope = replace(scope, uuid=self.services.uuid)
+        if self.services.random is not None:
+            scope = replace(scope, random=self.services.random)
+        return scope
 
     # ---- non-Task states (folded) --------------------------------------------------------
 
@@ -229,7 +262,7 @@ class _Runner:
             output, variables = dataflow.state_output(state, th.input, result, scope)
         except StatesRuntimeError as exc:
             return self._fail(th, exc.error, exc.cause)
-        return self._after(state, replace(th, input=output, vars={**th.vars, **variables}))
+        return self._checked(name, state, replace(th, input=output, vars={**th.vars, **variables}))
 
     def _succeed(self, name: str, state: Mapping[str, Any], th: _Thread):
         scope = self._scope(name, th)
@@ -238,6 +271,9 @@ class _Runner:
             output, variables = dataflow.state_output(state, th.input, effective, scope)
         except StatesRuntimeError as exc:
             return self._fail(th, exc.error, exc.cause)
+        exceeded = self._too_large(name, output)
+        if exceeded is not None:
+            return self._fail(th, exceeded.error, exceeded.cause)
         return self._end(replace(th, input=output))
 
     def _fail_state(self, name: str, state: Mapping[str, Any], th: _Thread):
@@ -262,7 +298,7 @@ class _Runner:
         except StatesRuntimeError as exc:
             return self._fail(th, exc.error, exc.cause)
         self.services.pause(delay)
-        return self._after(state, replace(th, input=output, vars={**th.vars, **variables}))
+        return self._checked(name, state, replace(th, input=output, vars={**th.vars, **variables}))
 
     def _wait_seconds(self, state: Mapping[str, Any], raw: Any, scope: dataflow.Scope) -> float:
         for key in ("Seconds", "SecondsPath", "Timestamp", "TimestampPath"):
@@ -270,8 +306,11 @@ class _Runner:
                 continue
             value = dataflow.resolve(state[key], raw, scope, field=key)
             if key.startswith("Seconds"):
-                if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
-                    raise StatesRuntimeError("States.Runtime", f"Wait {key} must be a non-negative number, found {value!r}")
+                # AWS: the number of seconds must be a non-negative integer (1.5 fails the state).
+                integral = isinstance(value, int) or (isinstance(value, float) and value.is_integer())
+                if isinstance(value, bool) or not integral or value < 0:
+                    raise StatesRuntimeError("States.Runtime", f"The value {paths.short_json(value)} of the field "
+                                             f"'{key}' is not a non-negative integer: a Wait waits whole seconds")
                 return float(value)
             moment = _parse_timestamp(value)
             if moment is None:
@@ -284,8 +323,8 @@ class _Runner:
         try:
             effective = dataflow.state_input(state, th.input, scope)
             chosen, target = None, state.get("Default")
-            for rule in state.get("Choices", []):
-                if dataflow.evaluate_condition(rule, effective, scope):
+            for index, rule in enumerate(state.get("Choices", [])):
+                if dataflow.evaluate_condition(rule, effective, scope, field=f"Choices[{index}]/Condition"):
                     chosen, target = rule, rule["Next"]
                     break
             if target is None:
@@ -299,13 +338,20 @@ class _Runner:
             return self._fail(th, exc.error, exc.cause)
         except ConditionEvaluationError as exc:
             return self._fail(th, "States.Runtime", str(exc))
+        exceeded = self._too_large(name, output)
+        if exceeded is not None:
+            return self._fail(th, exceeded.error, exceeded.cause)
         return target, replace(th, input=output, vars={**th.vars, **variables})
 
     # ---- Task ----------------------------------------------------------------------------
 
     def _task(self, name: str, state: Mapping[str, Any], th: _Thread):
+        from unum_entry import callbacks
         self.ran_task = True
         scope = self._scope(name, th)
+        token = callbacks.issue(self.context) if callbacks.waits(state) else None
+        if token is not None:  # `.waitForTaskToken`: $$.Task.Token names this invocation
+            scope.context["Task"]["Token"] = token.text()
         try:
             effective = dataflow.state_input(state, th.input, scope)
             timeout = self._timeout(state, th.input, scope)
@@ -315,6 +361,9 @@ class _Runner:
         event = effective
         if invoke_api:
             event = effective.get("Payload", th.input) if isinstance(effective, Mapping) else th.input
+        exceeded = self._too_large(name, effective)
+        if exceeded is not None:
+            return self._catch(name, state, th, exceeded.error, exceeded.cause)
         counts = [0] * len(state.get("Retry", []))
         while True:
             try:
@@ -325,6 +374,12 @@ class _Runner:
                 if delay is None:
                     return self._catch(name, state, th, exc.error, exc.cause)
                 self.services.pause(delay)
+        if token is not None:  # the call is made: this function stops here until the callback resumes it
+            return callbacks.wait_decision(name, th.transfer(), token, timeout)
+        result = lambda_payload(result)
+        exceeded = self._too_large(name, result)
+        if exceeded is not None:
+            return self._catch(name, state, th, exceeded.error, exceeded.cause)
         if invoke_api:
             result = {"ExecutedVersion": "$LATEST", "Payload": result, "StatusCode": 200,
                       "SdkHttpMetadata": {"HttpStatusCode": 200}, "SdkResponseMetadata": {}}
@@ -333,7 +388,25 @@ class _Runner:
             output, variables = dataflow.state_output(state, th.input, result, scope)
         except StatesRuntimeError as exc:
             return self._catch(name, state, th, exc.error, exc.cause)
-        return self._after(state, replace(th, input=output, vars={**th.vars, **variables}))
+        return self._checked(name, state, replace(th, input=output, vars={**th.vars, **variables}), catch=True)
+
+    def _resumed(self, resume: Mapping[str, Any]) -> dict[str, Any]:
+        """Continue after a `.waitForTaskToken` Task with its callback's output or error."""
+        wait, outcome = resume["wait"], resume["outcome"]
+        name, t = wait["state"], wait["transfer"]
+        th = _Thread(t["input"], dict(t["vars"]), list(t["stack"]), t["exec"])
+        state = self.f.states[name]
+        self.ran_task = True
+        if "error" in outcome:
+            step = self._catch(name, state, th, outcome["error"], outcome["cause"])
+        else:
+            try:
+                output, variables = dataflow.state_output(state, th.input, outcome["output"], self._scope(name, th))
+            except StatesRuntimeError as exc:
+                step = self._catch(name, state, th, exc.error, exc.cause)
+            else:
+                step = self._checked(name, state, replace(th, input=output, vars={**th.vars, **variables}), catch=True)
+        return step if isinstance(step, dict) else self._walk(*step)
 
     def _timeout(self, state: Mapping[str, Any], raw: Any, scope: dataflow.Scope) -> float | None:
         for key in ("TimeoutSeconds", "TimeoutSecondsPath"):
@@ -352,15 +425,16 @@ class _Runner:
                             index=self.context.index, size=self.context.size, iteration=self.context.iteration,
                             deadline=None if timeout is None else time.monotonic() + timeout * self.services.time_scale,
                             unum=self.context)
-        if self.handler is None:  # pragma: no cover - the compiler gives every Task function a handler
+        handler = self.handler
+        if handler is None:  # pragma: no cover - the compiler gives every Task function a handler
             raise _TaskError("States.Runtime", f"function {self.f.function!r} has no handler")
         if timeout is None:
-            return _guarded(self.handler, event, ctx)
+            return _guarded(handler, event, ctx)
         box: dict[str, Any] = {}
 
         def target() -> None:
             try:
-                box["result"] = _guarded(self.handler, event, ctx)
+                box["result"] = _guarded(handler, event, ctx)
             except _TaskError as exc:
                 box["error"] = exc
 
@@ -420,14 +494,17 @@ class _Runner:
         with `$$.Map.Item`), then ItemBatcher."""
         base = {k: v for k, v in state.items() if k in ("InputPath", "QueryLanguage")}
         effective = dataflow.state_input(base, th.input, scope)
-        if "Items" in state:
+        if "ItemReader" in state:  # Distributed Map: the items come from S3 (unum_entry/asl/item_io.py)
+            from unum_entry.asl import item_io
+            items = item_io.read_items(state["ItemReader"], lambda v, f: dataflow.resolve(v, effective, scope, field=f))
+        elif "Items" in state:
             items = dataflow.resolve(state["Items"], effective, scope, field="Items")
         elif "ItemsPath" in state:
             items = dataflow.resolve(state["ItemsPath"], effective, scope, field="ItemsPath")
         else:
             items = effective
         if not isinstance(items, list):
-            raise StatesRuntimeError("States.Runtime", f"Map {name!r}: the items must be an array, found {type(items).__name__}")
+            raise _not_an_array(state, items, scope.jsonata)
         selector_key = "ItemSelector" if "ItemSelector" in state else "Parameters" if "Parameters" in state else None
         if selector_key is not None:
             items = [dataflow.resolve(state[selector_key], effective,
@@ -458,7 +535,7 @@ class _Runner:
             step = self._catch(name, state, th, error["Error"], error["Cause"])
         else:
             results = [e["output"] if e["__next__"] == END else e["error"] for e in ends]
-            step = self._complete(name, state, th, results)
+            step = self._complete(name, state, th, results, failed=[i for i, _ in failed])
         if isinstance(step, dict):
             return step
         return self._walk(*step)
@@ -478,23 +555,31 @@ class _Runner:
         pct_ok = (100.0 * failures / total) <= limits["ToleratedFailurePercentage"] if "ToleratedFailurePercentage" in limits else False
         return count_ok or pct_ok
 
-    def _complete(self, name: str, state: Mapping[str, Any], th: _Thread, results: list[Any]):
+    def _complete(self, name: str, state: Mapping[str, Any], th: _Thread, results: list[Any], failed: Sequence[int] = ()):
         scope = self._scope(name, th)
         try:
+            if state["Type"] == "Map" and "ResultWriter" in state:  # export to S3 (unum_entry/asl/item_io.py)
+                from unum_entry.asl import item_io
+                run_id = item_io.MapRun(self.f.machine.get("Id", ""), name, self.context.invocation)
+                results = item_io.write_results(state["ResultWriter"], results, failed, run_id,
+                                                lambda v, f: dataflow.resolve(v, th.input, scope, field=f))
             output, variables = dataflow.state_output(state, th.input, results, scope)
         except StatesRuntimeError as exc:
             return self._catch(name, state, th, exc.error, exc.cause)
-        return self._after(state, replace(th, input=output, vars={**th.vars, **variables}))
+        return self._checked(name, state, replace(th, input=output, vars={**th.vars, **variables}), catch=True)
 
 
 def _guarded(handler: Handler, event: Any, ctx: LambdaContext) -> Any:
     """Call user code; any exception becomes a Task error named by its class, with Lambda's
     error payload (errorMessage, errorType, stackTrace) as the Cause."""
+    from unum_entry.asl.integrations.resources import TaskFailed
     from unum_entry.steps import Aborted
     try:
         return handler(event, ctx)
     except Aborted:
         raise  # ctx.abort: the workflow fails and compensates; no Retry or Catch applies
+    except TaskFailed as exc:  # an integration's error, named as Step Functions names it
+        raise _TaskError(exc.error, exc.cause) from exc
     except Exception as exc:  # user code: anything can come out
         name = type(exc).__name__
         trace = traceback.format_tb(exc.__traceback__)[1:]
@@ -524,6 +609,32 @@ def _batches(batcher: Mapping[str, Any], items: list[Any], resolve: Callable[[st
         batches[-1].append(item)
         size += item_size
     return [{"Items": b, **({"BatchInput": batch_input} if batch_input is not None else {})} for b in batches]
+
+
+def lambda_payload(result: Any) -> Any:
+    """What Step Functions sees of a handler's return value: bytes (or a bytearray) are the
+    JSON payload itself, as Lambda sends them unencoded; bytes that are not JSON are the text."""
+    if not isinstance(result, (bytes, bytearray)):
+        return result
+    text = bytes(result).decode("utf-8", errors="replace")
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def _not_an_array(state: Mapping[str, Any], items: Any, jsonata: bool) -> StatesRuntimeError:
+    """The error of a Map whose items are not an array: States.QueryEvaluationError in JSONata
+    mode (as AWS), States.Runtime in JSONPath mode."""
+    from unum_entry.asl import jsonata_mode
+
+    if jsonata:
+        text = state["Items"] if jsonata_mode.is_expression(state.get("Items")) else "{% $states.input %}"
+        return StatesRuntimeError(jsonata_mode.QUERY_EVALUATION_ERROR,
+                                  jsonata_mode.unexpected_type_cause(text, "Items", "array", items))
+    path = state.get("ItemsPath", "$")
+    return StatesRuntimeError("States.Runtime", f"Invalid path '{path}' : the value {paths.short_json(items)} "
+                              f"is not an array: a Map state iterates over an array")
 
 
 def _random() -> float:

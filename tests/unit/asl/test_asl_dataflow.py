@@ -66,7 +66,8 @@ def test_input_path_selects_a_slice_and_null_discards() -> None:
     assert state_input({"Type": "Task", "InputPath": None}, {"a": 1}, SCOPE) == {}
     with pytest.raises(StatesRuntimeError) as caught:
         state_input({"Type": "Task", "InputPath": "$.missing"}, {"a": 1}, SCOPE)
-    assert caught.value.error == "States.Runtime" and "InputPath" in caught.value.cause
+    assert (caught.value.error, caught.value.cause) == (
+        "States.Runtime", "Invalid path '$.missing' : No results for path: $['missing']")  # AWS's wording
 
 
 # The ResultPath page: input {"master": {"detail": [1, 2, 3]}}, a task returning "Hello, AWS Step Functions!".
@@ -134,7 +135,8 @@ def test_parameters_missing_path_names_the_field() -> None:
     with pytest.raises(StatesRuntimeError) as caught:
         state_input({"Type": "Task", "Parameters": {"a": {"b.$": "$.nope"}}}, {"x": 1}, SCOPE)
     assert caught.value.error == "States.Runtime"
-    assert "'Parameters.a.b.$'" in caught.value.cause and "$.nope" in caught.value.cause
+    # AWS's wording: the template key and the input
+    assert caught.value.cause == "The JSONPath '$.nope' specified for the field 'b.$' could not be found in the input '{\"x\":1}'"
 
 
 def test_context_object_in_parameters() -> None:

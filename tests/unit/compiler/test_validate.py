@@ -40,9 +40,9 @@ def sm(states: dict, start: str = "A", **top) -> dict:
     (sm({"A": {"Type": "Parallel", "End": True, "Branches": [
         {"StartAt": "B", "States": {"B": {"Type": "Pass", "Next": "C"}}}]}}), "A/Branches[0]/B", "Next", "unknown state 'C'"),
     (sm({"A": {"Type": "Map", "End": True, "ItemProcessor": {"StartAt": "B", "States": {
-        "B": {**TASK, "End": True, "Resource": "arn:aws:states:::dynamodb:putItem"}}}}}), "A/ItemProcessor/B", "Resource", "not supported"),
+        "B": {**TASK, "End": True, "Resource": "arn:aws:states:::dynamodb:query"}}}}}), "A/ItemProcessor/B", "Resource", "not supported"),
     (sm({"A": {"Type": "Map", "End": True, "ItemReader": {}, "ItemProcessor": {"StartAt": "B", "States": {
-        "B": {"Type": "Pass", "End": True}}}}}), "A", "ItemReader", "not supported"),
+        "B": {"Type": "Pass", "End": True}}}}}), "A", "ItemReader.Resource", "expected arn:aws:states:::s3:getObject"),
     (sm({"A": {"Type": "Pass", "Next": "B"}, "B": {"Type": "Parallel", "End": True, "Branches": [
         {"StartAt": "A", "States": {"A": {"Type": "Pass", "End": True}}}]}}), "B/Branches[0]/A", "<name>", "unique"),
     (sm({"A": {"Type": "Pass", "End": True, "Parameters": {"x.$": "$.a[?(@"}}}), "A", "Parameters", ""),
@@ -67,3 +67,76 @@ def test_folding_puts_pass_states_into_the_next_task_and_a_start_choice_into_a_r
                                    "Default": "B2"}, "B": {**TASK, "End": True}, "B2": {**TASK, "End": True}}, start="C")
     layout = plan(validate(starts_with_choice, "sm.json"))
     assert sorted(layout.functions) == ["B", "B2", "C"] and layout.entry == "C"
+
+
+MAP_BODY = {"ItemProcessor": {"StartAt": "B", "States": {"B": {"Type": "Pass", "End": True}}}}
+
+
+@pytest.mark.parametrize("doc, state, field, problem", [
+    (sm({"A": {"Type": "Map", "End": True, **MAP_BODY, "ItemBatcher": {"MaxItemsPerBatch": 2, "MaxItemsPerBatchPath": "$.n"}}}),
+     "A", "ItemBatcher.MaxItemsPerBatchPath", "only one of MaxItemsPerBatch, MaxItemsPerBatchPath"),
+    (sm({"A": {"Type": "Map", "End": True, **MAP_BODY, "ItemBatcher": {"MaxInputBytesPerBatch": 2,
+                                                                       "MaxInputBytesPerBatchPath": "$.n"}}}),
+     "A", "ItemBatcher.MaxInputBytesPerBatchPath", "only one of"),
+    (sm({"A": {"Type": "Map", "End": True, **MAP_BODY, "ToleratedFailureCount": 1, "ToleratedFailureCountPath": "$.n"}}),
+     "A", "ToleratedFailureCountPath", "only one of ToleratedFailureCount, ToleratedFailureCountPath"),
+    (sm({"A": {"Type": "Map", "End": True, **MAP_BODY, "ToleratedFailurePercentage": 1,
+               "ToleratedFailurePercentagePath": "$.n"}}), "A", "ToleratedFailurePercentagePath", "only one of"),
+    (sm({"A": {**TASK, "End": True, "HeartbeatSeconds": 1, "HeartbeatSecondsPath": "$.h"}}), "A", "HeartbeatSecondsPath", "only one of"),
+    (sm({"A": {"Type": "Pass", "End": True, "Parameters": {"x.$": "States.MathAdd(1,'-1')"}}}),
+     "A", "Parameters.x.$", "must be a number, found a string ('-1')"),
+    (sm({"A": {"Type": "Pass", "Next": "B"}, "B": {"Type": "Pass", "Next": "A"}}), None, "StartAt", "no terminal state"),
+    (sm({"A": {"Type": "Parallel", "End": True, "Branches": [{"StartAt": "L", "States": {
+        "L": {"Type": "Wait", "Seconds": 1, "Next": "L"}}}]}}), "A/Branches[0]", "Branches[0].StartAt", "no terminal state"),
+    (sm({"A": {**TASK, "End": True, "Resource": "arn:aws:lambda:us-east-1:123456789012:function:F:"}}),
+     "A", "Resource", "empty qualifier"),
+    (sm({"A": {**TASK, "End": True, "Resource": "arn:aws:lambda:us-east-1:123456789012:function:F:bad!q"}}),
+     "A", "Resource", "qualifier 'bad!q'"),
+    (sm({"A": {**TASK, "End": True, "Resource": "arn:aws:lambda:us-east-1:123456789012:F"}}), "A", "Resource", "not a Lambda function ARN"),
+    (sm({"A": {**TASK, "End": True, "Resource": "arn:aws:states:::lambda:invoke",
+               "Parameters": {"FunctionName": "F:", "Payload.$": "$"}}}), "A", "Parameters.FunctionName", "empty qualifier"),
+    (sm({"A": {**TASK, "End": True, "Resource": "arn:aws:states:::lambda:invoke",
+               "Arguments": {"FunctionName": "{% $states.input.fn %}"}}}, QueryLanguage="JSONata"),
+     "A", "Arguments.FunctionName", "dynamic FunctionName (a JSONata expression)"),
+    (sm({"A": {**TASK, "End": True, "Resource": "${DoubleArn}"}}), "A", "Resource", "unresolved substitution ${DoubleArn}"),
+    (sm({"A": {"Type": "Pass", "End": True, "Parameters": {"table": "${Table}"}}}), "A", "Parameters.table", "--substitution Table=VALUE"),
+    (sm({"A": {**TASK, "End": True, "Resource": {"Fn::GetAtt": ["Double", "Arn"]}}}), "A", "Resource", "--substitution Double.Arn="),
+])
+def test_invalid_definitions_issue_11(doc: dict, state: str | None, field: str, problem: str) -> None:
+    with pytest.raises(AslDefinitionError) as caught:
+        validate(doc, "sm.json")
+    error = caught.value
+    assert (error.state, error.field, problem in error.problem) == (state, field, True), str(error)
+
+
+@pytest.mark.parametrize("resource", ["F", "F:1", "F:$LATEST", "F:live", "123456789012:function:F:2",
+                                      "arn:aws:lambda:us-east-1:123456789012:function:F",
+                                      "arn:aws-us-gov:lambda:us-gov-west-1:123456789012:function:F:prod"])
+def test_well_formed_lambda_names_and_arns_are_accepted(resource: str) -> None:
+    validate(sm({"A": {**TASK, "End": True, "Resource": resource}}), "sm.json")
+
+
+def test_a_jsonata_choice_condition_may_be_a_literal_boolean() -> None:
+    validate(sm({"C": {"Type": "Choice", "Choices": [{"Condition": True, "Next": "D"}], "Default": "D"},
+                 "D": {"Type": "Succeed"}}, start="C", QueryLanguage="JSONata"), "sm.json")
+
+
+def test_substitutions_and_cloudformation_intrinsics_are_resolved_when_given(tmp_path) -> None:
+    from builder.compiler.load import load_definition
+    from builder.compiler.substitute import SubstitutionError, parse_substitutions
+
+    path = tmp_path / "sm.json"
+    path.write_text('{"StartAt": "A", "States": {"A": {"Type": "Task", "Resource": "${Fn}", "Next": "W"},'
+                    ' "W": {"Type": "Wait", "Seconds": ${Wait}, "Next": "B"},'
+                    ' "B": {"Type": "Task", "Resource": {"Fn::GetAtt": ["Other", "Arn"]}, "Next": "C"},'
+                    ' "C": {"Type": "Task", "Resource": {"Ref": "Third"}, "End": true}}}')
+    values = parse_substitutions(["Fn=arn:aws:lambda:us-east-1:1:function:Double:live", "Wait=5",
+                                  "Other.Arn=Other", "Third=Third:2"])
+    doc = load_definition(path, values)
+    validate(doc, str(path))
+    assert [doc["States"][s].get("Resource", doc["States"][s].get("Seconds")) for s in "AWBC"] == [
+        "arn:aws:lambda:us-east-1:1:function:Double:live", 5, "Other", "Third:2"]
+    with pytest.raises(SubstitutionError, match="KEY=VALUE"):
+        parse_substitutions(["novalue"])
+    with pytest.raises(AslDefinitionError, match="unquoted"):
+        load_definition(path, {})

@@ -1,0 +1,109 @@
+"""`python -m builder task-success|task-failure TOKEN`: the callback of a `.waitForTaskToken` Task.
+
+Resumes the waiting workflow exactly once (unum_entry/callbacks.py): a second callback for the
+same token, an unknown token and an expired one are refused with one line (exit 2). Where the
+continuation runs:
+- `--workflow FOLDER|statemachine.json` (with `--store`): on the embedded local platform, like
+  `run`; the command waits until the workflow stops again and prints its result (exit 0), its
+  failure (exit 1), or that it is waiting for another callback;
+- otherwise through `--invoker URL` (`$UNUM_INVOKER`, e.g. `lambda://?prefix=STACK-`): the deployed
+  functions' own invoker; the command prints which function it resumed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from typing import Any
+
+from unum_entry.errors import UnumError, WorkflowFailed
+
+from builder.commands.io import parse_input, to_json
+from builder.commands.options import add_store_option
+
+
+def cmd_callback(args: argparse.Namespace) -> int:
+    from unum_entry import callbacks
+    from unum_entry.stores import open_store
+
+    store = open_store(args.store)
+    if args.command == "task-success":
+        outcome: dict[str, Any] = {"output": parse_input(args.output)}
+    else:
+        outcome = {"error": args.error or "States.TaskFailed", "cause": args.cause or ""}
+    if args.workflow is None:
+        from unum_entry.invokers import open_invoker
+
+        url = args.invoker or os.environ.get("UNUM_INVOKER")
+        if not url:
+            raise UnumError(f"{args.command}: give --workflow (run the continuation locally) or --invoker URL "
+                            "($UNUM_INVOKER: the deployed functions' invoker)")
+        resumed = callbacks.complete(args.token, outcome, store=store, invoker=open_invoker(url, store=store))
+        print(json.dumps({"workflow": resumed.workflow, "resumed": resumed.function}))
+        return 0
+    return _locally(args, store, outcome)
+
+
+class _Submit:
+    """The local platform as an Invoker."""
+
+    def __init__(self, platform: Any) -> None:
+        self.platform = platform
+
+    def invoke(self, function: str, payload: dict[str, Any]) -> None:
+        self.platform.submit(function, payload)
+
+
+def _locally(args: argparse.Namespace, store: Any, outcome: dict[str, Any]) -> int:
+    from unum_entry import callbacks
+    from unum_entry.local.platform import local_platform
+    from unum_entry.outcome import read_outcome
+    from unum_entry.workflow import load_workflow
+
+    from builder.commands.compile import runnable_workflow
+
+    workflow = load_workflow(runnable_workflow(args.workflow, args.functions, None))
+    refused: callbacks.CallbackError | None = None
+    with local_platform(workflow, store, workers=args.workers) as platform:
+        try:
+            resumed = callbacks.complete(args.token, outcome, store=store, invoker=_Submit(platform))
+        except callbacks.CallbackError as exc:  # a re-sent continuation may still be running: let it end
+            refused, resumed = exc, None
+        platform.wait_idle(args.timeout)
+    if refused is not None:
+        raise refused
+    assert resumed is not None
+    ended = read_outcome(store, resumed.workflow)
+    if ended.failure is not None:
+        f = ended.failure
+        raise WorkflowFailed(f"workflow {ended.workflow_id} failed in function {f['Function']!r} "
+                             f"after {f['Attempts']} attempt(s): {f['Error']}: {f['Cause']}")
+    if not ended.results:
+        print(f"workflow {resumed.workflow}: resumed; it is waiting again (another task token) or still running",
+              file=sys.stderr)
+        return 0
+    print(to_json(ended.result, args.compact), flush=True)
+    return 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    for name, help_text in (("task-success", "complete a .waitForTaskToken Task with an output (SendTaskSuccess)"),
+                            ("task-failure", "fail a .waitForTaskToken Task with an error (SendTaskFailure)")):
+        p = sub.add_parser(name, help=help_text)
+        p.add_argument("token", help="the task token ($$.Task.Token the Task sent)")
+        if name == "task-success":
+            p.add_argument("--output", required=True, help="the Task's result: JSON text or @file.json")
+        else:
+            p.add_argument("--error", default=None, help="error name (default States.TaskFailed)")
+            p.add_argument("--cause", default=None, help="cause text")
+        add_store_option(p)
+        p.add_argument("--workflow", default=None, help="workflow folder or state machine: run the continuation on the "
+                                                        "embedded local platform")
+        p.add_argument("--functions", default=None, help="the state machine's function code (as for run)")
+        p.add_argument("--invoker", default=None, help="invoker URL of deployed functions (default $UNUM_INVOKER)")
+        p.add_argument("--workers", type=int, default=8, help="local concurrent executions (default: 8)")
+        p.add_argument("--timeout", type=float, default=300.0, help="seconds to wait locally (default: 300)")
+        p.add_argument("--compact", action="store_true", help="print the result on one line")
+        p.set_defaults(func=cmd_callback)
