@@ -27,7 +27,6 @@ if str(REPO) not in sys.path:
 
 from bench.paper.model import Invocation  # noqa: E402
 from bench.run import (  # noqa: E402
-    IDENTITY,
     RecordingInvoker,
     bare,
     chain,
@@ -63,15 +62,18 @@ class App:
     quick_input: Mapping[str, Any] | None = None  # replaces input.json in --quick
     full_input: Mapping[str, Any] | None = None   # replaces input.json in the full run
     sfn_runs_from: str | None = None  # another App label whose measured Task runs give the SFN count
+    uses_objects: bool = False  # passes bulk data through a bucket (input field "objects": app_objects.py)
 
     @property
     def folder(self) -> Path:
         return self.unum if self.unum.is_dir() else self.unum.parent
 
-    def input(self, quick: bool) -> Any:
+    def input(self, quick: bool, objects: str | None = None) -> Any:
+        """The app's input.json with the mode's replacements, and the bucket its data goes through."""
         base = json.loads((self.folder / "input.json").read_text())
         extra = self.quick_input if quick else self.full_input
-        return {**base, **extra} if extra else base
+        given = {**base, **extra} if extra else base
+        return {**given, "objects": objects} if self.uses_objects and objects else given
 
     def expected(self, quick: bool) -> Any | None:
         """The checked result, when the input is the app's own input.json."""
@@ -87,13 +89,14 @@ APPS = (
     App("Text Processing", "Text processing (SFN, compiled)", IMAGES / "text-processing-sfn" / "statemachine.json",
         IMAGES / "text-processing-sfn" / "statemachine.json"),
     App("Wordcount", "Wordcount (SFN, compiled)", IMAGES / "wordcount" / "statemachine.json",
-        IMAGES / "wordcount" / "statemachine.json", quick_input={"mappers": 32, "reducers": 25, "corpus_fraction": 0.05}),
+        IMAGES / "wordcount" / "statemachine.json", quick_input={"mappers": 32, "reducers": 25, "corpus_fraction": 0.05},
+        uses_objects=True),
     App("ExCamera", "ExCamera (hand-written IR, neighbour)", IMAGES / "excamera",
         IMAGES / "excamera-sfn" / "statemachine.json", memory_mb=3072,
-        full_input={"seconds": 8, "width": 320, "height": 180}, sfn_runs_from="ExCamera Map"),
+        full_input={"seconds": 8, "width": 320, "height": 180}, sfn_runs_from="ExCamera Map", uses_objects=True),
     App("ExCamera Map", "ExCamera (SFN Map version, compiled)", IMAGES / "excamera-sfn" / "statemachine.json",
         IMAGES / "excamera-sfn" / "statemachine.json", memory_mb=3072,
-        full_input={"seconds": 8, "width": 320, "height": 180}),
+        full_input={"seconds": 8, "width": 320, "height": 180}, uses_objects=True),
 )
 
 
@@ -234,6 +237,8 @@ class AppRuns:
     checked: str                           # "matches expected.json" / "not checked (...)"
     wire: WireCounts | None = None
     stats: Counter[str] = field(default_factory=Counter)
+    objects_written: float = 0.0           # objects put in the bucket per execution (S3 PUTs)
+    object_bytes: float = 0.0              # their bytes per execution
 
     def per_run(self, n: float) -> float:
         return n / self.runs
@@ -256,9 +261,23 @@ def _check(app: App, quick: bool, result: Any) -> str:
 
 def run_app(app: App, store: Store, *, runs: int, quick: bool, workers: int = 8, wire: DynamoWire | None = None,
             label: str = "file", timeout: float = 900, warmup: bool = True) -> AppRuns:
-    """One warm-up run (not counted; `warmup`), then `runs` timed runs; each result checked."""
+    """One warm-up run (not counted; `warmup`), then `runs` timed runs; each result checked. A
+    data-heavy app's bucket is a fresh local folder (the embedded platform's stand-in for S3);
+    the objects the timed runs wrote are counted."""
+    with tempfile.TemporaryDirectory(prefix="unum-paper-objects-") as bucket:
+        return _run_app(app, store, runs=runs, quick=quick, workers=workers, wire=wire, label=label,
+                        timeout=timeout, warmup=warmup, bucket=Path(bucket))
+
+
+def _folder_objects(folder: Path) -> tuple[int, int]:
+    files = [p for p in folder.rglob("*") if p.is_file()]
+    return len(files), sum(p.stat().st_size for p in files)
+
+
+def _run_app(app: App, store: Store, *, runs: int, quick: bool, workers: int, wire: DynamoWire | None,
+             label: str, timeout: float, warmup: bool, bucket: Path) -> AppRuns:
     workflow = load_workflow(workflow_folder(app))
-    given = app.input(quick)
+    given = app.input(quick, objects=str(bucket))
     seconds: list[float] = []
     checked = ""
     paused = wire.paused if wire is not None else _nothing
@@ -269,6 +288,7 @@ def run_app(app: App, store: Store, *, runs: int, quick: bool, workers: int = 8,
             _raise_if_failed(app, out, plat)
         plat.take()
         plat.stats.clear()
+        before = _folder_objects(bucket)
         for _ in range(runs):
             start = time.perf_counter()
             wf = plat.start(given)
@@ -278,8 +298,9 @@ def run_app(app: App, store: Store, *, runs: int, quick: bool, workers: int = 8,
                 out = plat.outcome(wf)
             _raise_if_failed(app, out, plat)
             checked = _check(app, quick, out.result)
+        after = _folder_objects(bucket)
         return AppRuns(app, label, seconds, plat.take(), runs, checked, WireCounts.of(wire) if wire else None,
-                       Counter(plat.stats))
+                       Counter(plat.stats), (after[0] - before[0]) / runs, (after[1] - before[1]) / runs)
 
 
 def _raise_if_failed(app: App, out: Any, plat: LocalPlatform) -> None:
@@ -350,8 +371,9 @@ def run_app_containers(apps: Sequence[App], *, runs: dict[str, int], quick: bool
             images = {b.function: b.tag for b in build_images(client, folder, base_tag=base,
                                                               tag_prefix="unum-paper-bench/",
                                                               progress=lambda line: None)}
-            given = app.input(quick)
             with MotoServer() as moto, AsyncInvokeEndpoint() as endpoint:
+                # the containers share no folder: the data-heavy apps' bucket is S3 on the same moto
+                given = app.input(quick, objects=f"s3://paper-{uuid.uuid4().hex[:8]}?endpoint={moto.endpoint}&create=1")
                 url = f"dynamodb://paper-{uuid.uuid4().hex[:8]}?endpoint={moto.endpoint}&region=us-east-1"
                 with LocalLambdaStack(workflow, images, store_url=url, endpoint=endpoint) as stack:
                     stack.run(given, timeout=1800)  # warm-up: every container's init phase
@@ -498,6 +520,60 @@ def fanout_latency(degrees: Sequence[int], *, repeats: int, store_latency: float
     return points
 
 
+def fanout_containers(degrees: Sequence[int], *, repeats: int, work_containers: int) -> list[FanoutPoint]:
+    """Figure 5 in Lambda containers: the same Split -> map Work -> Sum workflow built into
+    function images and run under the RIE behind the local async Invoke endpoint, DynamoDB on
+    moto (serial server) — `builder local-aws`'s stack (LocalLambdaStack), plus
+    `work_containers - 1` more `Work` containers registered for the same function, so up to
+    `work_containers` branches run at once (Lambda would start one container per concurrent
+    branch; this machine has 2 CPUs). Start (the entry's async Invoke) to the endpoint idle, one
+    warm-up per degree, `repeats` timed runs, each result checked."""
+    from builder.commands.local_aws import _default_base
+    from builder.image.build import build_images, docker_client, ensure_base
+    from builder.local_stack.aws_stack import DockerSdkContainer, LocalLambdaStack
+    from builder.local_stack.lambda_containers import lambda_container_config
+    from builder.local_stack.lambda_endpoint import AsyncInvokeEndpoint
+    from builder.local_stack.process import MotoServer
+
+    client = docker_client()
+    base = ensure_base(client, base_image=_default_base(client), rebuild=True, progress=lambda line: None)
+    points = []
+    with tempfile.TemporaryDirectory(prefix="unum-paper-fig5c-") as tmp:
+        workflow = write_workflow(Path(tmp), map_aggregate(max(degrees)))
+        images = {b.function: b.tag for b in build_images(client, workflow.folder, base_tag=base,
+                                                          tag_prefix="unum-paper-bench/", progress=lambda line: None)}
+        with MotoServer() as moto, AsyncInvokeEndpoint(workers=work_containers + 2) as endpoint:
+            url = f"dynamodb://paper-fig5-{uuid.uuid4().hex[:8]}?endpoint={moto.endpoint}&region=us-east-1"
+            with LocalLambdaStack(workflow, images, store_url=url, endpoint=endpoint) as stack:
+                extra = []
+                try:
+                    for _ in range(work_containers - 1):
+                        config = lambda_container_config(images["Work"], function_name="Work",
+                                                         environment=stack.environment)
+                        extra.append(DockerSdkContainer(client, config))
+                    endpoint.register("Work", [c.config.ports.invoke_url for c in extra]
+                                      + [_registered_url(stack, "Work")])
+                    stack.run({"m": 4 * work_containers}, timeout=600)  # every container's init phase
+                    for degree in degrees:
+                        times = []
+                        for i in range(repeats + 1):  # the first is the warm-up
+                            start = time.perf_counter()
+                            out = stack.run({"m": degree}, timeout=600)
+                            if i:
+                                times.append(time.perf_counter() - start)
+                            if out.failure is not None or out.result != degree * (degree - 1):
+                                raise RuntimeError(f"fan-out {degree} in containers: {out.result!r} ({out.failure})")
+                        points.append(FanoutPoint(degree, times, f"containers x{work_containers}"))
+                finally:
+                    for c in extra:
+                        c.stop()
+    return points
+
+
+def _registered_url(stack: Any, function: str) -> str:
+    return stack.containers[function].config.ports.invoke_url
+
+
 # ---- ExCamera side by side --------------------------------------------------------------------
 
 @dataclass
@@ -517,9 +593,9 @@ class ExcameraRuns:
 def excamera_side_by_side(ir: App, sfn: App, *, rounds: int, quick: bool, workers: int = 8) -> ExcameraRuns:
     """Alternating rounds (IR, then the Map version) on one file store each, after a warm-up
     each; per-chunk handler CPU seconds (median over rounds) for the critical-path model."""
-    given = ir.input(quick)
     result: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="unum-paper-excamera-") as tmp:
+        given = ir.input(quick, objects=str(Path(tmp) / "bucket"))
         stores = {name: open_store(str(Path(tmp) / name)) for name in ("ir", "sfn")}
         plats = {"ir": TimedPlatform(load_workflow(workflow_folder(ir)), stores["ir"], workers=workers),
                  "sfn": TimedPlatform(load_workflow(workflow_folder(sfn)), stores["sfn"], workers=workers)}
@@ -556,4 +632,4 @@ def excamera_side_by_side(ir: App, sfn: App, *, rounds: int, quick: bool, worker
             for store in stores.values():
                 store.close()
     return ExcameraRuns(seconds["ir"], seconds["sfn"], result["ir"], result["sfn"], result["ir_n"], result["sfn_n"],
-                        given, result["ir_cpu"], result["sfn_cpu"], checked)
+                        {k: v for k, v in given.items() if k != "objects"}, result["ir_cpu"], result["sfn_cpu"], checked)

@@ -1,7 +1,9 @@
-from excamera_codec import pack, vpxenc
+from excamera_codec import store_packets, vpxenc
 
 
 def handler(event, context):
-    """vpxenc: encode this chunk on its own (a key frame, then inter frames)."""
+    """vpxenc: encode this chunk on its own (a key frame, then inter frames); the packets go to
+    the bucket, the result carries their key."""
     packets = vpxenc(event["video"], event)
-    return {"chunk": event, "packets": pack(packets), "bytes": sum(map(len, packets))}
+    key = store_packets(event["objects"], f"excamera/{context.workflow_id}/vpxenc-{event['index']:05d}", packets)
+    return {"chunk": event, "packets": key, "bytes": sum(map(len, packets))}

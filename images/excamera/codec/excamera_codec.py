@@ -19,16 +19,19 @@ i-1 leaves in the decoder instead of from a key frame. The functions here do the
   and check it against the source.
 
 The source video is a deterministic moving test pattern: frame t of any chunk is `render(video, t)`,
-the stand-in for reading raw chunks from S3. Packets and frames travel as base64 strings (plain
-JSON: the Step Functions version passes them through JSONPath and JSONata too).
+the stand-in for reading raw chunks from S3. Encoded chunks and decoder states go through a bucket
+(`app_objects.py`: S3, or a local folder on the embedded platform), as in the paper: results carry
+object keys, never the video data.
 """
 
 from __future__ import annotations
 
-import base64
+import struct
 import sys
 from fractions import Fraction
 from typing import Any
+
+import app_objects
 
 try:
     import av
@@ -66,9 +69,10 @@ def require_codec() -> None:
 def plan(config: dict[str, Any] | None) -> list[dict[str, Any]]:
     """The chunks of the video `config` describes (DEFAULTS for what it leaves out)."""
     video = {**DEFAULTS, **(config or {})}
+    objects = app_objects.resolve(video.pop("objects", None))
     unknown = sorted(set(video) - set(DEFAULTS))
     if unknown:
-        raise ValueError(f"unknown input field {unknown[0]!r} (fields: {', '.join(DEFAULTS)})")
+        raise ValueError(f"unknown input field {unknown[0]!r} (fields: {', '.join(DEFAULTS)}, objects)")
     width, height, fps, chunk_frames = (int(video[k]) for k in ("width", "height", "fps", "chunk_frames"))
     if width < 16 or height < 16 or width % 2 or height % 2:
         raise ValueError(f"width and height must be even and at least 16, got {width}x{height}")
@@ -80,7 +84,7 @@ def plan(config: dict[str, Any] | None) -> list[dict[str, Any]]:
     spec = {"width": width, "height": height, "fps": fps, "frames": frames}
     starts = list(range(0, frames, chunk_frames))
     return [{"index": i, "chunks": len(starts), "first": first, "count": min(chunk_frames, frames - first),
-             "last": i == len(starts) - 1, "video": spec} for i, first in enumerate(starts)]
+             "last": i == len(starts) - 1, "video": spec, "objects": objects} for i, first in enumerate(starts)]
 
 
 def render(video: dict[str, Any], t: int) -> Any:
@@ -134,7 +138,7 @@ def xcenc(video: dict[str, Any], chunk: dict[str, Any], state: bytes, guide: lis
 def splice_and_check(video: dict[str, Any], chunks: list[dict[str, Any]]) -> dict[str, Any]:
     """Concatenate the re-encoded chunks (in order), decode the stream with a fresh decoder and
     check it: frame count, one shown key frame, every frame close to its source (PSNR)."""
-    stream = [packet for chunk in chunks for packet in unpack(chunk["packets"])]
+    stream = [packet for chunk in chunks for packet in load_packets(chunk["objects"], chunk["packets"])]
     shown = _decode(stream)
     scores = [_psnr(frame, render(video, t)) for t, frame in enumerate(shown)]
     measured = {"stream_bytes": sum(map(len, stream)), "vpxenc_bytes": sum(c["vpxenc_bytes"] for c in chunks),
@@ -168,12 +172,29 @@ def hide(packet: bytes) -> bytes:
     return bytes([packet[0] & ~0x10]) + packet[1:]
 
 
-def pack(packets: list[bytes]) -> list[str]:
-    return [base64.b64encode(p).decode("ascii") for p in packets]
+def pack(packets: list[bytes]) -> bytes:
+    """Packets as one object: each a 4-byte big-endian length, then its bytes."""
+    return b"".join(struct.pack(">I", len(p)) + p for p in packets)
 
 
-def unpack(packets: list[str]) -> list[bytes]:
-    return [base64.b64decode(p) for p in packets]
+def unpack(data: bytes) -> list[bytes]:
+    packets, at = [], 0
+    while at < len(data):
+        (n,) = struct.unpack_from(">I", data, at)
+        packets.append(data[at + 4:at + 4 + n])
+        at += 4 + n
+    if at != len(data):
+        raise ValueError("a packed chunk ends inside a packet")
+    return packets
+
+
+def store_packets(objects: str, prefix: str, packets: list[bytes]) -> str:
+    """Put a chunk's packets in the bucket; return the key."""
+    return app_objects.put_content(objects, prefix, pack(packets))
+
+
+def load_packets(objects: str, key: str) -> list[bytes]:
+    return unpack(app_objects.get(objects, key))
 
 
 def _encode(video: dict[str, Any], frames: list[Any], bit_rate: int | None = None) -> list[bytes]:

@@ -1,6 +1,8 @@
+import json
 import zlib
 from collections import Counter
 
+from app_objects import put_content
 from wordcount_corpus import words
 
 
@@ -10,10 +12,13 @@ def reducer_of(word: bytes, reducers: int) -> int:
 
 
 def handler(event, context):
-    """Count the words of one byte range and split the counts into one partition per reducer."""
+    """Count the words of one byte range, split the counts into one partition per reducer, and
+    store them as one object: the result carries its key, not the counts."""
     r, reducers = event["range"], event["reducers"]
     counts = Counter(words(r["start"], r["end"]))
     partitions = [{} for _ in range(reducers)]
     for word, n in counts.items():
         partitions[reducer_of(word, reducers)][word.decode()] = n
-    return {"mapper": r["mapper"], "words": sum(counts.values()), "partitions": partitions}
+    key = put_content(event["objects"], f"wordcount/{context.workflow_id}/map-{r['mapper']:05d}",
+                      json.dumps(partitions, separators=(",", ":")).encode())
+    return {"mapper": r["mapper"], "words": sum(counts.values()), "key": key}

@@ -1,0 +1,1 @@
+../../../excamera/codec/app_objects.py

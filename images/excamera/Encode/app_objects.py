@@ -1,0 +1,1 @@
+../codec/app_objects.py

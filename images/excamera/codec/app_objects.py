@@ -1,0 +1,1 @@
+../../wordcount/corpus/app_objects.py

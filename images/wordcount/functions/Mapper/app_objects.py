@@ -1,0 +1,1 @@
+../../corpus/app_objects.py
