@@ -4,7 +4,8 @@
 262 mappers × 250 reducers by default) over the shipped Shakespeare corpus, ExCamera in
 hand-written IR (neighbour join) and as the Map-based state machine, the IoT pipeline and text
 processing as state machines — with results checked against `expected.json` or an independent
-computation; wordcount and ExCamera once more on DynamoDB (moto).
+computation; wordcount and ExCamera once more on DynamoDB with their data in S3 (both moto). The
+data-heavy apps pass object keys, not data: their checkpoints stay small whatever the input.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import subprocess
 import sys
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -66,6 +68,31 @@ def dynamodb_url(endpoint: str) -> str:
     return f"dynamodb://unum-apps-{uuid.uuid4().hex[:10]}?endpoint={endpoint}&create=1"
 
 
+def s3_bucket(endpoint: str) -> tuple[str, Any]:
+    """(an objects URL for a new bucket on moto, which the entry function creates; an S3 client)."""
+    import boto3
+
+    bucket = f"unum-apps-{uuid.uuid4().hex[:10]}"
+    client = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1", aws_access_key_id="testing",
+                          aws_secret_access_key="testing")
+    return f"s3://{bucket}?endpoint={endpoint}&create=1", (client, bucket)
+
+
+def bucket_keys(s3: tuple[Any, str]) -> list[str]:
+    client, bucket = s3
+    pages = client.get_paginator("list_objects_v2").paginate(Bucket=bucket)
+    return sorted(o["Key"] for page in pages for o in page.get("Contents", []))
+
+
+def folder_bytes(folder: Path) -> int:
+    return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
+
+
+def largest_record(store: Path) -> int:
+    """The largest file the file store wrote (checkpoints, sets, results), in bytes."""
+    return max(p.stat().st_size for p in store.rglob("*") if p.is_file())
+
+
 # ---- wordcount -----------------------------------------------------------------------------
 
 def test_wordcount_corpus_is_the_documented_public_domain_text(corpus: bytes) -> None:
@@ -98,21 +125,38 @@ def test_wordcount_whole_corpus_with_few_workers_gives_the_expected_counts(tmp_p
 
 
 def test_wordcount_small_fraction_more_mappers_than_reducers(tmp_path: Path, corpus: bytes) -> None:
-    result = run_app(IMAGES / "wordcount", {"mappers": 20, "reducers": 3, "corpus_fraction": 0.03, "top": 7},
-                     tmp_path / "store")
+    objects = tmp_path / "bucket"
+    result = run_app(IMAGES / "wordcount", {"mappers": 20, "reducers": 3, "corpus_fraction": 0.03, "top": 7,
+                                            "objects": f"file://{objects}"}, tmp_path / "store")
 
     used = result["corpus_bytes"]
     assert 0.03 * len(corpus) <= used < 0.03 * len(corpus) + 200 and corpus[used - 1:used] == b"\n"
     assert (result["mappers"], result["reducers"]) == (20, 3)
     assert {k: result[k] for k in ("words", "distinct", "top")} == independent_count(corpus[:used], 7)
+    # the counts went through the bucket (one object per mapper, one per reducer), not the results
+    written = sorted(p.name.rsplit("-", 1)[0] for p in objects.rglob("*") if p.is_file())
+    assert written == [f"map-{i:05d}" for i in range(20)] + [f"reduce-{r:05d}" for r in range(3)]
+    # the store holds keys and item lists (O(mappers)), not the counts: a fraction of the bucket
+    assert folder_bytes(tmp_path / "store") < folder_bytes(objects) / 3
 
 
-def test_wordcount_on_dynamodb(moto_server, corpus: bytes) -> None:
-    result = run_app(IMAGES / "wordcount", {"mappers": 6, "reducers": 4, "corpus_fraction": 0.02, "top": 5},
-                     dynamodb_url(moto_server.endpoint))
+def test_wordcount_on_dynamodb_with_its_data_in_s3(moto_server, corpus: bytes) -> None:
+    objects, s3 = s3_bucket(moto_server.endpoint)
+    result = run_app(IMAGES / "wordcount", {"mappers": 6, "reducers": 4, "corpus_fraction": 0.02, "top": 5,
+                                            "objects": objects}, dynamodb_url(moto_server.endpoint))
 
     assert {k: result[k] for k in ("words", "distinct", "top")} == \
         independent_count(corpus[:result["corpus_bytes"]], 5)
+    keys = bucket_keys(s3)
+    assert [k.rsplit("/", 1)[1].rsplit("-", 1)[0] for k in keys] == \
+        [f"map-{i:05d}" for i in range(6)] + [f"reduce-{r:05d}" for r in range(4)]
+
+
+def test_wordcount_objects_url_must_be_a_folder_or_s3(tmp_path: Path) -> None:
+    proc = run_cli("run", IMAGES / "wordcount", "--input", '{"objects": "gs://bucket"}', "--store", tmp_path / "s")
+
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    assert "expected s3://BUCKET" in proc.stderr.strip().splitlines()[-1]
 
 
 # ---- ExCamera ------------------------------------------------------------------------------
@@ -125,10 +169,15 @@ def excamera_properties(chunk_sizes: list[int], width: int = 160, height: int = 
             "frames_match_source": True}
 
 
-def test_excamera_default_input_gives_the_expected_properties(tmp_path: Path) -> None:
+def test_excamera_default_input_gives_the_expected_properties(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("UNUM_OBJECTS", str(tmp_path / "bucket"))  # the env var, when the input names none
     result = run_app(IMAGES / "excamera", IMAGES / "excamera" / "input.json", tmp_path / "store")
 
     assert result == expected("excamera") == excamera_properties([16] * 6)
+    written = sorted(p.name.rsplit("-", 1)[0] for p in (tmp_path / "bucket").rglob("*") if p.is_file())
+    assert written == sorted([f"vpxenc-{i:05d}" for i in range(6)] + [f"state-{i:05d}" for i in range(5)]
+                             + [f"xcenc-{i:05d}" for i in range(6)])
+    assert largest_record(tmp_path / "store") < 4_000  # packets and states travel as keys
 
 
 def test_excamera_uneven_chunks_ir_and_step_functions_agree(tmp_path: Path) -> None:
@@ -145,10 +194,13 @@ def test_excamera_single_chunk(tmp_path: Path) -> None:
     assert result == excamera_properties([6])
 
 
-def test_excamera_neighbour_join_on_dynamodb(moto_server) -> None:
-    result = run_app(IMAGES / "excamera", {"seconds": 1, "chunk_frames": 6}, dynamodb_url(moto_server.endpoint))
+def test_excamera_neighbour_join_on_dynamodb_with_its_data_in_s3(moto_server) -> None:
+    objects, s3 = s3_bucket(moto_server.endpoint)
+    result = run_app(IMAGES / "excamera", {"seconds": 1, "chunk_frames": 6, "objects": objects},
+                     dynamodb_url(moto_server.endpoint))
 
     assert result == excamera_properties([6] * 4)
+    assert len(bucket_keys(s3)) == 4 + 3 + 4  # vpxenc and xcenc per chunk, a decoder state per neighbour
 
 
 def test_excamera_without_the_encoder_fails_in_one_line(tmp_path: Path) -> None:
