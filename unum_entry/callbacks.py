@@ -2,29 +2,37 @@
 
 A Task whose Resource ends in `.waitForTaskToken` runs its call (a Lambda handler, an SQS
 message, ...) with `$$.Task.Token` set, then its function commits a *wait decision*
-`{"__next__": "__wait__", "wait": {state, transfer, nonce, issued, timeout}}` and stops (IR
-`suspend`): no successor, no result. The token names that invocation and carries the nonce:
+`{"__next__": "__wait__", "wait": {state, transfer, nonce, token, retries, issued, timeout}}` and
+stops (IR `suspend`): no successor, no result. The token names that invocation — its function and
+its whole fan-out position (every frame `[index, size, iteration]`, root first, so a Task inside a
+Parallel branch or a Map iteration is named too) — and carries the nonce:
 
-    unum1.<base64url(JSON [workflow id, function, root iteration, nonce])>
+    unum1.<base64url(JSON [workflow id, function, frames, nonce])>
 
-so nothing but the store is needed to resume: `complete(token, outcome, store, invoker)`
-1. decodes the token and reads the waiting invocation's checkpoint (`naming.checkpoint_key`):
-   unknown when absent, when it is not a wait decision or when the nonce differs (a token of a
-   losing duplicate execution, or a forged one: the 128-bit nonce is not guessable);
+The nonce is 128 random bits drawn once per invocation as a journaled step
+(`unum_entry.steps`: the waiting function is made durable), so every execution of the waiting
+invocation — a retry, a redelivery, a concurrent duplicate — sends the *same* token; without a
+step journal (a bare handler context) it is drawn per execution and only the committed one is
+accepted. Nothing but the store is needed to resume: `complete(token, outcome, store, invoker)`
+1. decodes the token and reads the waiting invocation's checkpoint (`naming.checkpoint_key` of
+   its frames): unknown when absent, when it is not a wait decision or when the nonce differs (a
+   forged token: the nonce is not guessable, and a token names one position only);
 2. writes the *callback record* with one create-if-absent (`cb-` + hash of the invocation): the
    first callback wins; any later one is refused with `TaskAlreadyCompleted` (after re-sending the
    winner's continuation, so a callback that crashed before invoking is completed by a retry);
-3. invokes the same function as the next invocation of its thread (iteration + 1) with the resume
-   event; the runner there applies the Task's ResultSelector / ResultPath / Catch to the
-   callback's output or error and continues. Its name is deterministic, so a re-sent
-   continuation is absorbed by its commit: the workflow resumes exactly once.
+3. invokes the same function as the next invocation of its thread — the same frames, the
+   innermost iteration + 1 — with the resume event; the runner there applies the Task's Retry
+   (a failure callback or a timeout re-runs the Task with a new token after the back-off),
+   ResultSelector / ResultPath / Catch to the callback's output or error and continues; inside a
+   branch its end joins the branch's fan-in at the waiting invocation's slot. Its name is
+   deterministic, so a re-sent continuation is absorbed by its commit: the workflow resumes
+   exactly once.
 
 A token is expired once the waiting invocation's retention ends (its checkpoint's expiry). A
-callback after the Task's `TimeoutSeconds` resumes the workflow with `States.Timeout` (Catch can
-take it) and is refused with `TaskTimedOut`. Nothing fires at the timeout by itself: there is no
-timer without a coordinator (docs/step-functions.md). `.waitForTaskToken` inside a Parallel or Map
-branch is rejected at compile time: its continuation would have to rejoin the branch's fan-out
-position, which the handler's context does not expose.
+callback after the Task's `TimeoutSeconds` resumes the workflow with `States.Timeout` (Retry and
+Catch can take it) and is refused with `TaskTimedOut`. Nothing fires at the timeout by itself:
+there is no timer without a coordinator (docs/step-functions.md). `waiting(store, workflow)`
+lists the tasks of a workflow that wait for their callback (for `run` and `inspect`).
 """
 
 from __future__ import annotations
@@ -69,42 +77,73 @@ class TaskNotWaitingYet(CallbackError):
     error = "TaskNotWaitingYet"
 
 
+Position = tuple[tuple[int, int, int], ...]  # fan-out frames [index, size, iteration], root first
+
+
 @dataclass(frozen=True)
 class Token:
-    """What a task token names: the waiting invocation (root fan-out position) and its nonce."""
+    """What a task token names: the waiting invocation (function and fan-out frames) and its nonce."""
 
     workflow: str
     function: str
-    iteration: int
+    frames: Position
     nonce: str
 
     def text(self) -> str:
-        raw = json.dumps([self.workflow, self.function, self.iteration, self.nonce], separators=(",", ":"))
+        raw = json.dumps([self.workflow, self.function, [list(f) for f in self.frames], self.nonce],
+                         separators=(",", ":"))
         return TOKEN_PREFIX + base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
 
     @classmethod
     def parse(cls, text: str) -> Token:
         """Raises InvalidToken (never a traceback) for anything that is not a unum task token."""
         try:
-            if not text.startswith(TOKEN_PREFIX):
+            if not isinstance(text, str) or not text.startswith(TOKEN_PREFIX):
                 raise ValueError("wrong prefix")
             body = text[len(TOKEN_PREFIX):]
-            workflow, function, iteration, nonce = json.loads(base64.urlsafe_b64decode(body + "=" * (-len(body) % 4)))
-            if not all(isinstance(v, str) and v for v in (workflow, function, nonce)) or not isinstance(iteration, int):
+            workflow, function, frames, nonce = json.loads(base64.urlsafe_b64decode(body + "=" * (-len(body) % 4)))
+            if not all(isinstance(v, str) and v for v in (workflow, function, nonce)):
                 raise ValueError("bad fields")
+            if isinstance(frames, int) and not isinstance(frames, bool):
+                frames = [[0, 1, frames]]  # the first form: a root-level Task's iteration
+            position = _position(frames)
         except (ValueError, TypeError, UnicodeDecodeError) as exc:
-            raise InvalidToken(f"not a unum task token: {text[:40]!r}") from exc
-        return cls(workflow, function, iteration, nonce)
+            raise InvalidToken(f"not a unum task token: {str(text)[:40]!r}") from exc
+        return cls(workflow, function, position, nonce)
 
     @property
     def invocation(self) -> str:
+        """The waiting invocation's checkpoint name."""
         from unum_entry import naming
+        return naming.checkpoint_key(self.workflow, self.function, self._frames())
+
+    def continuation_frames(self) -> tuple[Any, ...]:
+        """Where the continuation runs: the same position, the innermost iteration + 1."""
         from unum_entry.envelope import Frame
-        return naming.checkpoint_key(self.workflow, self.function, (Frame(0, 1, self.iteration),))
+        *outer, (index, size, iteration) = self.frames
+        return tuple(Frame(*f) for f in outer) + (Frame(index, size, iteration + 1),)
 
     @property
     def record_key(self) -> str:
         return "cb-" + hashlib.blake2b(f"{self.invocation}/{self.nonce}".encode(), digest_size=16).hexdigest()
+
+    def _frames(self) -> tuple[Any, ...]:
+        from unum_entry.envelope import Frame
+        return tuple(Frame(*f) for f in self.frames)
+
+
+def _position(frames: Any) -> Position:
+    """Fan-out frames from their JSON form; ValueError unless a non-empty list of
+    [index, size, iteration] with 0 <= index < size."""
+    if not isinstance(frames, list) or not frames:
+        raise ValueError("frames: expected a non-empty list")
+    position = []
+    for f in frames:
+        if not (isinstance(f, list) and len(f) == 3
+                and all(isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in f) and f[0] < f[1]):
+            raise ValueError(f"frame {f!r}: expected [index, size, iteration]")
+        position.append((f[0], f[1], f[2]))
+    return tuple(position)
 
 
 # ---- the waiting side (inside the compiled function) -----------------------------------------
@@ -114,15 +153,68 @@ def waits(state: Mapping[str, Any]) -> bool:
     return str(state.get("Resource", "")).endswith(".waitForTaskToken")
 
 
-def issue(context: Any) -> Token:
-    """A fresh token for the invocation running `context` (workflow, function, iteration)."""
-    return Token(context.workflow_id, context.function_name, int(context.iteration), secrets.token_hex(16))
+def issue(context: Any, frames: Any) -> Token:
+    """The token of the invocation running `context` at fan-out position `frames` (a list of
+    [index, size, iteration], root first). The nonce is a step of the invocation's journal when
+    the context has one (the same token in every execution of it), else drawn now."""
+    journaled = getattr(context, "_journal", None) is not None  # a StepContext of a durable handler
+    nonce = context.step("unum.task-token", _nonce) if journaled else _nonce()
+    return Token(context.workflow_id, context.function_name, _position(frames), nonce)
 
 
-def wait_decision(state: str, transfer: Mapping[str, Any], token: Token, timeout: float | None) -> dict[str, Any]:
-    """The decision a waiting Task's function commits (its IR `suspend`s on it)."""
+def _nonce() -> str:
+    return secrets.token_hex(16)
+
+
+def wait_decision(state: str, transfer: Mapping[str, Any], token: Token, timeout: float | None,
+                  retries: list[int] | None = None) -> dict[str, Any]:
+    """The decision a waiting Task's function commits (its IR `suspend`s on it). `retries`: the
+    Task's Retry counters so far (a failure callback continues counting from them)."""
     return {"__next__": WAIT, "wait": {"state": state, "transfer": dict(transfer), "nonce": token.nonce,
+                                       "token": token.text(), "retries": list(retries or []),
                                        "issued": time.time(), "timeout": timeout}}
+
+
+@dataclass(frozen=True)
+class Waiting:
+    """A Task waiting for its callback: which state, which function, its token."""
+
+    state: str
+    function: str
+    token: str
+    issued: float
+
+
+def waiting(store: Any, workflow: str) -> list[Waiting]:
+    """The Tasks of `workflow` that wait for a callback not received yet, oldest first. One
+    scan of the workflow's objects (O(objects), for tools): a checkpoint holding a wait decision
+    whose callback record does not exist. Wait decisions without a stored token (the first
+    form) are listed with an empty token."""
+    from unum_entry.codec import decode
+    from unum_entry.stores.base import Kind
+
+    decisions: list[tuple[str, dict[str, Any]]] = []
+    keys: set[str] = set()
+    marker = WAIT.encode()
+    for record in store.records(workflow):
+        keys.add(record.key)
+        if record.kind is not Kind.CHECKPOINT or record.value is None or marker not in record.value:
+            continue
+        try:
+            decision = decode(record.value)
+        except Exception:  # noqa: BLE001 - not a decision of ours: skip it
+            continue
+        if isinstance(decision, Mapping) and decision.get("__next__") == WAIT and isinstance(decision.get("wait"), Mapping):
+            decisions.append((record.key, dict(decision["wait"])))
+    found = []
+    for key, wait in decisions:
+        record_key = "cb-" + hashlib.blake2b(f"{key}/{wait.get('nonce')}".encode(), digest_size=16).hexdigest()
+        if record_key in keys:
+            continue
+        token = str(wait.get("token") or "")
+        function = Token.parse(token).function if token else ""
+        found.append(Waiting(str(wait.get("state")), function, token, float(wait.get("issued") or 0)))
+    return sorted(found, key=lambda w: w.issued)
 
 
 # ---- the callback side (Python API, `python -m builder task-success|task-failure`) ------------
@@ -143,7 +235,7 @@ def task_success(token: str, output: Any, *, store: Any, invoker: Any, now: floa
 
 def task_failure(token: str, error: str | None, cause: str | None, *, store: Any, invoker: Any,
                  now: float | None = None) -> Resumed:
-    """SendTaskFailure: the waiting Task fails with `error` / `cause` (Retry is not re-run; Catch applies)."""
+    """SendTaskFailure: the waiting Task fails with `error` / `cause` (its Retry, then its Catch, apply)."""
     return complete(token, {"error": error or "States.TaskFailed", "cause": cause or ""}, store=store,
                     invoker=invoker, now=now)
 
@@ -186,9 +278,9 @@ def complete(token_text: str, outcome: Mapping[str, Any], *, store: Any, invoker
 def _continue(token: Token, resume: Any, deadline: int, invoker: Any) -> None:
     """Invoke the continuation: the waiting function's next invocation in its thread."""
     from unum_entry.codec import encode
-    from unum_entry.envelope import DataRef, Envelope, Frame
+    from unum_entry.envelope import DataRef, Envelope
 
     inline = {"value": resume} if len(encode(resume)) <= 64 * 1024 else {}
-    env = Envelope(workflow=token.workflow, frames=(Frame(0, 1, token.iteration + 1),),
+    env = Envelope(workflow=token.workflow, frames=token.continuation_frames(),
                    inputs=(DataRef(ref=token.record_key, **inline),), deadline=int(deadline))
     invoker.invoke(token.function, env.to_wire())

@@ -7,14 +7,16 @@
 - Its failure record is built by `failure_record` alone and written by `record_failure`
   (create-if-absent: the first failure wins): `{"Error", "Cause", "Function", "Invocation",
   "Attempts"}` plus, when user code raised, `"Trace"` (see `user_trace`).
-- `read_outcome` reads what it left: results, failure, what the store still retains.
+- `read_outcome` reads what it left: results, failure, what the store still retains; a workflow
+  without a failure has SUCCEEDED once its results cover every fan-out position
+  (`covers_every_position`, also what `python -m builder list` asks of the result records).
 """
 
 from __future__ import annotations
 
 import enum
 from collections import Counter
-from collections.abc import Container, Mapping
+from collections.abc import Container, Iterable, Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
@@ -40,6 +42,7 @@ class WorkflowStatus(enum.StrEnum):
     SUCCEEDED = "succeeded"   # results cover every fan-out position
     FAILED = "failed"         # a failure record exists
     RUNNING = "running"       # objects exist, the results do not cover the workflow yet
+    WAITING = "waiting"       # running, and a Task waits for its task-token callback (unum_entry.callbacks.waiting)
     UNKNOWN = "unknown"       # nothing retained for this id
 
 
@@ -140,13 +143,16 @@ def read_outcome(store: Store, workflow_id: str) -> RunResult:
             pending[record.kind.value] += 1
     results.sort(key=lambda r: r["at"])
     return RunResult(workflow_id=workflow_id, results=[r["value"] for r in results], failure=failure,
-                     pending=dict(pending), complete=_covers_every_position(results), retained_until=retained_until)
+                     pending=dict(pending), complete=covers_every_position(results), retained_until=retained_until)
 
 
-def _covers_every_position(results: list[dict[str, Any]]) -> bool:
-    """Whether the results cover the whole fan-out tree: a result at fan-out position
-    (i1 of n1, i2 of n2, …) covers 1/(n1·n2·…) of it, and positions are unique (one result
-    record per position), so the workflow has ended exactly when the shares add up to 1."""
+def covers_every_position(results: Iterable[Mapping[str, Any]]) -> bool:
+    """Whether a workflow's result records (decoded; each `{"at": [i1, i2, …], "of": [n1, n2, …],
+    "value": …}`, `of` absent for a root-level result) cover its whole fan-out tree.
+
+    A result at fan-out position (i1 of n1, i2 of n2, …) covers 1/(n1·n2·…) of the tree, and
+    positions are unique (one result record per position), so the workflow's results are
+    complete exactly when the shares add up to 1. No results cover nothing (False)."""
     share = sum((Fraction(1, _product(r.get("of", [1] * len(r["at"])))) for r in results), Fraction(0))
     return share == 1
 

@@ -21,16 +21,17 @@ from typing import Any
 from unum_entry.errors import UnumError, WorkflowFailed
 
 from builder.commands.io import parse_input, to_json
-from builder.commands.options import add_store_option
+from builder.commands.options import add_store_option, add_wait_options
 
 
 def cmd_callback(args: argparse.Namespace) -> int:
     from unum_entry import callbacks
-    from unum_entry.stores import open_store
 
-    store = open_store(args.store)
+    from builder.commands.inspect import open_existing_store
+
+    store = open_existing_store(args.store)  # a mistyped folder is an error, not an empty store
     if args.command == "task-success":
-        outcome: dict[str, Any] = {"output": parse_input(args.output)}
+        outcome: dict[str, Any] = {"output": parse_input(args.output, "--output")}
     else:
         outcome = {"error": args.error or "States.TaskFailed", "cause": args.cause or ""}
     if args.workflow is None:
@@ -65,24 +66,29 @@ def _locally(args: argparse.Namespace, store: Any, outcome: dict[str, Any]) -> i
     from builder.commands.compile import runnable_workflow
 
     workflow = load_workflow(runnable_workflow(args.workflow, args.functions, None))
-    refused: callbacks.CallbackError | None = None
+    resumed: callbacks.Resumed | callbacks.CallbackError
     with local_platform(workflow, store, workers=args.workers) as platform:
         try:
             resumed = callbacks.complete(args.token, outcome, store=store, invoker=_Submit(platform))
         except callbacks.CallbackError as exc:  # a re-sent continuation may still be running: let it end
-            refused, resumed = exc, None
+            resumed = exc
         platform.wait_idle(args.timeout)
-    if refused is not None:
-        raise refused
-    assert resumed is not None
+    if isinstance(resumed, callbacks.CallbackError):
+        raise resumed
     ended = read_outcome(store, resumed.workflow)
     if ended.failure is not None:
         f = ended.failure
         raise WorkflowFailed(f"workflow {ended.workflow_id} failed in function {f['Function']!r} "
                              f"after {f['Attempts']} attempt(s): {f['Error']}: {f['Cause']}")
     if not ended.results:
-        print(f"workflow {resumed.workflow}: resumed; it is waiting again (another task token) or still running",
-              file=sys.stderr)
+        tasks = callbacks.waiting(store, resumed.workflow)
+        if tasks:
+            states = ", ".join(repr(s) for s in sorted({t.state for t in tasks}))
+            print(f"workflow {resumed.workflow}: resumed; it is waiting again for {len(tasks)} task-token "
+                  f"callback(s) at {states} (python -m builder inspect {resumed.workflow} lists the tokens)",
+                  file=sys.stderr)
+        else:
+            print(f"workflow {resumed.workflow}: resumed; still running (no result yet)", file=sys.stderr)
         return 0
     print(to_json(ended.result, args.compact), flush=True)
     return 0
@@ -103,7 +109,5 @@ def register(sub: argparse._SubParsersAction) -> None:
                                                         "embedded local platform")
         p.add_argument("--functions", default=None, help="the state machine's function code (as for run)")
         p.add_argument("--invoker", default=None, help="invoker URL of deployed functions (default $UNUM_INVOKER)")
-        p.add_argument("--workers", type=int, default=8, help="local concurrent executions (default: 8)")
-        p.add_argument("--timeout", type=float, default=300.0, help="seconds to wait locally (default: 300)")
-        p.add_argument("--compact", action="store_true", help="print the result on one line")
+        add_wait_options(p, workers=True, timeout_help="seconds to wait locally")
         p.set_defaults(func=cmd_callback)

@@ -20,6 +20,9 @@ from builder.commands.io import command_line, to_json, utc
 from builder.commands.options import DEFAULT_STORE, add_store_option
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from unum_entry.callbacks import Waiting
     from unum_entry.outcome import RunResult
     from unum_entry.stores.base import Store
 
@@ -42,26 +45,43 @@ def open_existing_store(url: str) -> Store:
     return open_store(url)
 
 
-def report(outcome: RunResult, store_url: str, folder: str | None = None) -> dict[str, Any]:
+def report(outcome: RunResult, store_url: str, folder: str | None = None,
+           waiting: Sequence[Waiting] = ()) -> dict[str, Any]:
     """What `inspect` prints: status, results, failure record (with the user's `Trace` when
     their code raised), retained objects and until when, and for a running workflow how to
     resume it (the store cannot tell whether a process still runs it; `folder`: the workflow
-    folder its run recorded)."""
+    folder its run recorded). A running workflow with `waiting` Tasks (unum_entry.callbacks.
+    waiting) is "waiting": each Task's state, function and token, and how to complete it."""
     from unum_entry.outcome import WorkflowStatus
 
     until = outcome.retained_until
-    shown: dict[str, Any] = {"workflow": outcome.workflow_id, "status": str(outcome.status),
+    status = outcome.status
+    if status is WorkflowStatus.RUNNING and waiting:
+        status = WorkflowStatus.WAITING
+    shown: dict[str, Any] = {"workflow": outcome.workflow_id, "status": str(status),
                              "results": outcome.results, "failure": outcome.failure,
                              "retained_objects": outcome.pending,
                              "retained_until": None if until is None else utc(until)}
-    if outcome.status is WorkflowStatus.RUNNING:
+    if status is WorkflowStatus.WAITING:
+        shown["waiting"] = [{"state": w.state, "function": w.function, "token": w.token} for w in waiting]
+        shown["complete"] = callback_hint(store_url, folder)
+    elif status is WorkflowStatus.RUNNING:
         store = [] if store_url == DEFAULT_STORE else ["--store", store_url]
         shown["resume"] = command_line("run", folder or "WORKFLOW_FOLDER", "--workflow-id", outcome.workflow_id,
                                        "--resume", *store)
     return shown
 
 
+def callback_hint(store_url: str, folder: str | None) -> str:
+    """How to complete a waiting Task: `task-success TOKEN --output JSON …` (or task-failure)."""
+    store = [] if store_url == DEFAULT_STORE else ["--store", store_url]
+    where = ["--workflow", folder] if folder else ["--workflow", "STATEMACHINE"]
+    success = command_line("task-success", "TOKEN", "--output", "JSON", *store, *where)
+    return f"{success}   (or: task-failure TOKEN --error E --cause C)"
+
+
 def cmd_inspect(args: argparse.Namespace) -> int:
+    from unum_entry.callbacks import waiting
     from unum_entry.outcome import WorkflowStatus, read_outcome
 
     from builder.commands import start_record
@@ -69,6 +89,7 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     store = open_existing_store(args.store)
     try:
         outcome = read_outcome(store, args.workflow_id)
+        tasks = waiting(store, args.workflow_id) if outcome.status is WorkflowStatus.RUNNING else []
         if outcome.status is WorkflowStatus.UNKNOWN:
             raise UnknownWorkflow(f"no workflow {args.workflow_id!r} in store {args.store} (mistyped, another "
                                   f"--store, or expired and collected)")
@@ -80,7 +101,7 @@ def cmd_inspect(args: argparse.Namespace) -> int:
             return 0
     finally:
         store.close()
-    print(to_json(report(outcome, args.store, start.folder if start else None), compact=False))
+    print(to_json(report(outcome, args.store, start.folder if start else None, tasks), compact=False))
     return 1 if outcome.status is WorkflowStatus.FAILED else 0
 
 

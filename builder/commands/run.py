@@ -4,16 +4,20 @@ On stderr: the workflow id first (`workflow wf-…`), a progress line while it r
 is a terminal, then one summary line — or, when the workflow failed, the user's code frames the
 error came through and one `error:` line (exit 1). Ctrl-C stops at once (exit 130) and a timeout
 stops the run (exit 2), each with one line saying how to resume (`--workflow-id … --resume`) and
-inspect. A reused `--workflow-id` continues that workflow (see `start_record`).
+inspect. A reused `--workflow-id` continues that workflow (see `start_record`). Every handler is
+imported before the workflow starts (a broken one is one error line); what handlers print goes
+to stderr, so stdout holds the result only.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import os
+import sys
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TextIO
 
 from unum_entry.errors import UnumError, WorkflowFailed, WorkflowTimeout
 
@@ -33,6 +37,12 @@ TICK = 0.1  # seconds between progress redraws
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    results = sys.stdout
+    with contextlib.redirect_stdout(sys.stderr):  # a handler's print() is a message: stdout is the result's
+        return _run(args, results)
+
+
+def _run(args: argparse.Namespace, results: TextIO) -> int:
     from unum_entry.local.platform import LocalPlatform
     from unum_entry.outcome import WorkflowStatus, read_outcome
     from unum_entry.runtime import new_workflow
@@ -49,9 +59,16 @@ def cmd_run(args: argparse.Namespace) -> int:
                                                getattr(args, "substitution", None)))
     input_value = parse_input(args.input if args.input is not None else "null")
     store = open_store(args.store)
+    # Imports every handler before anything is stored: a syntax error or a missing handler is one
+    # error line, not a workflow left "running".
+    platform = LocalPlatform(workflow, store, workers=args.workers)
     workflow_id = new_workflow(None, args.workflow_id).workflow
-    start = start_record.claim(store, workflow_id, input_value, folder=os.path.abspath(args.workflow),
-                               resume=args.resume)
+    try:
+        start = start_record.claim(store, workflow_id, input_value, folder=os.path.abspath(args.workflow),
+                                   resume=args.resume)
+    except BaseException:
+        platform.close()
+        raise
     console.message(f"workflow {workflow_id}")
     if start.kind is start_record.StartKind.RESUMED and args.input is not None:
         console.message(f"note: resuming {workflow_id} with the input it was started with; --input ignored")
@@ -59,8 +76,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         ended = read_outcome(store, workflow_id)
         if ended.status in (WorkflowStatus.SUCCEEDED, WorkflowStatus.FAILED):
             console.message(f"workflow {workflow_id} has already ended; its recorded outcome follows")
-            return _report(ended, args, console, summary=None)
-    platform = LocalPlatform(workflow, store, workers=args.workers)
+            platform.close()
+            with contextlib.redirect_stdout(results):
+                return _report(ended, args, console, summary=None, store=store)
     hint = _hint(args, workflow_id)
     began = time.monotonic()
     try:
@@ -80,9 +98,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     for message in platform.dead_letters:
         console.message(f"warning: dropped delivery: {message}")
     stats = platform.stats
-    return _report(platform.outcome(workflow_id), args, console,
-                   summary=f"{stats['committed']} invocations, {stats['invokes']} invokes, "
-                           f"{time.monotonic() - began:.1f} s")
+    with contextlib.redirect_stdout(results):
+        return _report(platform.outcome(workflow_id), args, console,
+                       summary=f"{stats['committed']} invocations, {stats['invokes']} invokes, "
+                               f"{time.monotonic() - began:.1f} s", store=store)
 
 
 def _wait(platform: LocalPlatform, timeout: float, console: Console, began: float) -> None:
@@ -120,20 +139,46 @@ def _hint(args: argparse.Namespace, workflow_id: str) -> str:
     return f"resume: {resume}; inspect: {inspect}"
 
 
-def _report(outcome: RunResult, args: argparse.Namespace, console: Console, summary: str | None) -> int:
-    """The result on stdout (exit 0), or the failure: user frames, then one error line (exit 1)."""
+def _report(outcome: RunResult, args: argparse.Namespace, console: Console, summary: str | None,
+            store: Any = None) -> int:
+    """The result on stdout (exit 0), or the failure: user frames, then one error line (exit 1),
+    or a workflow waiting for task-token callbacks: which Tasks, their tokens and how to complete
+    them, on stderr (exit 0: waiting is not an error)."""
     if outcome.failure is not None:
         f = outcome.failure
         for line in trace_lines(f.get("Trace") or []):
             console.message(line)
         raise WorkflowFailed(f"workflow {outcome.workflow_id} failed in function {f['Function']!r} "
                              f"after {f['Attempts']} attempt(s): {f['Error']}: {f['Cause']}")
+    if not outcome.results or not outcome.complete:
+        from unum_entry.callbacks import waiting
+        tasks = waiting(store, outcome.workflow_id) if store is not None else []
+        if tasks:
+            _waiting_message(outcome.workflow_id, tasks, args, console)
+            return 0
     if not outcome.results:
         raise UnumError(f"workflow {outcome.workflow_id} finished without a result (see warnings above)")
     print(to_json(outcome.result, args.compact), flush=True)
     if summary is not None:
         console.message(f"workflow {outcome.workflow_id}: {summary}")
     return 0
+
+
+WAITING_SHOWN = 5  # tokens printed by run; inspect lists every waiting Task
+
+
+def _waiting_message(workflow_id: str, tasks: list[Any], args: argparse.Namespace, console: Console) -> None:
+    from builder.commands.inspect import callback_hint
+
+    states = sorted({t.state for t in tasks})
+    console.message(f"workflow {workflow_id} is waiting for {len(tasks)} task-token callback(s) at "
+                    f"{', '.join(repr(s) for s in states)} (.waitForTaskToken); nothing runs until then")
+    for task in tasks[:WAITING_SHOWN]:
+        console.message(f"  {task.state}: {task.token}")
+    if len(tasks) > WAITING_SHOWN:
+        store = [] if args.store == DEFAULT_STORE else ["--store", args.store]
+        console.message(f"  … and {len(tasks) - WAITING_SHOWN} more: {command_line('inspect', workflow_id, *store)}")
+    console.message(f"complete one with: {callback_hint(args.store, args.workflow)}")
 
 
 def trace_lines(trace: list[dict[str, Any]]) -> list[str]:
@@ -153,7 +198,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     run = sub.add_parser("run", help="run a workflow on the embedded local platform and print its result")
     run.add_argument("workflow", help="workflow folder (unum-workflow.json + one folder per function)")
     run.add_argument("--input", default=None, help="workflow input: JSON text or @file.json (default: null)")
-    add_store_option(run, help="store URL or folder, e.g. dynamodb://TABLE?endpoint=http://127.0.0.1:5000")
+    add_store_option(run, help="store URL or folder, e.g. dynamodb://TABLE?endpoint=http://127.0.0.1:5001")
     env_option(run, "--workers", envvar=WORKERS_ENV, default=8, type=positive_int, help="concurrent executions")
     env_option(run, "--timeout", envvar=TIMEOUT_ENV, default=300.0, type=positive_seconds,
                help="seconds to wait for the workflow")

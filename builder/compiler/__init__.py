@@ -70,9 +70,14 @@ def compile_state_machine(path: str | Path, out: str | Path, *, functions: str |
             raise AslDefinitionError(str(out), None, "--out", "exists and is not a compiled workflow folder; refusing to overwrite it")
     out.mkdir(parents=True)
     carry_input = "Execution.Input" in json.dumps(doc)
+    # A Task in a branch waits for a task token: every fan-out records its position (runner).
+    positions = any(fn.scope.owner is not None and fn.task is not None
+                    and str(fn.scope.states[fn.task].get("Resource", "")).endswith(".waitForTaskToken")
+                    for fn in layout.functions.values())
     summary: dict[str, dict[str, Any]] = {}
     for fn in layout.functions.values():
-        summary[fn.name] = _write_function(out, fn, layout, machine, functions_dir, handler, name, carry_input)
+        summary[fn.name] = _write_function(out, fn, layout, machine, functions_dir, handler, name, carry_input,
+                                          positions)
     (out / WORKFLOW_FILE_NAME).write_text(json.dumps({"unum_workflow": 1, "name": name, "entry": layout.entry}, indent=1))
     (out / "statemachine.json").write_text(json.dumps(doc, indent=2))
     load_workflow(out)  # what was written is validated exactly as `builder run` would
@@ -80,7 +85,8 @@ def compile_state_machine(path: str | Path, out: str | Path, *, functions: str |
 
 
 def _write_function(out: Path, fn: Function, layout: Layout, machine: Machine, functions_dir: Path,
-                    handler: str | None, machine_name: str, carry_input: bool) -> dict[str, Any]:
+                    handler: str | None, machine_name: str, carry_input: bool,
+                    positions: bool = False) -> dict[str, Any]:
     folder = out / fn.name
     user_handler = lam = None
     if fn.task is not None and not integration_task(fn.scope.path + fn.task, fn.scope.states[fn.task], machine.source):
@@ -100,7 +106,7 @@ def _write_function(out: Path, fn: Function, layout: Layout, machine: Machine, f
     fragment = {
         "unum_asl": FRAGMENT_VERSION, "function": fn.name, "head": fn.head, "join": fn.join,
         "in_branch": fn.scope.owner is not None, "task": fn.task, "handler": user_handler, "lambda_name": lam,
-        "query_language": fn.scope.query_language, "carry_input": carry_input,
+        "query_language": fn.scope.query_language, "carry_input": carry_input, "positions": positions,
         "machine": {"Name": machine_name, "Id": f"arn:aws:states:local:000000000000:stateMachine:{machine_name}"},
         "states": {name: _strip(state) for name, state in fn.scope.states.items()},
     }

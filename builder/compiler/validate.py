@@ -310,10 +310,6 @@ class _Checker:
                              f"CloudFormation, not here: pass its value with --substitution {intrinsic}=ARN")
         if not isinstance(resource, str) or not resource:
             raise self.error(full, "Resource", f"required, a Lambda function name or ARN; found {_type(resource)}")
-        if resource.endswith(".waitForTaskToken") and scope.owner is not None:  # unum_entry/callbacks.py
-            raise self.error(full, "Resource", "not supported: .waitForTaskToken inside a Parallel or Map branch (the "
-                             "callback's continuation must rejoin the branch's fan-out position, which a handler "
-                             "cannot see yet); move the waiting Task out of the branch")
         if not integration_task(full, state, self.source):  # service integrations: unum_entry/asl/integrations
             lambda_name(full, state, ql, self.source)  # raises when the resource is not a Lambda function
         self.retry_catch(full, state, scope, ql)

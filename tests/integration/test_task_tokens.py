@@ -1,7 +1,10 @@
 """`.waitForTaskToken` without a coordinator, through the real CLI: `python -m builder run` stops
-the workflow at the waiting Task, `python -m builder task-success|task-failure TOKEN` resumes it
-exactly once; a second callback, an unknown token and a late one (TimeoutSeconds) are refused
-with one line. The token travels through a Lambda handler's payload and through SQS on moto."""
+the workflow at the waiting Task (exit 0, "waiting", the token and how to complete it; `inspect`
+says "waiting"), `python -m builder task-success|task-failure TOKEN` resumes it exactly once; a
+second callback, an unknown token and a late one (TimeoutSeconds) are refused with one line; a
+failure callback goes through the Task's Retry, then its Catch. Tasks inside a Map iteration and
+inside a Parallel branch nested in a Map wait too: completed out of order, the Map's output is in
+item order. The token travels through a Lambda handler's payload and through SQS on moto."""
 
 from __future__ import annotations
 
@@ -52,13 +55,20 @@ def started(tmp_path: Path, **task: Any) -> tuple[Path, dict[str, str], str]:
                             {"FunctionName": "Ask", "Payload": {"token.$": "$$.Task.Token", "order.$": "$.order"}}, **task)
     env = {"TOKEN_DIR": str(tmp_path)}
     proc = cli("run", path, "--input", '{"order": 42}', "--store", tmp_path / "store", "--timeout", "60", env=env)
-    assert proc.returncode == 2 and "without a result" in proc.stderr, proc.stderr  # it waits: no result yet
-    return path, env, (tmp_path / "token").read_text()
+    assert proc.returncode == 0 and proc.stdout == "", proc.stderr  # waiting is not an error; no result yet
+    token = (tmp_path / "token").read_text()
+    assert "is waiting for 1 task-token callback(s) at 'Approve'" in proc.stderr, proc.stderr
+    assert f"Approve: {token}" in proc.stderr and "task-success TOKEN --output JSON" in proc.stderr
+    return path, env, token
 
 
 def test_task_success_resumes_the_workflow_exactly_once(tmp_path: Path) -> None:
     path, env, token = started(tmp_path)
     store = tmp_path / "store"
+    waiting = json.loads(cli("inspect", _workflow_of(token), "--store", store).stdout)
+    assert waiting["status"] == "waiting" and waiting["results"] == []
+    assert waiting["waiting"] == [{"state": "Approve", "function": "Approve", "token": token}]
+    assert "task-success TOKEN" in waiting["complete"] and "resume" not in waiting
 
     first = cli("task-success", token, "--output", '{"ok": true}', "--store", store, "--workflow", path, "--compact", env=env)
     assert first.returncode == 0, first.stderr
@@ -90,7 +100,7 @@ def test_unknown_and_malformed_tokens_are_refused(tmp_path: Path) -> None:
     path, env, token = started(tmp_path)
     from unum_entry.callbacks import Token
     real = Token.parse(token)
-    forged = Token(real.workflow, real.function, real.iteration, "0" * 32).text()
+    forged = Token(real.workflow, real.function, real.frames, "0" * 32).text()
 
     proc = cli("task-success", forged, "--output", "{}", "--store", tmp_path / "store", "--workflow", path, env=env)
     assert proc.returncode == 2 and "unknown task token" in proc.stderr and "Traceback" not in proc.stderr
@@ -119,7 +129,7 @@ def test_the_token_travels_through_sqs_on_moto(moto_server, tmp_path: Path) -> N
                             {"QueueUrl": queue, "MessageBody": {"token.$": "$$.Task.Token", "order.$": "$.order"}})
     env = aws_env(moto_server.endpoint)
     proc = cli("run", path, "--input", '{"order": 7}', "--store", tmp_path / "store", env=env)
-    assert proc.returncode == 2 and "without a result" in proc.stderr, proc.stderr
+    assert proc.returncode == 0 and "waiting for 1 task-token callback" in proc.stderr, proc.stderr
 
     message = json.loads(sqs.receive_message(QueueUrl=queue)["Messages"][0]["Body"])
     assert message["order"] == 7
@@ -127,3 +137,120 @@ def test_the_token_travels_through_sqs_on_moto(moto_server, tmp_path: Path) -> N
                "--workflow", path, "--compact", env=env)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout) == {"order": 7, "shipped": "yes"}
+
+
+COUNTING_ASK = '''import json, os
+def handler(event, context):
+    folder = os.environ["TOKEN_DIR"]
+    with open(os.path.join(folder, "token-%s" % event.get("id", "")), "a") as f:
+        f.write(event["token"] + "\\n")
+    return {"sent": True}
+'''
+
+
+def _ask_function(tmp_path: Path) -> dict[str, str]:
+    (tmp_path / "functions" / "Ask").mkdir(parents=True)
+    (tmp_path / "functions" / "Ask" / "app.py").write_text(COUNTING_ASK)
+    return {"TOKEN_DIR": str(tmp_path), "UNUM_ASL_TIME_SCALE": "0.001"}
+
+
+def _tokens(tmp_path: Path, key: Any = "") -> list[str]:
+    return (tmp_path / f"token-{key}").read_text().split()
+
+
+WAITING_TASK = {"Type": "Task", "Resource": f"{AWS}lambda:invoke.waitForTaskToken",
+                "Parameters": {"FunctionName": "Ask", "Payload": {"token.$": "$$.Task.Token", "id.$": "$.id"}}}
+
+
+def test_a_failure_callback_is_retried_then_caught(tmp_path: Path) -> None:
+    env = _ask_function(tmp_path)
+    definition = {"StartAt": "Approve", "States": {
+        "Approve": {**WAITING_TASK, "ResultPath": "$.approval", "End": True,
+                    "Retry": [{"ErrorEquals": ["Order.Rejected"], "MaxAttempts": 1, "IntervalSeconds": 1}],
+                    "Catch": [{"ErrorEquals": ["States.ALL"], "ResultPath": "$.rejected", "Next": "Denied"}]},
+        "Denied": {"Type": "Pass", "End": True}}}
+    path = tmp_path / "statemachine.json"
+    path.write_text(json.dumps(definition))
+    store = tmp_path / "store"
+    assert cli("run", path, "--input", '{"id": 1}', "--store", store, env=env).returncode == 0
+    [first] = _tokens(tmp_path, 1)
+
+    retried = cli("task-failure", first, "--error", "Order.Rejected", "--cause", "no", "--store", store,
+                  "--workflow", path, env=env)
+    assert retried.returncode == 0 and "waiting again" in retried.stderr, retried.stderr
+    first_again, second = _tokens(tmp_path, 1)  # Retry ran the Task again: a new call, a new token
+    assert first_again == first and second != first
+    caught = cli("task-failure", second, "--error", "Order.Rejected", "--cause", "still no", "--store", store,
+                 "--workflow", path, "--compact", env=env)
+    assert caught.returncode == 0, caught.stderr  # MaxAttempts 1 is used up: Catch takes it
+    assert json.loads(caught.stdout) == {"id": 1, "rejected": {"Error": "Order.Rejected", "Cause": "still no"}}
+    assert _tokens(tmp_path, 1) == [first, second]
+
+
+def test_each_map_iteration_waits_and_the_map_joins_in_item_order(tmp_path: Path) -> None:
+    env = _ask_function(tmp_path)
+    definition = {"StartAt": "Each", "States": {"Each": {
+        "Type": "Map", "ItemsPath": "$.orders", "ResultPath": "$.approved", "End": True,
+        "ItemProcessor": {"StartAt": "Approve", "States": {"Approve": {**WAITING_TASK, "ResultPath": "$.ok",
+                                                                         "End": True}}}}}}
+    path = tmp_path / "statemachine.json"
+    path.write_text(json.dumps(definition))
+    store = tmp_path / "store"
+    orders = {"orders": [{"id": 0}, {"id": 1}, {"id": 2}]}
+    run = cli("run", path, "--input", json.dumps(orders), "--store", store, env=env)
+    assert run.returncode == 0 and "waiting for 3 task-token callback(s) at 'Approve'" in run.stderr, run.stderr
+    tokens = [_tokens(tmp_path, i)[0] for i in range(3)]
+    assert len(set(tokens)) == 3
+    workflow = _workflow_of(tokens[0])
+
+    for i in (2, 0):  # out of order: the others keep waiting
+        done = cli("task-success", tokens[i], "--output", json.dumps({"by": i}), "--store", store, "--workflow", path,
+                   env=env)
+        assert done.returncode == 0 and "waiting again" in done.stderr and done.stdout == "", done.stderr
+    report = json.loads(cli("inspect", workflow, "--store", store).stdout)
+    assert report["status"] == "waiting" and [w["token"] for w in report["waiting"]] == [tokens[1]]
+    again = cli("task-success", tokens[2], "--output", '{"by": "late"}', "--store", store, "--workflow", path, env=env)
+    assert again.returncode == 2 and "already completed" in again.stderr and "Traceback" not in again.stderr
+
+    last = cli("task-success", tokens[1], "--output", '{"by": 1}', "--store", store, "--workflow", path,
+               "--compact", env=env)
+    assert last.returncode == 0, last.stderr
+    assert json.loads(last.stdout) == {**orders, "approved": [{"id": i, "ok": {"by": i}} for i in range(3)]}
+    assert json.loads(cli("inspect", workflow, "--store", store).stdout)["status"] == "succeeded"
+    refused = cli("task-failure", tokens[0], "--error", "X", "--store", store, "--workflow", path, env=env)
+    assert refused.returncode == 2 and "already completed" in refused.stderr
+
+
+def test_a_parallel_branch_nested_in_a_map_waits(tmp_path: Path) -> None:
+    env = _ask_function(tmp_path)
+    branches = [{"StartAt": "Approve", "States": {"Approve": {**WAITING_TASK, "End": True}}},
+                {"StartAt": "Note", "States": {"Note": {"Type": "Pass", "Result": "noted", "End": True}}}]
+    definition = {"StartAt": "Each", "States": {"Each": {
+        "Type": "Map", "End": True,
+        "ItemProcessor": {"StartAt": "Both", "States": {"Both": {"Type": "Parallel", "Branches": branches,
+                                                                   "End": True}}}}}}
+    path = tmp_path / "statemachine.json"
+    path.write_text(json.dumps(definition))
+    store = tmp_path / "store"
+    run = cli("run", path, "--input", '[{"id": "a"}, {"id": "b"}]', "--store", store, env=env)
+    assert run.returncode == 0 and "waiting for 2 task-token callback(s)" in run.stderr, run.stderr
+    for key in ("b", "a"):
+        done = cli("task-success", _tokens(tmp_path, key)[0], "--output", json.dumps(key.upper()), "--store", store,
+                   "--workflow", path, "--compact", env=env)
+        assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == [["A", "noted"], ["B", "noted"]]
+
+
+def test_a_duplicate_execution_of_the_waiting_task_sends_the_same_token(tmp_path: Path) -> None:
+    env = _ask_function(tmp_path)
+    definition = {"StartAt": "Approve", "States": {"Approve": {**WAITING_TASK, "End": True}}}
+    path = tmp_path / "statemachine.json"
+    path.write_text(json.dumps(definition))
+    store = tmp_path / "store"
+    for _ in range(2):  # the same workflow id again: the waiting Task's invocation is delivered twice
+        proc = cli("run", path, "--input", '{"id": 5}', "--workflow-id", "wf-twice", "--store", store, env=env)
+        assert proc.returncode == 0 and "waiting for 1 task-token callback" in proc.stderr, proc.stderr
+    first, second = _tokens(tmp_path, 5)  # the handler ran twice; the nonce is a journaled step
+    assert first == second
+    done = cli("task-success", second, "--output", '"yes"', "--store", store, "--workflow", path, "--compact", env=env)
+    assert done.returncode == 0 and json.loads(done.stdout) == "yes", done.stderr

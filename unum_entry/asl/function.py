@@ -58,6 +58,11 @@ def make_handler(module_file: str | Path) -> Handler:
         handler.__wrapped__ = user  # type: ignore[attr-defined]
         if is_durable(user):
             durable(handler)
+    if fragment.task is not None and not is_durable(handler):
+        from unum_entry.callbacks import waits
+        if waits(fragment.states[fragment.task]):
+            # Its task token's nonce is a journaled step: every execution sends the same token.
+            durable(handler)
     return handler
 
 

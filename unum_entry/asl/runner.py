@@ -17,7 +17,10 @@ replay takes the same route; the function's IR routes on `$.__next__`:
 A transfer T is `{"__unum_asl__": 1, "input", "vars", "stack", "exec"}`: the next state's raw
 input, the workflow variables, the Parallel/Map nesting stack and the execution's context
 object fields. Each stack level is `{"parent": P}` where only branch 0 carries P (the Parallel or
-Map state's raw input, variables and retry counters, which the join needs) and the others None.
+Map state's raw input, variables and retry counters, which the join needs) and the others None;
+with `Fragment.positions` it also holds `"at": [index, size, iteration]`, the fan-out frame the
+branches run under (the origin's innermost frame after its IR's leading `next`), so a Task in a
+branch can name its whole fan-out position in a task token (unum_entry/callbacks.py).
 """
 
 from __future__ import annotations
@@ -57,13 +60,15 @@ class Fragment:
     machine: Mapping[str, Any] = field(default_factory=dict)  # {"Name", "Id"} of the state machine
     carry_input: bool = False     # keep $$.Execution.Input in every transfer (the definition reads it)
     lambda_name: str | None = None
+    positions: bool = False       # record each fan-out's position in the stack (`.waitForTaskToken` in a branch)
 
     @classmethod
     def from_json(cls, doc: Mapping[str, Any]) -> Fragment:
         return cls(function=doc["function"], head=doc["head"], join=doc.get("join", False),
                    in_branch=doc.get("in_branch", False), states=doc["states"], task=doc.get("task"),
                    query_language=doc.get("query_language", "JSONPath"), machine=doc.get("machine", {}),
-                   carry_input=doc.get("carry_input", False), lambda_name=doc.get("lambda_name"))
+                   carry_input=doc.get("carry_input", False), lambda_name=doc.get("lambda_name"),
+                   positions=doc.get("positions", False))
 
 
 @dataclass(frozen=True)
@@ -164,6 +169,8 @@ class _Runner:
         if isinstance(event, Mapping) and "__next__" in event and "fanout" in event:
             fan = event["fanout"]  # a Parallel branch (the origin's whole decision): this is branch `index`
             level = {"parent": fan["parent"] if self.context.index == 0 else None}
+            if "at" in fan:
+                level["at"] = fan["at"]
             th = _Thread(fan["input"], dict(fan["vars"]), [*fan["stack"], level], fan["exec"])
         elif isinstance(event, Mapping) and event.get(MARK) == 1:
             th = _Thread(event["input"], dict(event["vars"]), list(event["stack"]), event["exec"])
@@ -345,12 +352,18 @@ class _Runner:
 
     # ---- Task ----------------------------------------------------------------------------
 
-    def _task(self, name: str, state: Mapping[str, Any], th: _Thread):
+    def _task(self, name: str, state: Mapping[str, Any], th: _Thread, counts: list[int] | None = None):
         from unum_entry import callbacks
         self.ran_task = True
-        scope = self._scope(name, th)
-        token = callbacks.issue(self.context) if callbacks.waits(state) else None
-        if token is not None:  # `.waitForTaskToken`: $$.Task.Token names this invocation
+        counts = counts if counts is not None else [0] * len(state.get("Retry", []))
+        scope = self._scope(name, th, retry_count=sum(counts))
+        token = None
+        if callbacks.waits(state):  # `.waitForTaskToken`: $$.Task.Token names this invocation
+            frames = self._position(th)
+            if frames is None:
+                return self._fail(th, "States.Runtime", f"the Task {name!r} waits for a task token but its fan-out "
+                                  "position is unknown (compile the state machine again)")
+            token = callbacks.issue(self.context, frames)
             scope.context["Task"]["Token"] = token.text()
         try:
             effective = dataflow.state_input(state, th.input, scope)
@@ -364,7 +377,6 @@ class _Runner:
         exceeded = self._too_large(name, effective)
         if exceeded is not None:
             return self._catch(name, state, th, exceeded.error, exceeded.cause)
-        counts = [0] * len(state.get("Retry", []))
         while True:
             try:
                 result = self._call(event, timeout)
@@ -375,7 +387,7 @@ class _Runner:
                     return self._catch(name, state, th, exc.error, exc.cause)
                 self.services.pause(delay)
         if token is not None:  # the call is made: this function stops here until the callback resumes it
-            return callbacks.wait_decision(name, th.transfer(), token, timeout)
+            return callbacks.wait_decision(name, th.transfer(), token, timeout, counts)
         result = lambda_payload(result)
         exceeded = self._too_large(name, result)
         if exceeded is not None:
@@ -398,7 +410,17 @@ class _Runner:
         state = self.f.states[name]
         self.ran_task = True
         if "error" in outcome:
-            step = self._catch(name, state, th, outcome["error"], outcome["cause"])
+            # A failed (or timed-out) callback is the Task's failure: its Retry applies as to any
+            # error (the Task runs again with a new token after the back-off), then its Catch.
+            counts = list(wait.get("retries") or [0] * len(state.get("Retry", [])))
+            delay = None
+            if outcome["error"] != "States.Runtime":
+                delay = retry_delay(state.get("Retry", []), outcome["error"], counts, self.services.random or _random)
+            if delay is not None:
+                self.services.pause(delay)
+                step = self._task(name, state, th, counts)
+            else:
+                step = self._catch(name, state, th, outcome["error"], outcome["cause"])
         else:
             try:
                 output, variables = dataflow.state_output(state, th.input, outcome["output"], self._scope(name, th))
@@ -407,6 +429,29 @@ class _Runner:
             else:
                 step = self._checked(name, state, replace(th, input=output, vars={**th.vars, **variables}), catch=True)
         return step if isinstance(step, dict) else self._walk(*step)
+
+    def _position(self, th: _Thread) -> list[list[int]] | None:
+        """This invocation's fan-out frames, root first: the `at` of every stack level, then the
+        innermost frame from the context; None unless they name exactly this invocation."""
+        from unum_entry import naming
+        from unum_entry.envelope import Frame
+
+        outer = [level.get("at") if isinstance(level, Mapping) else None for level in th.stack]
+        if not all(isinstance(at, list) for at in outer):
+            return None
+        ctx = self.context
+        frames = [*(list(at) for at in outer if isinstance(at, list)), [ctx.index, ctx.size, ctx.iteration]]
+        try:
+            named = naming.checkpoint_key(ctx.workflow_id, ctx.function_name, [Frame(*f) for f in frames])
+        except (TypeError, ValueError):
+            return None
+        return frames if named == ctx.invocation else None
+
+    def _position_after_hop(self) -> list[int]:
+        """The frame the branches of a fan-out from here run under: this invocation's innermost
+        frame after its IR's leading `next` (builder/compiler/plan.py: every program starts so)."""
+        ctx = self.context
+        return [ctx.index, ctx.size, ctx.iteration + 1]
 
     def _timeout(self, state: Mapping[str, Any], raw: Any, scope: dataflow.Scope) -> float | None:
         for key in ("TimeoutSeconds", "TimeoutSecondsPath"):
@@ -465,10 +510,11 @@ class _Runner:
         retries = retries if retries is not None else [0] * len(state.get("Retry", []))
         parent = {"raw": th.input, "vars": th.vars, "exec": th.exec, "retries": retries}
         try:
+            at = {"at": self._position_after_hop()} if self.f.positions else {}
             if state["Type"] == "Parallel":
                 effective = dataflow.state_input(state, th.input, scope)
                 return {"__next__": name, "fanout": {"input": effective, "vars": th.vars, "stack": th.stack,
-                                                     "exec": th.exec, "parent": parent}}
+                                                     "exec": th.exec, "parent": parent, **at}}
             inputs = self._map_inputs(name, state, th, scope)
             limit = self._max_concurrency(state, th.input, scope)
         except StatesRuntimeError as exc:
@@ -476,7 +522,7 @@ class _Runner:
         if not inputs:  # nothing to fan out: the Map completes here with []
             return self._complete(name, state, th, [])
         items = [{MARK: 1, "input": value, "vars": th.vars, "exec": th.exec,
-                  "stack": [*th.stack, {"parent": parent if i == 0 else None}]} for i, value in enumerate(inputs)]
+                  "stack": [*th.stack, {"parent": parent if i == 0 else None, **at}]} for i, value in enumerate(inputs)]
         # The IR's map runs the iterations in `max_concurrency` lanes (0: all at once).
         return {"__next__": name, "items": items, "max_concurrency": limit}
 
