@@ -185,6 +185,12 @@ class PlatformGaveUp(UnumError):
         super().__init__(f"{condition}: {self.error_type}: {self.message}")
 
 
+class IncompleteOutcome(UnumError):
+    """A delivery outcome lacks what its status needs (DONE without its report, RETRY_HANDLER
+    without the retry envelope, REDELIVER without its error): a bug in the delivery policy
+    (unum_entry.platforms.common.DeliveryOutcome), never retried as transient."""
+
+
 class RedeliveriesExhausted(UnumError):
     """A platform stopped redelivering a delivery that kept failing (the local platform's
     counterpart of Lambda's on-failure destination record). Names the last error."""

@@ -75,7 +75,7 @@ def _default_base(client: Any) -> str:
 
 
 def register(sub: Any) -> None:
-    from builder.commands.options import positive_seconds
+    from builder.commands.options import add_wait_options
 
     p = sub.add_parser("local-aws", help="run a workflow's Lambda images locally: containers + async Invoke endpoint + moto")
     p.add_argument("workflow", help="workflow folder")
@@ -89,6 +89,5 @@ def register(sub: Any) -> None:
     p.add_argument("--moto-endpoint", default=None, help="use this moto server instead of starting one")
     p.add_argument("--table", default=None, help="DynamoDB table (default: a new one)")
     p.add_argument("--retry-delay", type=float, default=1.0, help="seconds before Lambda's first retry (default: 1)")
-    p.add_argument("--timeout", type=positive_seconds, default=300.0, help="seconds to wait for the workflow (default: 300)")
-    p.add_argument("--compact", action="store_true", help="print the result on one line")
+    add_wait_options(p, workers=False, timeout_help="seconds to wait for the workflow")
     p.set_defaults(func=cmd_local_aws)

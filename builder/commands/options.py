@@ -34,23 +34,22 @@ class _FromEnv(str):
 
 def positive_int(text: str) -> int:
     """A whole number ≥ 1 (argparse type)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, found {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, found {text!r}")
-    return value
+    return _checked(text, int, lambda value: value >= 1, "a whole number >= 1")
 
 
 def positive_seconds(text: str) -> float:
     """A finite number of seconds > 0 (argparse type)."""
+    return _checked(text, float, lambda value: value > 0 and math.isfinite(value), "seconds > 0")
+
+
+def _checked(text: str, convert: Callable[[str], Any], accept: Callable[[Any], bool], expected: str) -> Any:
+    """`convert(text)` if it converts and `accept`s, else the usage error saying what was expected."""
     try:
-        value = float(text)
+        value = convert(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected seconds > 0, found {text!r}") from None
-    if not (value > 0 and math.isfinite(value)):
-        raise argparse.ArgumentTypeError(f"expected seconds > 0, found {text!r}")
+        raise argparse.ArgumentTypeError(f"expected {expected}, found {text!r}") from None
+    if not accept(value):
+        raise argparse.ArgumentTypeError(f"expected {expected}, found {text!r}")
     return value
 
 
@@ -79,3 +78,14 @@ def env_option(parser: argparse.ArgumentParser, flag: str, *, envvar: str, defau
 def add_store_option(parser: argparse.ArgumentParser, help: str = "store URL or folder") -> None:
     """`--store`, falling back to `$UNUM_STORE`, then `.unum/store`."""
     env_option(parser, "--store", envvar=STORE_ENV, default=DEFAULT_STORE, help=help)
+
+
+def add_wait_options(parser: argparse.ArgumentParser, *, workers: bool, timeout_help: str) -> None:
+    """The options of a command that runs a workflow until it stops and prints its result:
+    `--workers` (if `workers`; falling back to `$UNUM_WORKERS`, then 8), `--timeout` (`$UNUM_TIMEOUT`,
+    then 300 seconds) and `--compact`."""
+    if workers:
+        env_option(parser, "--workers", envvar=WORKERS_ENV, default=8, type=positive_int,
+                   help="concurrent executions")
+    env_option(parser, "--timeout", envvar=TIMEOUT_ENV, default=300.0, type=positive_seconds, help=timeout_help)
+    parser.add_argument("--compact", action="store_true", help="print the result on one line")

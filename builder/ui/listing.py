@@ -17,8 +17,7 @@ from typing import Any
 
 from unum_entry.codec import decode
 from unum_entry.errors import UnumError
-from unum_entry.outcome import WorkflowStatus
-from unum_entry.outcome import _covers_every_position as covers_every_position  # the one rule
+from unum_entry.outcome import WorkflowStatus, covers_every_position
 from unum_entry.retention import DEFAULT_REDELIVERY_SECONDS, DEFAULT_TTL_SECONDS
 from unum_entry.stores.base import Store, WorkflowEntry
 

@@ -22,6 +22,23 @@ SETS = 20
 SLOTS = 16
 
 
+def _in_processes(root: str, target) -> list:
+    """Run `target(root, worker, start, results)` in PROCESSES forked processes released at once;
+    each puts one result. Returns them (in arrival order) once every process exited cleanly."""
+    FileStore(root)
+    context = multiprocessing.get_context("fork")
+    start, results = context.Event(), context.Queue()
+    workers = [context.Process(target=target, args=(root, w, start, results)) for w in range(PROCESSES)]
+    for worker in workers:
+        worker.start()
+    start.set()
+    collected = [results.get(timeout=60) for _ in workers]
+    for worker in workers:
+        worker.join(timeout=60)
+        assert worker.exitcode == 0
+    return collected
+
+
 def _adder(root: str, worker: int, start, results) -> None:
     store = FileStore(root)
     start.wait()
@@ -37,17 +54,7 @@ def _adder(root: str, worker: int, start, results) -> None:
 
 def test_adders_in_several_processes_all_land_and_someone_sees_each_set_full(tmp_path) -> None:
     root = str(tmp_path / "store")
-    FileStore(root)
-    context = multiprocessing.get_context("fork")
-    start, results = context.Event(), context.Queue()
-    workers = [context.Process(target=_adder, args=(root, w, start, results)) for w in range(PROCESSES)]
-    for worker in workers:
-        worker.start()
-    start.set()
-    seen_full = [s for _ in workers for s in results.get(timeout=60)]
-    for worker in workers:
-        worker.join(timeout=60)
-        assert worker.exitcode == 0
+    seen_full = [s for full in _in_processes(root, _adder) for s in full]
 
     store = FileStore(root)
     everyone = {slot: f"m-{slot}" for slot in range(SLOTS)}
@@ -64,16 +71,7 @@ def _creator(root: str, worker: int, start, results) -> None:
 
 def test_creates_in_several_processes_agree_on_one_winner_per_key(tmp_path) -> None:
     root = str(tmp_path / "store")
-    FileStore(root)
-    context = multiprocessing.get_context("fork")
-    start, results = context.Event(), context.Queue()
-    workers = [context.Process(target=_creator, args=(root, w, start, results)) for w in range(PROCESSES)]
-    for worker in workers:
-        worker.start()
-    start.set()
-    outcomes = [results.get(timeout=60) for _ in workers]
-    for worker in workers:
-        worker.join(timeout=60)
+    outcomes = _in_processes(root, _creator)
 
     store = FileStore(root)
     for i in range(50):

@@ -386,3 +386,45 @@ def test_records_lists_live_objects_and_filters_by_workflow(store: Store) -> Non
     assert {record.key for record in store.records("wf-b")} == {"c-b1"}
     assert {record.key for record in store.records("wf-none")} == set()
     assert {record.key for record in store.records()} == {"c-a1", "r-a", "f-a", "s-a", "c-b1"}
+
+
+# ---- workflows (listing: `python -m builder list`, the web page) ---------------------------------
+
+def test_workflows_counts_each_workflows_objects_by_kind_with_its_expiries(store: Store) -> None:
+    now = int(time.time())
+    store.create("c-b1", b"1", workflow="wf-b", expires_at=now + 100)
+    store.create("c-b2", b"2", workflow="wf-b", expires_at=now + 300)
+    store.create("r-b", b"result", workflow="wf-b", kind=Kind.RESULT, expires_at=now + 300)
+    add(store, "s-a", 0, "c-a1", workflow="wf-a", expires_at=now + 50)
+    store.create("f-a", b"failure", workflow="wf-a", kind=Kind.FAILURE, expires_at=now + 200)
+
+    entries = store.workflows()
+    assert [entry.workflow for entry in entries] == ["wf-a", "wf-b"]  # sorted by id
+    a, b = entries
+    assert dict(a.objects) == {Kind.SET: 1, Kind.FAILURE: 1}
+    assert (a.results, a.failure, a.first_expiry, a.last_expiry) == ((), "f-a", now + 50, now + 200)
+    assert dict(b.objects) == {Kind.CHECKPOINT: 2, Kind.RESULT: 1}
+    assert (b.results, b.failure, b.first_expiry, b.last_expiry) == (("r-b",), None, now + 100, now + 300)
+
+
+def test_workflows_leaves_out_what_has_expired(store: Store) -> None:
+    now = int(time.time())
+    store.create("c-1", b"1", workflow="wf", expires_at=now + 100)
+    add(store, "s-1", 0, "c-1", workflow="wf", expires_at=now + 100)
+    store.create("c-2", b"2", workflow="wf", expires_at=now + 300)
+    store.create("c-old", b"3", workflow="wf-old", expires_at=now + 100)
+    add(store, "s-old", 1, "c-old", workflow="wf-old", expires_at=now + 100)
+
+    [entry] = at(store, now + 200).workflows()  # the set and checkpoints of 100 s have expired
+    assert entry.workflow == "wf" and dict(entry.objects) == {Kind.CHECKPOINT: 1}
+    assert (entry.first_expiry, entry.last_expiry) == (now + 300, now + 300)
+    assert at(store, now + 400).workflows() == []
+    assert {entry.workflow for entry in store.workflows()} == {"wf", "wf-old"}  # still live now
+
+
+def test_workflows_counts_the_chunks_of_a_value_stored_by_reference(store: Store) -> None:
+    limit = limited(store)
+    store.create("r-big", os.urandom(limit + 1), workflow="wf", kind=Kind.RESULT)
+
+    [entry] = store.workflows()
+    assert dict(entry.objects) == {Kind.RESULT: 1, Kind.CHUNK: 2} and entry.results == ("r-big",)

@@ -1,5 +1,6 @@
-"""Store wrappers for the fault suites: a transparent delegating base, and `FaultyStore`, which
-makes store operations fail transiently the nastiest ways a real backend can.
+"""Store wrappers for the fault suites: `FaultyStore` (over the library's delegating base,
+`unum_entry.stores.base.StoreWrapper`, importable from here too), which makes store operations
+fail transiently the nastiest ways a real backend can.
 
 `FaultyStore` raises `InjectedStoreError` (a plain `StoreError`: the delivery policy redelivers)
 when the run's `FaultInjector.store_fault` says so:
@@ -25,79 +26,13 @@ from typing import Any, TypeVar
 
 from unum_entry.errors import StoreError
 from unum_entry.local.faults import FaultInjector
-from unum_entry.stores.base import AppOp, Guard, Kind, Record, SetState, Store, Versioned
+from unum_entry.stores.base import AppOp, Guard, Kind, Record, SetState, Store, StoreWrapper, Versioned
 
 T = TypeVar("T")
 
 
 class InjectedStoreError(StoreError):
     """A transient store error injected by the test (not a SetGone/TransactionConflict/GuardFailed)."""
-
-
-class StoreWrapper(Store):
-    """Delegates every public operation to `inner` (subclasses intercept some)."""
-
-    def __init__(self, inner: Store) -> None:
-        super().__init__(ttl_seconds=inner.ttl_seconds, clock=inner._clock)
-        self.inner = inner
-        self.max_value_bytes = inner.max_value_bytes  # informational: `inner` stores by reference
-
-    def create(self, key: str, value: bytes, *, workflow: str, kind: Kind = Kind.CHECKPOINT,
-               expires_at: int | None = None) -> tuple[bytes, bool]:
-        return self.inner.create(key, value, workflow=workflow, kind=kind, expires_at=expires_at)
-
-    def get(self, key: str) -> bytes | None:
-        return self.inner.get(key)
-
-    def get_many(self, keys: Iterable[str]) -> dict[str, bytes]:
-        return self.inner.get_many(keys)
-
-    def read(self, keys: Iterable[str]) -> dict[str, Record]:
-        return self.inner.read(keys)
-
-    def delete(self, keys: Iterable[str]) -> None:
-        self.inner.delete(keys)
-
-    def add_to_set(self, key: str, slot: int, member: str, *, size: int, workflow: str,
-                   expires_at: int | None = None) -> SetState:
-        return self.inner.add_to_set(key, slot, member, size=size, workflow=workflow, expires_at=expires_at)
-
-    def sweep(self, now: float | None = None) -> int:
-        return self.inner.sweep(now)
-
-    def app_read(self, table: str, keys: Iterable[str]) -> dict[str, Versioned]:
-        return self.inner.app_read(table, keys)
-
-    def transact(self, key: str, value: bytes, ops: Iterable[AppOp], *, workflow: str,
-                 kind: Kind = Kind.STEP, guards: Iterable[Guard] = (),
-                 expires_at: int | None = None) -> tuple[bytes, bool]:
-        return self.inner.transact(key, value, ops, workflow=workflow, kind=kind, guards=guards,
-                                   expires_at=expires_at)
-
-    def records(self, workflow: str | None = None) -> Iterator[Record]:
-        return self.inner.records(workflow)
-
-    def close(self) -> None:
-        self.inner.close()
-
-    # The primitives are never reached: every public method delegates above.
-    def _create(self, record: Record) -> Record | None:  # pragma: no cover
-        raise NotImplementedError
-
-    def _get_many(self, keys: list[str]) -> dict[str, Record]:  # pragma: no cover
-        raise NotImplementedError
-
-    def _delete(self, keys: list[str]) -> None:  # pragma: no cover
-        raise NotImplementedError
-
-    def _add_to_set(self, record: Record, slot: int, member: str) -> SetState:  # pragma: no cover
-        raise NotImplementedError
-
-    def _scan(self, workflow: str | None) -> Iterable[Record]:  # pragma: no cover
-        raise NotImplementedError
-
-    def _sweep(self, now: float) -> int:  # pragma: no cover
-        raise NotImplementedError
 
 
 def innermost(store: Store) -> Store:

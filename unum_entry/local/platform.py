@@ -282,22 +282,21 @@ class LocalPlatform:
         outcome = deliver(runtime, env, retry=self._backoff)
         status = outcome.status
         if status is DeliveryStatus.DONE:
-            assert outcome.report is not None
-            self._count("committed" if outcome.report.created else "replayed")
-            if outcome.report.created:
+            created = outcome.done_report.created
+            self._count("committed" if created else "replayed")
+            if created:
                 with self._stats_lock:
                     self._committed[delivery.function] += 1
         elif status is DeliveryStatus.DROPPED:
             self._count("stale")
         elif status is DeliveryStatus.RETRY_HANDLER:
-            assert outcome.retry is not None
+            retry_envelope = outcome.retry_envelope
             self._count("handler_retries")
-            self.submit(delivery.function, outcome.retry.to_wire(), delay=outcome.delay)
+            self.submit(delivery.function, retry_envelope.to_wire(), delay=outcome.delay)
         elif status is DeliveryStatus.FAILED:
             self._count("failed")
         else:
-            assert outcome.error is not None
-            self._redeliver(delivery, runtime, env, outcome.error)
+            self._redeliver(delivery, runtime, env, outcome.cause)
 
     def _redeliver(self, delivery: _Delivery, runtime: Runtime, env: Envelope, error: BaseException) -> None:
         """Deliver `delivery` again after the backoff, or dead-letter it once it failed

@@ -26,8 +26,8 @@ from typing import TYPE_CHECKING, Any
 
 from unum_entry.invokers import Invoker
 from unum_entry.envelope import Envelope
-from unum_entry.errors import (ConfigurationError, HandlerFailed, InvokeError, RedeliveriesExhausted, StaleInvocation,
-                               StoreError, UnumError)
+from unum_entry.errors import (ConfigurationError, HandlerFailed, IncompleteOutcome, InvokeError, RedeliveriesExhausted,
+                               StaleInvocation, StoreError, UnumError)
 from unum_entry.frozen import Frozen, frozen
 from unum_entry.invocation_log import InvocationLog, InvocationRecord
 from unum_entry.ir import IR_FILE_NAME, FunctionIR, load_ir
@@ -147,6 +147,29 @@ class DeliveryOutcome(Frozen):
                  delay: float = 0.0, error: BaseException | None = None) -> None:
         self.__dict__.update(status=status, report=report, retry=retry, delay=delay, error=error)
 
+    # What each status needs, typed as present (IncompleteOutcome when the policy left it out).
+
+    @property
+    def done_report(self) -> EgressReport:
+        """`report` of a DONE outcome."""
+        if self.report is None:
+            raise IncompleteOutcome(f"a {self.status.name} delivery outcome without its report")
+        return self.report
+
+    @property
+    def retry_envelope(self) -> Envelope:
+        """`retry` of a RETRY_HANDLER outcome: the envelope of the next attempt."""
+        if self.retry is None:
+            raise IncompleteOutcome(f"a {self.status.name} delivery outcome without the envelope to retry")
+        return self.retry
+
+    @property
+    def cause(self) -> BaseException:
+        """`error` of a RETRY_HANDLER, REDELIVER or FAILED outcome."""
+        if self.error is None:
+            raise IncompleteOutcome(f"a {self.status.name} delivery outcome without its error")
+        return self.error
+
 
 def deliver(runtime: Runtime, env: Envelope, *, retry: RetryPolicy) -> DeliveryOutcome:
     """The delivery policy of every platform (Lambda and Cloud Run adapters, the local platform):
@@ -221,21 +244,19 @@ def run_delivery(loaded: LoadedFunction, envelope: Envelope, stored_key: str | N
                                                     (time.perf_counter() - started) * 1000))
     status = outcome.status
     if status is DeliveryStatus.REDELIVER:
-        assert outcome.error is not None
-        raise outcome.error  # transient platform trouble or a crash: the platform redelivers
+        raise outcome.cause  # transient platform trouble or a crash: the platform redelivers
     summary: dict[str, Any] = {"function": function, "workflow": envelope.workflow, "attempt": envelope.attempt}
     if status is DeliveryStatus.RETRY_HANDLER:
-        assert outcome.retry is not None
+        retry_envelope = outcome.retry_envelope
         sleep(outcome.delay)
-        loaded.invoker.invoke(function, outcome.retry.to_wire())
-        summary.update(retrying=outcome.retry.attempt, error=str(outcome.error))
+        loaded.invoker.invoke(function, retry_envelope.to_wire())
+        summary.update(retrying=retry_envelope.attempt, error=str(outcome.error))
     elif status is DeliveryStatus.FAILED:
         summary["failed"] = str(outcome.error)
     elif status is DeliveryStatus.DROPPED:
         summary["stale"] = True
     else:
-        report = outcome.report
-        assert report is not None
+        report = outcome.done_report
         summary.update(committed=report.created, invoked=report.invoked, terminal=report.terminal)
     if stored_key is not None:
         loaded.store.delete([stored_key])

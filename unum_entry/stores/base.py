@@ -30,12 +30,14 @@ not follow manifests (chunks expire or are swept with the record they belong to)
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import hashlib
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
+from typing import Any, TypeVar
 
 import msgpack  # type: ignore[import-untyped]
 
@@ -401,6 +403,129 @@ class Store(ABC):
                                  f"bytes, its manifest says {length}")
             resolved[key] = replace(records[key], value=value)
         return resolved
+
+
+_ClientStoreT = TypeVar("_ClientStoreT", bound="ClientStore")
+
+
+class ClientStore(Store):
+    """A store over a cloud SDK client (DynamoDB, Firestore): who owns the client, closing it
+    once, and turning the SDK's errors into StoreError — once, for every such backend.
+
+    A client passed in stays the caller's: `close()` only closes a client that `_open` built.
+    A backend names its SDK's error base in `_client_errors` and says what failed in `_failed`.
+    """
+
+    #: The SDK's exceptions that `_mapped` turns into StoreError.
+    _client_errors: tuple[type[BaseException], ...] = ()
+
+    def __init__(self, client: Any, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.client = client
+        self._owns_client = False
+        self._closed = False
+
+    @classmethod
+    def _open(cls: type[_ClientStoreT], client: Any, build: Callable[[], Any], *args: Any,
+              **kwargs: Any) -> _ClientStoreT:
+        """`cls(client, *args, **kwargs)`, building the client with `build()` when `client` is
+        None; a client built here is the store's, closed by `close()`."""
+        store = cls(build() if client is None else client, *args, **kwargs)
+        store._owns_client = client is None
+        return store
+
+    def close(self) -> None:
+        """Close the client if the store built it (`_open`); a passed-in client stays open.
+        Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._owns_client:
+            self.client.close()
+
+    @contextlib.contextmanager
+    def _mapped(self, operation: str, key: str | None = None) -> Iterator[None]:
+        """Turn the SDK's errors escaping the block into StoreError (`_failed`) naming the
+        operation and, where given, the key."""
+        try:
+            yield
+        except self._client_errors as exc:
+            raise self._failed(operation, exc, key) from exc
+
+    @abstractmethod
+    def _failed(self, operation: str, exc: BaseException, key: str | None = None) -> StoreError:
+        """The StoreError for `exc`, raised by the SDK in `operation` (on `key`, if given):
+        it names the backend, its table or collection, and what the SDK said."""
+
+
+class StoreWrapper(Store):
+    """Delegates every public operation to `inner`; subclasses intercept some (counting,
+    fault injection, tracing). The backend primitives are never reached."""
+
+    def __init__(self, inner: Store) -> None:
+        super().__init__(ttl_seconds=inner.ttl_seconds, clock=inner._clock)
+        self.inner = inner
+        self.max_value_bytes = inner.max_value_bytes  # informational: `inner` stores by reference
+
+    def create(self, key: str, value: bytes, *, workflow: str, kind: Kind = Kind.CHECKPOINT,
+               expires_at: int | None = None) -> tuple[bytes, bool]:
+        return self.inner.create(key, value, workflow=workflow, kind=kind, expires_at=expires_at)
+
+    def get(self, key: str) -> bytes | None:
+        return self.inner.get(key)
+
+    def get_many(self, keys: Iterable[str]) -> dict[str, bytes]:
+        return self.inner.get_many(keys)
+
+    def read(self, keys: Iterable[str]) -> dict[str, Record]:
+        return self.inner.read(keys)
+
+    def delete(self, keys: Iterable[str]) -> None:
+        self.inner.delete(keys)
+
+    def add_to_set(self, key: str, slot: int, member: str, *, size: int, workflow: str,
+                   expires_at: int | None = None) -> SetState:
+        return self.inner.add_to_set(key, slot, member, size=size, workflow=workflow, expires_at=expires_at)
+
+    def sweep(self, now: float | None = None) -> int:
+        return self.inner.sweep(now)
+
+    def app_read(self, table: str, keys: Iterable[str]) -> dict[str, Versioned]:
+        return self.inner.app_read(table, keys)
+
+    def transact(self, key: str, value: bytes, ops: Iterable[AppOp], *, workflow: str,
+                 kind: Kind = Kind.STEP, guards: Iterable[Guard] = (),
+                 expires_at: int | None = None) -> tuple[bytes, bool]:
+        return self.inner.transact(key, value, ops, workflow=workflow, kind=kind, guards=guards,
+                                   expires_at=expires_at)
+
+    def records(self, workflow: str | None = None) -> Iterator[Record]:
+        return self.inner.records(workflow)
+
+    def workflows(self) -> list[WorkflowEntry]:
+        return self.inner.workflows()
+
+    def close(self) -> None:
+        self.inner.close()
+
+    # The primitives are never reached: every public method delegates above.
+    def _create(self, record: Record) -> Record | None:  # pragma: no cover
+        raise NotImplementedError
+
+    def _get_many(self, keys: list[str]) -> dict[str, Record]:  # pragma: no cover
+        raise NotImplementedError
+
+    def _delete(self, keys: list[str]) -> None:  # pragma: no cover
+        raise NotImplementedError
+
+    def _add_to_set(self, record: Record, slot: int, member: str) -> SetState:  # pragma: no cover
+        raise NotImplementedError
+
+    def _scan(self, workflow: str | None) -> Iterable[Record]:  # pragma: no cover
+        raise NotImplementedError
+
+    def _sweep(self, now: float) -> int:  # pragma: no cover
+        raise NotImplementedError
 
 
 def chunk_key_of(key: str, digest: bytes, expires_at: int, index: int) -> str:

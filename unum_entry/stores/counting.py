@@ -4,19 +4,17 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 
-from unum_entry.stores.base import AppOp, Guard, Kind, Record, SetState, Store, Versioned
+from unum_entry.stores.base import AppOp, Guard, Kind, Record, SetState, Store, StoreWrapper, Versioned
 
 
-class CountingStore(Store):
+class CountingStore(StoreWrapper):
     """Delegates to `inner` and counts billed operations: a read per key read, a write per
     create/add, a delete per key deleted (DynamoDB bills per item, not per request)."""
 
     def __init__(self, inner: Store) -> None:
-        super().__init__(ttl_seconds=inner.ttl_seconds)
-        self.inner = inner
-        self.max_value_bytes = inner.max_value_bytes  # informational: `inner` stores by reference
+        super().__init__(inner)
         self.ordered_sets = False  # `inner` already says who completed a set (SetState.completed_by)
         self.counts: Counter[str] = Counter()
         self._lock = threading.Lock()
@@ -31,6 +29,9 @@ class CountingStore(Store):
         inside `inner`; those are not counted here)."""
         self._count(f"create_{kind.value}")
         return self.inner.create(key, value, workflow=workflow, kind=kind, expires_at=expires_at)
+
+    def get(self, key: str) -> bytes | None:
+        return self.get_many([key]).get(key)  # counted as one read
 
     def get_many(self, keys: Iterable[str]) -> dict[str, bytes]:
         wanted = list(dict.fromkeys(keys))
@@ -72,33 +73,8 @@ class CountingStore(Store):
         return self.inner.transact(key, value, ops, workflow=workflow, kind=kind, guards=guards,
                                    expires_at=expires_at)
 
-    def records(self, workflow: str | None = None) -> Iterator[Record]:
-        return self.inner.records(workflow)
-
     def reset(self) -> Counter[str]:
         """Return the counts so far and start again from zero."""
         with self._lock:
             counts, self.counts = self.counts, Counter()
         return counts
-
-    def close(self) -> None:
-        self.inner.close()
-
-    # The primitives are never reached: every public method delegates above.
-    def _create(self, record: Record) -> Record | None:  # pragma: no cover
-        raise NotImplementedError
-
-    def _get_many(self, keys: list[str]) -> dict[str, Record]:  # pragma: no cover
-        raise NotImplementedError
-
-    def _delete(self, keys: list[str]) -> None:  # pragma: no cover
-        raise NotImplementedError
-
-    def _add_to_set(self, record: Record, slot: int, member: str) -> SetState:  # pragma: no cover
-        raise NotImplementedError
-
-    def _scan(self, workflow: str | None) -> Iterable[Record]:  # pragma: no cover
-        raise NotImplementedError
-
-    def _sweep(self, now: float) -> int:  # pragma: no cover
-        raise NotImplementedError

@@ -38,7 +38,6 @@ or build the client yourself and pass it to `DynamoDBStore(client, "TABLE")`.
 
 from __future__ import annotations
 
-import contextlib
 import ipaddress
 import os
 import random
@@ -55,7 +54,7 @@ from urllib.parse import urlsplit
 from botocore.exceptions import BotoCoreError, ClientError  # type: ignore[import-untyped]
 
 from unum_entry.errors import GuardFailed, StoreError, TransactionConflict
-from unum_entry.stores.base import AppOp, Guard, Kind, Record, SetState, Store, Versioned
+from unum_entry.stores.base import AppOp, ClientStore, Guard, Kind, Record, SetState, Versioned
 from unum_entry.urls import parse_resource_url
 
 # Attribute names (see the module docstring).
@@ -101,7 +100,7 @@ class BatchRetry:
         return ceiling * random.uniform(0.5, 1.0)
 
 
-class DynamoDBStore(Store):
+class DynamoDBStore(ClientStore):
     """Store over one DynamoDB table (layout in the module docstring).
 
     `client` is a boto3 DynamoDB client (thread-safe; share one per process). A client passed
@@ -111,16 +110,14 @@ class DynamoDBStore(Store):
     # An item holds at most 400 KB (names and values); this leaves room for the other attributes.
     max_value_bytes = 350_000
     ordered_sets = False  # a set's slots are attributes of one item: no apply order to read
+    _client_errors = (ClientError, BotoCoreError)
 
     def __init__(self, client: Any, table: str, *, retry: BatchRetry = BatchRetry(), **kwargs) -> None:
-        super().__init__(**kwargs)
+        super().__init__(client, **kwargs)
         if not _TABLE_NAME.match(table):
             raise StoreError(f"DynamoDB table name {table!r} is invalid: use 3-255 of A-Z a-z 0-9 _ . -")
-        self.client = client
         self.table = table
         self.retry = retry
-        self._owns_client = False
-        self._closed = False
 
     @classmethod
     def from_url(cls, url: str, *, client: Any = None, **kwargs) -> DynamoDBStore:
@@ -134,13 +131,10 @@ class DynamoDBStore(Store):
         """
         table, options = _parse_url(url)
         create = _flag(url, "create", options.get("create", "0"))
-        owns = client is None
-        if client is None:
-            region = options.get("region") or os.environ.get("AWS_REGION") \
-                or os.environ.get("AWS_DEFAULT_REGION") or DEFAULT_REGION
-            client = _build_client(endpoint=options.get("endpoint") or None, region=region)
-        store = cls(client, table, **kwargs)
-        store._owns_client = owns
+        region = options.get("region") or os.environ.get("AWS_REGION") \
+            or os.environ.get("AWS_DEFAULT_REGION") or DEFAULT_REGION
+        store = cls._open(client, lambda: _build_client(endpoint=options.get("endpoint") or None, region=region),
+                          table, **kwargs)
         if create:
             store.ensure_table()
         return store
@@ -280,7 +274,9 @@ class DynamoDBStore(Store):
                         ReturnValuesOnConditionCheckFailure="ALL_OLD",
                     )
                     state = self._record(response["Attributes"])
-                    assert state.size is not None  # set by this very update if it was absent
+                    if state.size is None:  # the update sets it when absent: only a foreign item lacks it
+                        raise StoreError(f"set {key!r} in DynamoDB table {self.table!r} has no size "
+                                         f"attribute {SIZE!r} after an add")
                     return SetState(size=state.size, members=state.members)
                 except ClientError as exc:
                     if _code(exc) != _CONDITION_FAILED:
@@ -307,15 +303,7 @@ class DynamoDBStore(Store):
             "ProjectionExpression": "#k, #ttl", "ExpressionAttributeNames": {"#k": KEY, "#ttl": TTL},
             "ExpressionAttributeValues": {":now": {"N": str(int(now))}},
         }
-        deleted = 0
-        while True:
-            with self._mapped("Scan"):
-                page = self.client.scan(**params)
-            for item in page.get("Items", []):
-                deleted += self._delete_expired(item[KEY]["S"], int(item[TTL]["N"]))
-            if not page.get("LastEvaluatedKey"):
-                return deleted
-            params["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+        return sum(self._delete_expired(item[KEY]["S"], int(item[TTL]["N"])) for item in self._scanned(params))
 
     def _app_read(self, table: str, keys: list[str]) -> dict[str, Versioned]:
         found: dict[str, Versioned] = {}
@@ -367,37 +355,27 @@ class DynamoDBStore(Store):
         if workflow is not None:
             params.update(FilterExpression="#w = :w", ExpressionAttributeNames={"#w": WORKFLOW},
                           ExpressionAttributeValues={":w": {"S": workflow}})
-        while True:
-            with self._mapped("Scan"):
-                page = self.client.scan(**params)
-            for item in page.get("Items", []):
-                yield self._record(item)
-            if not page.get("LastEvaluatedKey"):
-                return
-            params["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+        return map(self._record, self._scanned(params))
 
     def _scan_keys(self) -> Iterator[Record]:
         """A scan projecting key, workflow, kind and expiry only (Store.workflows)."""
         params: dict[str, Any] = {"TableName": self.table, "ConsistentRead": True,
                                   "ProjectionExpression": "#k, #w, #t, #ttl",
                                   "ExpressionAttributeNames": {"#k": KEY, "#w": WORKFLOW, "#t": KIND, "#ttl": TTL}}
+        return map(self._record, self._scanned(params))
+
+    # ---- helpers -------------------------------------------------------------------------
+
+    def _scanned(self, params: dict[str, Any]) -> Iterator[Mapping[str, Any]]:
+        """The items of a Scan with `params`, page by page (a page is read when reached)."""
+        params = dict(params)
         while True:
             with self._mapped("Scan"):
                 page = self.client.scan(**params)
-            for item in page.get("Items", []):
-                yield self._record(item)
+            yield from page.get("Items", [])
             if not page.get("LastEvaluatedKey"):
                 return
             params["ExclusiveStartKey"] = page["LastEvaluatedKey"]
-
-    def close(self) -> None:
-        if self._closed:
-            return
-        self._closed = True
-        if self._owns_client:
-            self.client.close()
-
-    # ---- helpers -------------------------------------------------------------------------
 
     def _get_one(self, key: str) -> dict[str, Any] | None:
         with self._mapped("GetItem"):
@@ -453,15 +431,8 @@ class DynamoDBStore(Store):
                              f"is not a unum record ({type(exc).__name__}: {exc}); "
                              f"found attributes {sorted(item)}") from exc
 
-    @contextlib.contextmanager
-    def _mapped(self, operation: str) -> Iterator[None]:
-        """Turn botocore errors escaping the block into StoreError naming operation and table."""
-        try:
-            yield
-        except (ClientError, BotoCoreError) as exc:
-            raise self._failed(operation, exc) from exc
-
-    def _failed(self, operation: str, exc: Exception) -> StoreError:
+    def _failed(self, operation: str, exc: BaseException, key: str | None = None) -> StoreError:
+        """The StoreError naming the operation and table (botocore errors: `_mapped`)."""
         if isinstance(exc, ClientError):
             detail = f"{_code(exc)}: {_message(exc)}"
             if _code(exc) == "ResourceNotFoundException":
@@ -489,14 +460,14 @@ def _conflict_retrying(call: Callable[..., Any], **params: Any) -> Any:
     """A single-item write, resubmitted while it collides with a step transaction
     (`_transact`) that checks or writes the same item: DynamoDB rejects such a write with
     TransactionConflictException, and botocore does not retry that code by itself."""
-    for attempt in range(_CONFLICT_ATTEMPTS):
+    for attempt in range(_CONFLICT_ATTEMPTS - 1):
         try:
             return call(**params)
         except ClientError as exc:
-            if _code(exc) != "TransactionConflictException" or attempt == _CONFLICT_ATTEMPTS - 1:
+            if _code(exc) != "TransactionConflictException":
                 raise
-            time.sleep(min(1.0, 0.02 * 2 ** attempt) * random.uniform(0.5, 1.0))
-    raise AssertionError("unreachable")  # pragma: no cover
+        time.sleep(min(1.0, 0.02 * 2 ** attempt) * random.uniform(0.5, 1.0))
+    return call(**params)  # the last attempt: its conflict is raised
 
 
 def _guard_condition(guard: Guard, now: int) -> dict[str, Any]:

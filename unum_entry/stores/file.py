@@ -60,7 +60,7 @@ from pathlib import Path
 
 import msgpack  # type: ignore[import-untyped]
 
-from unum_entry.errors import GuardFailed, StoreError, TransactionConflict
+from unum_entry.errors import GuardFailed, StoreError, StoreMisuse, TransactionConflict
 from unum_entry.stores.base import AppOp, Guard, Kind, Record, SetState, Store, Versioned
 
 _ABANDONED_AFTER = 3600  # seconds before sweep removes an incomplete object or scratch file
@@ -139,8 +139,7 @@ class FileStore(Store):
     def _create_over(self, name: str, data: bytes) -> Record | None:
         """Under the file's lock: the live record there, or (absent, incomplete, expired) None
         after writing `data` in its place."""
-        with self._locked(name, create=True) as fd:
-            assert fd is not None
+        with self._locked_new(name) as fd:
             existing = _decode(name, _read_fd(fd))
             if existing is not None and existing.expires_at > self._clock():
                 return existing
@@ -164,10 +163,11 @@ class FileStore(Store):
                     os.unlink(name, dir_fd=self._d())
 
     def _add_to_set(self, record: Record, slot: int, member: str) -> SetState:
+        if record.size is None:  # Store.add_to_set always gives one
+            raise StoreMisuse(f"set {record.key!r}: an add needs the set's size")
         name = _safe(record.key)
         entry = _frame(msgpack.packb([slot, member], use_bin_type=True))
-        with self._locked(name, create=True) as fd:
-            assert fd is not None
+        with self._locked_new(name) as fd:
             data = _read_fd(fd)
             frames, end = _frames(data)
             current = _decode_frames(name, frames)
@@ -186,7 +186,6 @@ class FileStore(Store):
             if data:
                 os.ftruncate(fd, 0)
             _write_at(fd, _frame(_pack(record)) + entry, 0)
-        assert record.size is not None
         return SetState(size=record.size, members={slot: member})
 
     def _scan(self, workflow: str | None) -> Iterable[Record]:
@@ -295,6 +294,14 @@ class FileStore(Store):
         finally:
             if fd >= 0:
                 os.close(fd)  # releases the lock
+
+    @contextlib.contextmanager
+    def _locked_new(self, name: str) -> Iterator[int]:
+        """`_locked(name, create=True)`: the file, created if absent (never None)."""
+        with self._locked(name, create=True) as fd:
+            if fd is None:  # O_CREAT found no folder to create it in
+                raise StoreError(f"cannot create {name!r} in {self._objects}: the store's folder is gone")
+            yield fd
 
     @contextlib.contextmanager
     def _held(self, keys: Iterable[str]) -> Iterator[None]:

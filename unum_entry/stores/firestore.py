@@ -51,15 +51,14 @@ Or build the client yourself and pass it to `FirestoreStore(client, "COLLECTION"
 
 from __future__ import annotations
 
-import contextlib
 import datetime
 import os
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 from unum_entry.errors import StoreError
-from unum_entry.stores.base import Kind, Record, SetState, Store
+from unum_entry.stores.base import ClientStore, Kind, Record, SetState
 from unum_entry.urls import parse_resource_url
 
 # Field names (see the module docstring).
@@ -74,7 +73,7 @@ _URL_OPTIONS = ("project", "database")
 _COLLECTION_NAME = re.compile(r"^[A-Za-z0-9_.~+%-]{1,1500}$")
 
 
-class FirestoreStore(Store):
+class FirestoreStore(ClientStore):
     """Store over one Firestore collection (layout in the module docstring).
 
     `client` is a `google.cloud.firestore.Client` (thread-safe; share one per process). A client
@@ -85,17 +84,15 @@ class FirestoreStore(Store):
     max_value_bytes = 900_000
 
     def __init__(self, client: Any, collection: str = DEFAULT_COLLECTION, **kwargs) -> None:
-        super().__init__(**kwargs)
+        super().__init__(client, **kwargs)
         if not _COLLECTION_NAME.match(collection) or collection in (".", "..") or _reserved(collection):
             raise StoreError(f"Firestore collection name {collection!r} is invalid: use letters, digits and _ . ~ + % -")
-        self.client = client
         self.collection = collection
-        self._owns_client = False
-        self._closed = False
         # google.api_core.exceptions is light (no grpc channel); the client module is not.
         from google.api_core import exceptions
 
         self._errors = exceptions
+        self._client_errors = (exceptions.GoogleAPIError,)
 
     @classmethod
     def from_url(cls, url: str, *, client: Any = None, **kwargs) -> FirestoreStore:
@@ -107,12 +104,8 @@ class FirestoreStore(Store):
         Other keyword arguments go to `FirestoreStore` / `Store` (`ttl_seconds`, `clock`).
         """
         collection, options = _parse_url(url)
-        owns = client is None
-        if client is None:
-            client = _build_client(project=options.get("project"), database=options.get("database"))
-        store = cls(client, collection, **kwargs)
-        store._owns_client = owns
-        return store
+        return cls._open(client, lambda: _build_client(project=options.get("project"), database=options.get("database")),
+                         collection, **kwargs)
 
     # ---- primitives ----------------------------------------------------------------------
 
@@ -216,17 +209,18 @@ class FirestoreStore(Store):
             from google.cloud.firestore_v1.base_query import FieldFilter
 
             query = query.where(filter=FieldFilter(WORKFLOW, "==", workflow))
-        with self._mapped("query", workflow or "*"):
-            snapshots = list(query.stream())
-        for snapshot in snapshots:
-            yield self._record(snapshot)
+        return self._streamed(query, workflow or "*")
 
-    def close(self) -> None:
-        if self._closed:
-            return
-        self._closed = True
-        if self._owns_client:
-            self.client.close()
+    def _scan_keys(self) -> Iterator[Record]:
+        """A query projecting every field but the value (Store.workflows); a set keeps its
+        size and member entries, which carry the expiries its own expiry is read from."""
+        query = self.client.collection(self.collection).select([WORKFLOW, KIND, SIZE, MEMBERS, EXPIRE_AT])
+        return self._streamed(query, "*")
+
+    def _streamed(self, query: Any, label: str) -> Iterator[Record]:
+        with self._mapped("query", label):
+            snapshots = list(query.stream())
+        return map(self._record, snapshots)
 
     # ---- helpers -------------------------------------------------------------------------
 
@@ -248,14 +242,10 @@ class FirestoreStore(Store):
             raise StoreError(f"document {snapshot.id!r} in Firestore collection {self.collection!r} is not a "
                              f"unum record ({type(exc).__name__}: {exc}); found fields {sorted(doc)}") from exc
 
-    @contextlib.contextmanager
-    def _mapped(self, operation: str, key: str) -> Iterator[None]:
-        """Turn google.api_core errors escaping the block into StoreError naming the call."""
-        try:
-            yield
-        except self._errors.GoogleAPIError as exc:
-            raise StoreError(f"Firestore {operation} of {key!r} in collection {self.collection!r} failed: "
-                             f"{type(exc).__name__}: {exc}") from exc
+    def _failed(self, operation: str, exc: BaseException, key: str | None = None) -> StoreError:
+        """The StoreError naming the call (google.api_core errors: `_mapped`)."""
+        return StoreError(f"Firestore {operation} of {key!r} in collection {self.collection!r} failed: "
+                          f"{type(exc).__name__}: {exc}")
 
 
 # ---- module helpers ---------------------------------------------------------------------------

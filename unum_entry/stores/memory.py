@@ -53,10 +53,11 @@ class MemoryStore(Store):
                 self._records[record.key] = current
             elif current.kind is not Kind.SET or current.size is None:
                 raise StoreError(f"store key {record.key!r} holds a {current.kind.value}, not a set")
-            members = current.members
-            assert isinstance(members, dict)  # made above: always a private dict
-            members.setdefault(slot, member)  # a slot keeps its first member (idempotent add)
-            return SetState(size=current.size if current.size is not None else record.size or 0, members=dict(members))
+            if slot not in current.members:  # a slot keeps its first member (idempotent add)
+                current = replace(current, members={**current.members, slot: member})
+                self._records[record.key] = current
+            return SetState(size=current.size if current.size is not None else record.size or 0,
+                            members=dict(current.members))
 
     def _sweep(self, now: float) -> int:
         with self._lock:

@@ -139,3 +139,13 @@ def test_open_store_by_url(firestore_emulator) -> None:
 def test_bad_urls_are_named(url: str, problem: str) -> None:
     with pytest.raises(StoreError, match=problem):
         open_store(url)
+
+
+def test_listing_workflows_reads_no_values(store: FirestoreStore) -> None:
+    store.create("r-1", os.urandom(1000), workflow="wf", kind=Kind.RESULT)
+    store.add_to_set("s-1", 0, "c-a", size=2, workflow="wf")
+    listed = {record.key: record for record in store._scan_keys()}  # what `workflows` reads
+    assert listed["r-1"].value is None and listed["r-1"].kind is Kind.RESULT
+    assert listed["s-1"].size == 2 and dict(listed["s-1"].members) == {0: "c-a"}
+    [entry] = store.workflows()
+    assert dict(entry.objects) == {Kind.RESULT: 1, Kind.SET: 1} and entry.results == ("r-1",)
