@@ -73,16 +73,25 @@ class Console:
                 self._status = ""
 
 
+REPEATS_SHOWN = 3  # lines of one kind shown (unless verbose): a 2,000-item map failing logs 6,000
+
+
 class OneLineLogHandler(logging.Handler):
-    """Log records as `warning: …` lines through a Console; tracebacks only when `verbose`."""
+    """Log records as `warning: …` lines through a Console; tracebacks only when `verbose`.
+    Unless `verbose`, each kind of line (logger and message template) is shown REPEATS_SHOWN
+    times, then one line says the rest are hidden."""
 
     def __init__(self, console: Console, *, verbose: bool = False) -> None:
         super().__init__(logging.DEBUG if verbose else logging.WARNING)
         self.console = console
         self.verbose = verbose
+        self._shown: dict[tuple[str, str], int] = {}
+        self._shown_lock = threading.Lock()
 
     def emit(self, record: logging.LogRecord) -> None:
         try:
+            if not self.verbose and self._hidden(record):
+                return
             text = f"{record.levelname.lower()}: {record.getMessage()}"
             if self.verbose and record.exc_info:
                 text += "\n" + logging.Formatter().formatException(record.exc_info)
@@ -91,6 +100,15 @@ class OneLineLogHandler(logging.Handler):
             self.console.message(text)
         except Exception:  # a log line must never take the command down
             self.handleError(record)
+
+    def _hidden(self, record: logging.LogRecord) -> bool:
+        key = (record.name, str(record.msg))
+        with self._shown_lock:
+            seen = self._shown[key] = self._shown.get(key, 0) + 1
+        if seen == REPEATS_SHOWN + 1:
+            kind = " ".join(str(record.msg).replace("%s", "…").replace("%d", "…").split())
+            self.console.message(f"{record.levelname.lower()}: more lines like {kind!r} hidden (-v shows every one)")
+        return seen > REPEATS_SHOWN
 
 
 def route_logs(console: Console, *, verbose: bool) -> None:

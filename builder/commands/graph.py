@@ -10,10 +10,18 @@ from builder.graphing.output import GraphFormat
 
 def add_format_options(parser: argparse.ArgumentParser, *, format_flag: str = "--format") -> None:
     """The `--format` and `--out` options of every command that writes a graph."""
-    parser.add_argument(format_flag, dest="graph_format", type=GraphFormat, choices=list(GraphFormat),
+    parser.add_argument(format_flag, dest="graph_format", type=_graph_format, choices=list(GraphFormat),
                         default=GraphFormat.MERMAID, metavar="{" + ",".join(f.value for f in GraphFormat) + "}",
                         help="mermaid (default: text for Markdown), dot, or svg/png (need Graphviz's dot)")
     parser.add_argument("--out", default=None, help="write to this file (default: stdout)")
+
+
+def _graph_format(value: str) -> GraphFormat:
+    try:
+        return GraphFormat(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected one of {', '.join(f.value for f in GraphFormat)}, "
+                                         f"found {value!r}") from None
 
 
 def cmd_graph(args: argparse.Namespace) -> int:

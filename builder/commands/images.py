@@ -87,7 +87,7 @@ def register(sub: Any) -> None:
                       "with --ecr it overrides ECR's endpoint)")
     push.add_argument("--ecr", action="store_true", help="authenticate with ECR GetAuthorizationToken and create repositories")
     push.add_argument("--region", help="AWS region for --ecr (default: $AWS_REGION or us-east-1)")
-    push.add_argument("--endpoint-url", help="ECR API endpoint (e.g. moto at http://127.0.0.1:5000)")
+    push.add_argument("--endpoint-url", help="ECR API endpoint (e.g. moto at http://127.0.0.1:5001)")
     push.add_argument("--username", help="registry user (password from $UNUM_REGISTRY_PASSWORD)")
     push.add_argument("--tag-prefix", default=DEFAULT_TAG_PREFIX, help=f"as given to build (default: {DEFAULT_TAG_PREFIX})")
     push.add_argument("--json", action="store_true", help="print the pushed images as JSON")

@@ -13,17 +13,19 @@ from typing import Any
 from unum_entry.errors import UnumError
 
 
-def parse_input(raw: str) -> Any:
-    """`--input` is JSON text, or @file holding JSON."""
+def parse_input(raw: str, option: str = "--input") -> Any:
+    """`--input` (or `option`) is JSON text, or @file holding JSON."""
     if raw.startswith("@"):
         path = Path(raw[1:])
         try:
             raw = path.read_text()
         except OSError as exc:
-            raise UnumError(f"--input {path}: cannot read: {exc.strerror or exc}") from exc
-        source = str(path)
+            raise UnumError(f"{option} {path}: cannot read: {exc.strerror or exc}") from exc
+        source = f"{option} {path}"
     else:
-        source = "--input"
+        source = option
+    if not raw.strip():
+        raise UnumError(f"{source}: empty (expected JSON; null for no input)")
     try:
         return json.loads(raw, parse_constant=_reject_constant)
     except json.JSONDecodeError as exc:
