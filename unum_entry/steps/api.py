@@ -13,17 +13,28 @@ What each call guarantees is stated in unum_entry.steps.journal and docs/steps.m
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import field
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import Any, NoReturn, Protocol
 
 from unum_entry.context import InvocationContext
 from unum_entry.errors import StepError
 from unum_entry.errors import WorkflowAborted as Aborted
 from unum_entry.frozen import frozen
 
-if TYPE_CHECKING:
-    from unum_entry.steps.journal import Journal
+
+
+class Journal(Protocol):
+    """What the step methods need of the invocation's journal (unum_entry.steps.journal.Journal
+    implements it; a protocol here keeps the user API free of the journal's imports)."""
+
+    current: str | None
+
+    def step(self, name: str, fn: Callable[..., Any], args: Sequence[Any], kwargs: Mapping[str, Any],
+             compensate: Callable[..., Any] | None) -> Any: ...
+
+    def transact(self, name: str, fn: Callable[..., Any], args: Sequence[Any], kwargs: Mapping[str, Any],
+                 compensate: Callable[..., Any] | None) -> Any: ...
 
 DURABLE_ATTRIBUTE = "__unum_durable__"
 
