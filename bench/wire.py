@@ -187,7 +187,26 @@ READ_OPS = ("GetItem", "BatchGetItem", "TransactGetItems", "Query", "Scan")
 OP_COLUMNS = ("PutItem", "UpdateItem", "GetItem", "BatchGetItem", "BatchWriteItem", "DeleteItem", "Query/Scan")
 
 
-class DynamoWire:
+class _WireCounter:
+    """What the wire counters share: a lock over their counts, and a pause for tooling requests."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._paused = 0
+
+    @contextmanager
+    def paused(self) -> Iterator[None]:
+        """Tooling requests (outcome scans, storage scans) are not counted."""
+        with self._lock:
+            self._paused += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._paused -= 1
+
+
+class DynamoWire(_WireCounter):
     """Counts the requests a botocore DynamoDB client sends, and their billed units.
 
     `before-send` (once per HTTP request, retries included) counts requests by operation;
@@ -195,8 +214,7 @@ class DynamoWire:
     response, also for error responses) sizes the items it wrote or read."""
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._paused = 0
+        super().__init__()
         self.requests: Counter[str] = Counter()
         self.failed: Counter[str] = Counter()      # error responses by "Operation:Code"
         self.write_units: Counter[str] = Counter()  # by item kind ("checkpoint", "set", ...)
@@ -213,17 +231,6 @@ class DynamoWire:
         events.register("before-send.dynamodb", self._before_send)
         events.register("before-call.dynamodb", self._before_call)
         events.register("after-call.dynamodb", self._after_call)
-
-    @contextmanager
-    def paused(self) -> Iterator[None]:
-        """Tooling requests (outcome scans, storage scans) are not counted."""
-        with self._lock:
-            self._paused += 1
-        try:
-            yield
-        finally:
-            with self._lock:
-                self._paused -= 1
 
     # -- hooks --
 
@@ -340,16 +347,15 @@ def _write_target(write: Any) -> tuple[str, str]:
     return pb.transform.document, "write"
 
 
-class FirestoreWire:
+class FirestoreWire(_WireCounter):
     """A gRPC client interceptor counting the Firestore RPCs a client sends, the documents each
     Commit writes (per document, too) and the documents each BatchGetDocuments asks for."""
 
     def __init__(self) -> None:
         import grpc
 
+        super().__init__()
         self._grpc = grpc
-        self._lock = threading.Lock()
-        self._paused = 0
         self.rpcs: Counter[str] = Counter()
         self.failed: Counter[str] = Counter()
         self.document_writes = 0
@@ -388,16 +394,6 @@ class FirestoreWire:
         make_channel = client._emulator_channel
         interceptor = self.interceptor()
         client._emulator_channel = lambda transport: self._grpc.intercept_channel(make_channel(transport), interceptor)
-
-    @contextmanager
-    def paused(self) -> Iterator[None]:
-        with self._lock:
-            self._paused += 1
-        try:
-            yield
-        finally:
-            with self._lock:
-                self._paused -= 1
 
     def _count(self, method: str, request: Any) -> bool:
         name = method.rpartition("/")[2]
@@ -507,12 +503,25 @@ def dynamodb_table_items(store: Any) -> list[dict[str, Any]]:
         params["ExclusiveStartKey"] = page["LastEvaluatedKey"]
 
 
-def measure_dynamodb(root: Path, endpoint: str, shape: Shape, workers: int) -> DynamoRow:
-    table = f"unum-wire-{uuid.uuid4().hex[:12]}"
+@contextmanager
+def counted_dynamodb(table: str, endpoint: str) -> Iterator[tuple[Any, DynamoWire]]:
+    """A new DynamoDB table `table` on `endpoint` and its store, with a DynamoWire counting the
+    store's requests; at the end the table is deleted (not counted) and the store closed."""
     store = open_store(f"dynamodb://{table}?endpoint={endpoint}&create=1")
     wire = DynamoWire()
     wire.attach(store.client)  # after the table exists: table management is not counted
     try:
+        yield store, wire
+    finally:
+        with wire.paused():
+            try:
+                store.client.delete_table(TableName=table)
+            finally:
+                store.close()
+
+
+def measure_dynamodb(root: Path, endpoint: str, shape: Shape, workers: int) -> DynamoRow:
+    with counted_dynamodb(f"unum-wire-{uuid.uuid4().hex[:12]}", endpoint) as (store, wire):
         runs = run_shape(root, shape, store, workers, wire.paused)
         with wire.paused():
             items = dynamodb_table_items(store)
@@ -522,12 +531,6 @@ def measure_dynamodb(root: Path, endpoint: str, shape: Shape, workers: int) -> D
             n, size = retained.get(kind, (0, 0))
             retained[kind] = (n + 1, size + item_size(item))
         return DynamoRow(runs, wire, retained)
-    finally:
-        with wire.paused():
-            try:
-                store.client.delete_table(TableName=table)
-            finally:
-                store.close()
 
 
 @dataclass

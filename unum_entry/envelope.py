@@ -145,29 +145,17 @@ class Envelope(Frozen):
         if not isinstance(raw_inputs, list):
             raise EnvelopeError(f"envelope.inputs: expected a list, found {raw_inputs!r}")
         inputs = tuple(_ref_from_wire(raw, f"envelope.inputs[{i}]") for i, raw in enumerate(raw_inputs))
-        gathered = wire.get("gathered", False)
-        if not isinstance(gathered, bool):
-            raise EnvelopeError(f"envelope.gathered: expected a boolean, found {gathered!r}")
+        gathered = _flag_from_wire(wire, "gathered")
         if not gathered and len(inputs) != 1:
             raise EnvelopeError(f"envelope.inputs: expected exactly one input when not gathered, found {len(inputs)}")
         gather = _gather_from_wire(wire.get("gather"))
         if gather is not None and (not gathered or inputs):
             raise EnvelopeError("envelope.gather: needs gathered: true and no inputs")
-        attempt = wire.get("attempt", 0)
-        if not _is_count(attempt):
-            raise EnvelopeError(f"envelope.attempt: expected an integer >= 0, found {attempt!r}")
-        start = wire.get("start", False)
-        if not isinstance(start, bool):
-            raise EnvelopeError(f"envelope.start: expected a boolean, found {start!r}")
-        deadline = wire.get("deadline", 0)
-        if not _is_count(deadline):
-            raise EnvelopeError(f"envelope.deadline: expected epoch seconds (an integer >= 0), found {deadline!r}")
-        redelivered = wire.get("redelivered", False)
-        if not isinstance(redelivered, bool):
-            raise EnvelopeError(f"envelope.redelivered: expected a boolean, found {redelivered!r}")
-        lanes = wire.get("lanes", 0)
-        if not _is_count(lanes):
-            raise EnvelopeError(f"envelope.lanes: expected an integer >= 0, found {lanes!r}")
+        attempt = _count_from_wire(wire, "attempt")
+        start = _flag_from_wire(wire, "start")
+        deadline = _count_from_wire(wire, "deadline", "epoch seconds (an integer >= 0)")
+        redelivered = _flag_from_wire(wire, "redelivered")
+        lanes = _count_from_wire(wire, "lanes")
         return cls(workflow=workflow, frames=frames, inputs=inputs, gathered=gathered, gather=gather,
                    attempt=attempt, start=start, deadline=deadline, redelivered=redelivered, lanes=lanes)
 
@@ -231,6 +219,22 @@ def _gather_from_wire(raw: Any) -> Gather | None:
     if not isinstance(raw["set"], str) or not raw["set"] or not _is_count(raw["width"]) or raw["width"] < 1:
         raise EnvelopeError(f"envelope.gather: expected a set key and a width >= 1, found {raw!r}")
     return Gather(set=raw["set"], width=raw["width"])
+
+
+def _flag_from_wire(wire: Mapping, name: str) -> bool:
+    """An optional boolean field (absent: False)."""
+    value = wire.get(name, False)
+    if not isinstance(value, bool):
+        raise EnvelopeError(f"envelope.{name}: expected a boolean, found {value!r}")
+    return value
+
+
+def _count_from_wire(wire: Mapping, name: str, expected: str = "an integer >= 0") -> int:
+    """An optional count field (absent: 0)."""
+    value = wire.get(name, 0)
+    if not _is_count(value):
+        raise EnvelopeError(f"envelope.{name}: expected {expected}, found {value!r}")
+    return value
 
 
 def _is_count(value: Any) -> bool:

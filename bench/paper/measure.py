@@ -21,12 +21,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[2]
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
-
-from bench.paper.model import Invocation  # noqa: E402
-from bench.run import (  # noqa: E402
+from bench.paper.model import Invocation
+from bench.run import (
     RecordingInvoker,
     bare,
     chain,
@@ -36,15 +32,16 @@ from bench.run import (  # noqa: E402
     time_calls,
     write_workflow,
 )
-from bench.wire import DynamoWire  # noqa: E402
-from unum_entry.local.platform import LocalPlatform  # noqa: E402
-from unum_entry.runtime import new_workflow  # noqa: E402
-from unum_entry.stores import open_store  # noqa: E402
-from unum_entry.stores.base import Kind, Store  # noqa: E402
-from unum_entry.stores.counting import CountingStore  # noqa: E402
-from unum_entry.stores.memory import MemoryStore  # noqa: E402
-from unum_entry.workflow import Workflow, load_workflow  # noqa: E402
+from bench.wire import DynamoWire, counted_dynamodb
+from unum_entry.local.platform import LocalPlatform
+from unum_entry.runtime import new_workflow
+from unum_entry.stores import open_store
+from unum_entry.stores.base import Kind, Store
+from unum_entry.stores.counting import CountingStore
+from unum_entry.stores.memory import MemoryStore
+from unum_entry.workflow import Workflow, load_workflow
 
+REPO = Path(__file__).resolve().parents[2]  # imported as bench.paper.measure, so already on sys.path
 IMAGES = REPO / "images"
 
 
@@ -323,18 +320,8 @@ def run_app_file(app: App, *, runs: int, quick: bool) -> AppRuns:
 
 
 def run_app_dynamodb(app: App, endpoint: str, *, runs: int, quick: bool, warmup: bool = True) -> AppRuns:
-    table = f"unum-paper-{uuid.uuid4().hex[:12]}"
-    store = open_store(f"dynamodb://{table}?endpoint={endpoint}&create=1")
-    wire = DynamoWire()
-    wire.attach(store.client)
-    try:
+    with counted_dynamodb(f"unum-paper-{uuid.uuid4().hex[:12]}", endpoint) as (store, wire):
         return run_app(app, store, runs=runs, quick=quick, wire=wire, label="dynamodb", warmup=warmup)
-    finally:
-        with wire.paused():
-            try:
-                store.client.delete_table(TableName=table)
-            finally:
-                store.close()
 
 
 # ---- Lambda containers (local-aws) -----------------------------------------------------------
@@ -431,12 +418,9 @@ def transition_overhead(sizes: Sequence[int], endpoint: str, *, iterations: int,
     rows = []
     sink = ThreadingHTTPServer(("127.0.0.1", 0), _Sink)
     threading.Thread(target=sink.serve_forever, daemon=True).start()
-    table = f"unum-paper-fig4-{uuid.uuid4().hex[:8]}"
-    dyn = open_store(f"dynamodb://{table}?endpoint={endpoint}&create=1")
-    wire = DynamoWire()
-    wire.attach(dyn.client)
     try:
-        with tempfile.TemporaryDirectory(prefix="unum-paper-fig4-") as tmp, AsyncInvokeEndpoint() as ep:
+        with counted_dynamodb(f"unum-paper-fig4-{uuid.uuid4().hex[:8]}", endpoint) as (dyn, wire), \
+                tempfile.TemporaryDirectory(prefix="unum-paper-fig4-") as tmp, AsyncInvokeEndpoint() as ep:
             ep.register("F2", f"http://127.0.0.1:{sink.server_address[1]}/2015-03-31/functions/function/invocations")
             invoker = LambdaInvoker(build_client(endpoint=ep.endpoint, region="us-east-1"), store=dyn)
             wf = write_workflow(Path(tmp), chain(3))
@@ -475,11 +459,6 @@ def transition_overhead(sizes: Sequence[int], endpoint: str, *, iterations: int,
                                         statistics.median(invoke_times) * 1000, len(body), len(checkpoint.value)))
     finally:
         sink.shutdown()
-        try:
-            with wire.paused():
-                dyn.client.delete_table(TableName=table)
-        finally:
-            dyn.close()
     return rows
 
 

@@ -33,7 +33,7 @@ import urllib.parse
 import urllib.request
 import uuid
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from http.server import BaseHTTPRequestHandler
@@ -169,25 +169,13 @@ class AsyncInvokeEndpoint(Service):
 
     def wait_idle(self, timeout: float) -> bool:
         """True once nothing is queued or running; False when `timeout` passed first."""
-        deadline = time.monotonic() + timeout
         with self._cv:
-            while self._outstanding:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    return False
-                self._cv.wait(min(remaining, 0.1))
-        return True
+            return self._wait_until(lambda: not self._outstanding, time.monotonic() + timeout, poll=0.1)
 
     def wait_running(self, function: str, timeout: float) -> bool:
         """True once a delivery to `function` is in flight (for fault tests)."""
-        deadline = time.monotonic() + timeout
         with self._cv:
-            while not self._running[function]:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    return False
-                self._cv.wait(min(remaining, 0.05))
-        return True
+            return self._wait_until(lambda: bool(self._running[function]), time.monotonic() + timeout, poll=0.05)
 
     # ---- the Invoke API ------------------------------------------------------------------
 
@@ -351,12 +339,19 @@ class AsyncInvokeEndpoint(Service):
 
     def _acquire_url(self, target: _Function, deadline: float) -> str | None:
         with self._cv:
-            while not target.free:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0 or self._stopping:
-                    return None
-                self._cv.wait(min(remaining, 0.1))
-            return target.free.pop(0)
+            self._wait_until(lambda: bool(target.free) or self._stopping, deadline, poll=0.1)
+            return target.free.pop(0) if target.free else None
+
+    def _wait_until(self, predicate: Callable[[], bool], deadline: float, *, poll: float) -> bool:
+        """With `_cv` held: wait until `predicate()` holds (True) or the monotonic `deadline`
+        passes (False). Each wait is at most `poll` seconds: not every change is notified (an
+        event dropped in `_take` for want of a function is not)."""
+        while not predicate():
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return False
+            self._cv.wait(min(remaining, poll))
+        return True
 
     def _release_url(self, target: _Function, url: str) -> None:
         with self._cv:

@@ -8,18 +8,14 @@
 # layer and every container start is a full copy of the image: seconds per step).
 # UNUM_DOCKER_STORAGE_DRIVER=vfs|overlay2 forces one.
 set -euo pipefail
+. "$(dirname "$0")/../lib/common.bash"
 
 if docker info >/dev/null 2>&1; then
   echo "dockerd: already running ($(docker info --format '{{.Driver}}' 2>/dev/null) storage)"
   exit 0
 fi
 
-if ! command -v dockerd >/dev/null 2>&1; then
-  echo "dockerd: installing docker.io"
-  export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq >/dev/null
-  apt-get install -y -qq --no-install-recommends docker.io >/dev/null
-fi
+install_command dockerd docker.io dockerd
 
 start_dockerd() {  # $1 = storage driver; returns 0 once `docker info` answers with it
   setsid nohup dockerd --storage-driver="$1" --bridge=none --iptables=false --ip-forward=false \

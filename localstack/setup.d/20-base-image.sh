@@ -3,17 +3,14 @@
 # mmdebstrap a Debian bookworm with Python 3.11 and `docker import` it as
 # local/debian-python:bookworm. Idempotent: skipped when the image exists.
 set -euo pipefail
+. "$(dirname "$0")/../lib/common.bash"
 
 IMAGE="${UNUM_OS_IMAGE:-local/debian-python:bookworm}"
 if docker image inspect "$IMAGE" >/dev/null 2>&1; then
   echo "base OS image: $IMAGE already present"
   exit 0
 fi
-if ! command -v mmdebstrap >/dev/null 2>&1; then
-  export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq >/dev/null
-  apt-get install -y -qq --no-install-recommends mmdebstrap >/dev/null
-fi
+install_command mmdebstrap mmdebstrap
 MIRROR="${UNUM_DEBIAN_MIRROR:-http://deb.debian.org/debian}"
 tarball="$(mktemp -d)/base.tar"
 echo "base OS image: mmdebstrap bookworm -> $IMAGE"

@@ -5,6 +5,7 @@
 # /tmp/unum-registry-$PORT.log. Docker treats 127.0.0.0/8 registries as plain HTTP by default.
 #   python -m builder push images/chain --registry 127.0.0.1:5000
 set -euo pipefail
+. "$(dirname "$0")/../lib/common.bash"
 
 PORT="${UNUM_REGISTRY_PORT:-5000}"
 ROOT="${UNUM_REGISTRY_ROOT:-${HOME:-/root}/.cache/unum/registry}"
@@ -34,12 +35,7 @@ if [ "$(probe)" = other ]; then
   echo "registry: 127.0.0.1:${PORT} is taken by something that is not a registry; set UNUM_REGISTRY_PORT" >&2
   exit 1
 fi
-if ! command -v docker-registry >/dev/null 2>&1; then
-  echo "registry: installing docker-registry"
-  export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq >/dev/null
-  apt-get install -y -qq --no-install-recommends docker-registry >/dev/null
-fi
+install_command docker-registry docker-registry registry
 
 mkdir -p "$ROOT"
 CONFIG="$ROOT/config-${PORT}.yml"

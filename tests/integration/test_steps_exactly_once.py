@@ -269,15 +269,22 @@ def ledger_store(request, tmp_path):
 CI_SCHEDULES = {"file": 5, "dynamodb": 3}  # per abort mode; `--schedules N` for more
 
 
-@pytest.mark.parametrize("abort", [None, "abort", "raise"])
-def test_ledger_under_fault_schedules(ledger_store, abort, tmp_path, schedules):
-    n = schedules or CI_SCHEDULES["file" if isinstance(ledger_store, FileStore) else "dynamodb"]
+def run_ledger_schedules(tmp: Path, store, abort: str | None, schedules: int | None,
+                         rates: list[FaultRates]) -> dict[str, int]:
+    """`run_ledger` for seeds 0..n-1 (n: `--schedules`, else CI_SCHEDULES for the store), seed
+    i under `rates[i % len(rates)]`; the faults injected, summed over the runs."""
+    n = schedules or CI_SCHEDULES["file" if isinstance(store, FileStore) else "dynamodb"]
     totals: dict[str, int] = {}
     for seed in range(n):
-        injected = run_ledger(tmp_path, ledger_store, seed, SCHEDULES[seed % len(SCHEDULES)], abort)
-        for key, count in injected.items():
+        for key, count in run_ledger(tmp, store, seed, rates[seed % len(rates)], abort).items():
             totals[key] = totals.get(key, 0) + count
-    print(f"\n[{type(ledger_store).__name__} abort={abort}] {totals}")
+    print(f"\n[{type(store).__name__} abort={abort}] {totals}")
+    return totals
+
+
+@pytest.mark.parametrize("abort", [None, "abort", "raise"])
+def test_ledger_under_fault_schedules(ledger_store, abort, tmp_path, schedules):
+    totals = run_ledger_schedules(tmp_path, ledger_store, abort, schedules, SCHEDULES)
     assert totals.get("crash", 0) > 0
     assert any(k.startswith("crash:step_") for k in totals), totals
 
@@ -293,13 +300,7 @@ def test_ledger_under_transient_store_errors(ledger_store, abort, tmp_path, sche
     """Store operations fail transiently (before, after they happened, half-way through a
     multi-key read), also inside steps: the delivery is redelivered, every effect still happens
     exactly once."""
-    n = schedules or CI_SCHEDULES["file" if isinstance(ledger_store, FileStore) else "dynamodb"]
-    totals: dict[str, int] = {}
-    for seed in range(n):
-        injected = run_ledger(tmp_path, ledger_store, seed, STORE_ERROR_SCHEDULES[seed % len(STORE_ERROR_SCHEDULES)], abort)
-        for key, count in injected.items():
-            totals[key] = totals.get(key, 0) + count
-    print(f"\n[{type(ledger_store).__name__} abort={abort}] {totals}")
+    totals = run_ledger_schedules(tmp_path, ledger_store, abort, schedules, STORE_ERROR_SCHEDULES)
     assert totals.get("store_error", 0) > 0
 
 

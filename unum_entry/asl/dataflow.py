@@ -80,7 +80,7 @@ def state_input(state: Mapping, raw_input: Any, scope: Scope) -> Any:
         if state.get("Type") in ("Task", "Parallel") and "Arguments" in state:
             return _evaluator(scope, input=raw_input).value(state["Arguments"], field="Arguments")
         return raw_input
-    effective = _input_path(state, raw_input, scope)
+    effective = _apply_path(state, "InputPath", raw_input, scope)
     if state.get("Type") in _PARAMETER_STATES and "Parameters" in state:
         return _template(state["Parameters"], effective, scope, "Parameters")
     return effective
@@ -108,16 +108,16 @@ def state_output(state: Mapping, raw_input: Any, result: Any, scope: Scope) -> t
             output = result if kind in _RESULT_STATES else raw_input
         return output, _assign_jsonata(state.get("Assign"), evaluator, scope, "Assign")
     if kind not in _RESULT_STATES and kind != "Pass":
-        effective = _input_path(state, raw_input, scope)
+        effective = _apply_path(state, "InputPath", raw_input, scope)
         variables = _assign_jsonpath(state.get("Assign"), effective, scope, "Assign")
-        return _output_path(state, effective, scope), variables
+        return _apply_path(state, "OutputPath", effective, scope), variables
     if kind == "Pass":
         result = state["Result"] if "Result" in state else state_input(state, raw_input, scope)
     elif "ResultSelector" in state:
         result = _template(state["ResultSelector"], result, scope, "ResultSelector")
     variables = _assign_jsonpath(state.get("Assign"), result, scope, "Assign")
     combined = paths.write(raw_input, state.get("ResultPath", "$"), result)
-    return _output_path(state, combined, scope), variables
+    return _apply_path(state, "OutputPath", combined, scope), variables
 
 
 def error_output(catcher: Mapping, raw_input: Any, error: Mapping[str, str], scope: Scope) -> tuple[Any, dict[str, Any]]:
@@ -209,24 +209,15 @@ def _intrinsic(text: str, data: Any, scope: Scope, field: str) -> Any:
                                          uuid=scope.uuid, random=scope.random, field=field)
 
 
-def _input_path(state: Mapping, raw_input: Any, scope: Scope) -> Any:
-    """The effective input: InputPath applied (absent → all of it, null → `{}`)."""
-    if "InputPath" not in state:
-        return raw_input
-    path = state["InputPath"]
-    if path is None:
-        return {}
-    return paths.select(path, raw_input, scope.context, scope.variables, field="InputPath")
-
-
-def _output_path(state: Mapping, data: Any, scope: Scope) -> Any:
-    """OutputPath applied to `data` (absent → all of it, null → `{}`)."""
-    if "OutputPath" not in state:
+def _apply_path(state: Mapping, field: str, data: Any, scope: Scope) -> Any:
+    """The state's `field` (InputPath or OutputPath) applied to `data`: absent → all of it,
+    null → `{}`."""
+    if field not in state:
         return data
-    path = state["OutputPath"]
+    path = state[field]
     if path is None:
         return {}
-    return paths.select(path, data, scope.context, scope.variables, field="OutputPath")
+    return paths.select(path, data, scope.context, scope.variables, field=field)
 
 
 def _assign_jsonpath(assign: Any, data: Any, scope: Scope, field: str) -> dict[str, Any]:

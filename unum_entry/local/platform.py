@@ -155,13 +155,9 @@ class LocalPlatform:
 
     def wait_idle(self, timeout: float) -> None:
         """Block until no delivery is queued or running. Raises WorkflowTimeout."""
-        deadline = time.monotonic() + timeout
         with self._lock:
-            while self._outstanding:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    raise WorkflowTimeout(f"{self._outstanding} deliveries still in flight after {timeout:.0f} s")
-                self._idle_cv.wait(remaining)
+            if not self._idle_cv.wait_for(lambda: not self._outstanding, timeout):
+                raise WorkflowTimeout(f"{self._outstanding} deliveries still in flight after {timeout:.0f} s")
 
     def close(self) -> None:
         if self._cancelled:
