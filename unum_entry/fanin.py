@@ -11,8 +11,15 @@ a retry that crashes anywhere redoes the same adds and reaches the same decision
 store tells which add completed a shard (SetState.completed_by: file, memory and Firestore
 stores, whose members come back in apply order), only that adder carries the join on, so no
 parent takes more than its SHARD_SLOTS adds even when an add and its read are two requests
-(Firestore). Elsewhere (DynamoDB) several adders may see a shard full (concurrent adds,
-duplicates): each carries it on, and the target's commit keeps one execution's output.
+(Firestore). Elsewhere (DynamoDB: SetState.completed_by is None) every adder that sees a shard
+full claims carrying it on in the shard's claim slot (`CLAIM_SLOT`, outside every shard's
+slots: never counted, and it keeps its first member like every slot): only the branch (or
+child shard) whose claim is there — any execution of it — carries the join on. Without the
+claim every later execution of every branch (each duplicate, retry and late copy) would invoke
+the target again once the shard is full: a target that commits its result (no checkpoint for
+a duplicate to see) then ran its ingress once per such execution, reading every leaf shard
+(the wide-map schedules on DynamoDB: ~440 target deliveries for ~40 branches). The claim
+costs one more upsert per shard, by its completer.
 """
 
 from __future__ import annotations
@@ -25,6 +32,7 @@ from unum_entry.frozen import Frozen, frozen
 from unum_entry.stores.base import Record, Store
 
 SHARD_SLOTS = 16
+CLAIM_SLOT = SHARD_SLOTS  # outside every shard (size <= SHARD_SLOTS): see the module docstring
 _PARENT_MEMBER = "1"
 
 
@@ -66,7 +74,14 @@ def join(store: Store, set_key: str, width: int, slot: int, member: str, *, work
                                  expires_at=expires_at)
         if not state.full:
             return False
-        if state.completed_by is not None and state.completed_by != position:
+        if state.completed_by is None:  # the store cannot tell who completed it: claim (module doc)
+            claim = state.members.get(CLAIM_SLOT)
+            if claim is None:
+                claim = store.add_to_set(shard.key, CLAIM_SLOT, str(position), size=shard.size,
+                                         workflow=workflow, expires_at=expires_at).members.get(CLAIM_SLOT)
+            if claim != str(position):
+                return False
+        elif state.completed_by != position:
             # The store saw another adder complete this shard: that adder (and its retries)
             # carries the join on; seeing it full as well changes nothing.
             return False

@@ -110,10 +110,12 @@ class Runtime:
         if not env.deadline:  # the workflow's start: its objects live from now on
             env = replace(env, deadline=self.retention.deadline())
         invocation = naming.checkpoint_key(env.workflow, self.ir.function, env.frames)
-        if not self._may_run(env, invocation):
+        allowed = self._may_run(env, invocation)
+        if allowed is False:
             return None
         checkpoint = commit_key(self.ir, env, invocation)
-        before = ingress(env, self.store, checkpoint, check_first=self.ir.ingress_check)
+        before = (AlreadyCommitted(allowed) if isinstance(allowed, bytes)
+                  else ingress(env, self.store, checkpoint, check_first=self.ir.ingress_check))
         if isinstance(before, AlreadyCommitted):
             stored, created = before.stored, False
         else:
@@ -137,15 +139,26 @@ class Runtime:
         self.hooks.at(FaultPoint.AFTER_CHECKPOINT, invocation)
         return egress(self._egress, env, invocation, checkpoint, stored, created)
 
-    def _may_run(self, env: Envelope, invocation: str) -> bool:
-        """The retention rule's deadline (unum_entry.retention): past it, a delivery is dropped
-        when its invocation already committed or the workflow has ended; otherwise it fails the
-        workflow (RetentionExpired)."""
+    def _may_run(self, env: Envelope, invocation: str) -> bool | bytes:
+        """The retention rule's deadline (unum_entry.retention): past `deadline - margin` no
+        handler starts. A delivery is then dropped (False) when the workflow has ended; when its
+        invocation committed and the deadline itself has not passed (every object still exists)
+        it carries the committed output on as a duplicate (the committed bytes): a redelivery
+        after a crash between commit and invoke must still invoke the successors, which then
+        fail the workflow with RetentionExpired — dropped, the workflow would stall silently.
+        Past the deadline a committed invocation's delivery is dropped (what egress would read
+        may be gone); an uncommitted one fails the workflow (RetentionExpired)."""
         try:
             self.retention.check(env.workflow, env.deadline)
         except RetentionExpired:
-            if self.store.read([commit_key(self.ir, env, invocation) or invocation, *Ending.of(env.workflow).keys]):
+            ending = Ending.of(env.workflow)
+            key = commit_key(self.ir, env, invocation) or invocation
+            found = self.store.read([key, *ending.keys])
+            if ending.reached(found):
                 return False
+            if key in found:
+                committed = found[key].value
+                return committed if committed is not None and self.retention.clock() < env.deadline else False
             raise
         return True
 

@@ -11,7 +11,10 @@ from typing import Any
 
 import pytest
 
-from unum_entry.envelope import Envelope
+from unum_entry import naming
+from unum_entry.envelope import Envelope, Frame
+from unum_entry.hooks import FaultPoint
+from unum_entry.local.faults import FaultInjector, FaultRates, InjectedCrash
 from unum_entry.local.platform import LocalPlatform, local_platform
 from unum_entry.runtime import new_workflow
 from unum_entry.stores.file import FileStore
@@ -155,6 +158,37 @@ def test_a_workflow_that_outlives_its_retention_fails_clearly(tmp_path: Path) ->
         outcome = platform.run(1, workflow_id="wf-old")
     assert outcome.status == "failed"
     assert outcome.failure["Error"] == "Unum.RetentionExpired" and outcome.failure["Function"] == "F1"
+
+
+def test_a_crash_after_commit_redelivered_inside_the_margin_fails_the_workflow_not_stalls(tmp_path: Path) -> None:
+    """F1 commits and dies before invoking F2; the platform redelivers it one minute before the
+    workflow's deadline (inside the margin: no handler may start). It used to be dropped as a
+    stale duplicate — F2 never invoked, no failure record: a silent stall. It must carry its
+    committed output on, so F2 (not committed, past the margin) ends the workflow with
+    Unum.RetentionExpired."""
+    t0 = 1_800_000_000.0
+    now = [t0]
+    functions = {f"F{i}": FunctionSource(IDENTITY, [{"op": "invoke", "function": f"F{i + 1}"}]) for i in range(2)}
+    functions["F2"] = FunctionSource(IDENTITY)
+    workflow = write_workflow(tmp_path / "margin", name="margin", entry="F0", functions=functions)
+
+    class CrashAfterF1Commits(FaultInjector):
+        crashed = False
+
+        def at(self, point: Any, invocation: str) -> None:
+            if point is FaultPoint.AFTER_CHECKPOINT and invocation == naming.checkpoint_key("wf-margin", "F1", (Frame(),)) \
+                    and not self.crashed:
+                self.crashed = True
+                now[0] = t0 + 3600 - 60  # the redelivery comes one minute before the deadline
+                raise InjectedCrash(point, invocation)
+
+    store = FileStore(tmp_path / "store", ttl_seconds=3600, clock=lambda: now[0])
+    faults = CrashAfterF1Commits(FaultRates(), seed=1)
+    with local_platform(workflow, store, workers=2, faults=faults) as platform:
+        outcome = platform.run(1, workflow_id="wf-margin", timeout=30)
+    assert faults.crashed
+    assert outcome.status == "failed", f"the workflow stalled silently: {outcome}"
+    assert outcome.failure["Error"] == "Unum.RetentionExpired" and outcome.failure["Function"] == "F2"
 
 
 def test_a_100000_branch_map_completes_on_the_memory_store(tmp_path: Path) -> None:

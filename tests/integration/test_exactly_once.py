@@ -33,6 +33,7 @@ from __future__ import annotations
 import itertools
 import time
 import uuid
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import replace
 
@@ -45,10 +46,12 @@ from tests.support.faulty_platform import FaultyPlatform
 from tests.support.faulty_store import FaultyStore, partial_batches, raw_records
 from tests.support.tracing import (SHAPES, CommitWatch, ExecutionLog, check_checkpoints, check_exactly_once,
                                    retention_violations, store_snapshot, write_shape)
-from unum_entry.errors import IRError
+from unum_entry import fanin, naming
+from unum_entry.errors import IRError, WorkflowTimeout
 from unum_entry.hooks import FaultPoint
 from unum_entry.ir import parse_ir
 from unum_entry.local.faults import FaultInjector, FaultRates
+from unum_entry.local.platform import LocalPlatform
 from unum_entry.runtime import RuntimeConfig
 from unum_entry.stores import open_store
 from unum_entry.stores.base import Kind
@@ -108,8 +111,8 @@ def run_schedule(workflow, store, seed: int, rates: FaultRates, replay_store, co
     started = time.time()
     platform = FaultyPlatform(workflow, served, workers=4, faults=faults, wrap=log.wrap, config=config)
     try:
-        with partial_batches(store, faults):
-            outcome, stats = _run_and_redeliver(platform, watch, store, input_value, late=bool(rates.late_duplicate))
+        outcome, stats = _run_and_redeliver(platform, watch, store, input_value, late=bool(rates.late_duplicate),
+                                            faults=faults)
     finally:
         platform.close()
     chosen = check_exactly_once(workflow, outcome, log, input_value, replay_store)
@@ -144,10 +147,18 @@ def retained(snapshot: dict[str, tuple]) -> dict[str, tuple]:
     return {key: entry for key, entry in snapshot.items() if entry[0] is not Kind.CHUNK}
 
 
-def _run_and_redeliver(platform: FaultyPlatform, watch: CommitWatch, store, input_value, *, late: bool):
+def _run_and_redeliver(platform: FaultyPlatform, watch: CommitWatch, store, input_value, *, late: bool,
+                       faults: FaultInjector):
     """Run the workflow; then, if `late`, deliver every accepted delivery again and check that
-    nothing changed: same outcome, no creation, the very same records."""
-    outcome = platform.run(input_value, timeout=60)
+    nothing changed: same outcome, no creation, the very same records. DynamoDB's partial
+    batches hit the deliveries only: a check's read giving up on them would fail the harness."""
+    try:
+        with partial_batches(store, faults):
+            workflow_id = platform.start(input_value)
+            platform.wait_idle(60)
+    except WorkflowTimeout as exc:  # load, a delivery stuck in backoff, or a livelock: say which
+        raise WorkflowTimeout(f"{exc}; {platform.in_flight()}") from exc
+    outcome = platform.outcome(workflow_id)
     assert not platform.dead_letters, platform.dead_letters
     assert outcome.complete or outcome.failure is not None, (
         f"the workflow stalled: nothing in flight, results cover only part of it ({len(outcome.results)} "
@@ -155,8 +166,12 @@ def _run_and_redeliver(platform: FaultyPlatform, watch: CommitWatch, store, inpu
     if late:
         before = store_snapshot(store, outcome.workflow_id)
         watch.freeze()
-        platform.redeliver_late()
-        platform.wait_idle(60)
+        try:
+            with partial_batches(store, faults):
+                platform.redeliver_late()
+                platform.wait_idle(60)
+        except WorkflowTimeout as exc:
+            raise WorkflowTimeout(f"late duplicates: {exc}; {platform.in_flight()}") from exc
         assert not platform.dead_letters, platform.dead_letters
         again = platform.outcome(outcome.workflow_id)
         assert (again.results, again.failure) == (outcome.results, outcome.failure), (
@@ -390,3 +405,76 @@ def test_a_condition_over_the_attempt_is_refused_at_ir_load(when, tmp_path):
             "B": FunctionSource("def handler(event, ctx):\n    return event\n"),
             "C": FunctionSource("def handler(event, ctx):\n    return event\n"),
         }))
+
+
+WIDE_JOIN_BRANCHES = 40  # three leaf shards (16 + 16 + 8) under a root of 3 slots
+
+
+def _wide_join(root) -> object:
+    """A → map W over 40 items → fan-in Sum, which has no instructions: its commit is the
+    result record, so a duplicate cannot see it committed and every call of it gets through."""
+    item = "def handler(event, ctx):\n    return event\n"
+    return write_workflow(root / "wide-join", name="wide-join", entry="A", functions={
+        "A": FunctionSource(f"def handler(event, ctx):\n    return list(range({WIDE_JOIN_BRANCHES}))\n",
+                            [{"op": "create_set", "function": "Sum"}, {"op": "map", "function": "W", "items": "$"}]),
+        "W": FunctionSource(item, [{"op": "fan_in", "function": "Sum"}]),
+        "Sum": FunctionSource("def handler(event, ctx):\n    return sum(event)\n"),
+    })
+
+
+def test_a_full_join_is_carried_on_by_one_branch_only(store_factory, tmp_path):
+    """The wide-map WorkflowTimeout on DynamoDB (seed 757336232, mix 4): DynamoDB cannot tell
+    which add completed a shard, and every later execution of *any* branch — each duplicate,
+    retry and late copy — saw the shards full and invoked the target again (~440 deliveries of
+    Sum for ~40 branches under mix 4, each reading every leaf shard: a 20x slower schedule).
+    Now the completer claims the shard (unum_entry.fanin.CLAIM_SLOT): a late copy of every branch
+    sends the target at most one more call (the completer's own copy), on every store."""
+    kind, make_store = store_factory
+    store = make_store()
+    sent: Counter[str] = Counter()
+
+    class Counting(LocalPlatform):
+        def submit(self, function, payload, *, delay=0.0):
+            sent[function] += 1
+            super().submit(function, payload, delay=delay)
+
+    workflow = _wide_join(tmp_path)
+    with Counting(workflow, store, workers=4) as platform:
+        accepted: list[tuple[str, dict]] = []
+        submit = platform.submit
+
+        def recorded(function, payload, *, delay=0.0):
+            accepted.append((function, payload))
+            submit(function, payload, delay=delay)
+
+        platform.submit = recorded
+        outcome = platform.run(None, timeout=60)
+        assert outcome.result == sum(range(WIDE_JOIN_BRANCHES)), outcome
+        assert sent["Sum"] == 1, sent
+        branches = [payload for function, payload in accepted if function == "W"]
+        assert len(branches) == WIDE_JOIN_BRANCHES
+        sent.clear()
+        for payload in branches:  # a late copy of every branch, after the end
+            submit("W", payload)
+        platform.wait_idle(60)
+        assert platform.outcome(outcome.workflow_id).result == outcome.result
+    assert sent["Sum"] <= 1, f"[{kind}] {sent['Sum']} calls of the target from {len(branches)} late branch copies"
+
+
+def test_a_branch_duplicated_while_another_completes_the_shard(store_factory):
+    """Branch q fills the last slot of a 2-wide join; before q's execution goes on, a duplicate
+    of branch p (already joined) adds again and sees the set full too. Exactly one of them
+    carries the join on — whichever the store names (the completer, or on DynamoDB the first
+    claim) — and every retry of each (a crash anywhere, redelivered) decides the same."""
+
+    kind, make_store = store_factory
+    store = make_store()
+    join = dict(workflow="wf-dup", expires_at=int(time.time()) + 3600)
+    assert fanin.join(store, "set-dup", 2, 0, "member-p", **join) is False   # p joins first
+    store.add_to_set(naming.set_shard_key("set-dup", 0, 0), 1, "member-q", size=2, **join)  # q's add lands...
+    p_again = fanin.join(store, "set-dup", 2, 0, "member-p", **join)  # ...p's duplicate sees it full
+    q = fanin.join(store, "set-dup", 2, 1, "member-q", **join)        # q goes on
+    assert [p_again, q].count(True) == 1, f"[{kind}] p's duplicate {p_again}, q {q}: exactly one carries on"
+    for _ in range(2):  # retries after a crash at any point decide the same
+        assert fanin.join(store, "set-dup", 2, 0, "member-p", **join) is p_again
+        assert fanin.join(store, "set-dup", 2, 1, "member-q", **join) is q

@@ -16,7 +16,7 @@ from __future__ import annotations
 import functools
 import threading
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass
 from typing import Any
 
@@ -89,6 +89,24 @@ class FaultyPlatform(LocalPlatform):
             function, data = distinct[i]
             super().submit(function, decode(data))
         return len(chosen)
+
+    def in_flight(self) -> str:
+        """What is still in flight, for a WorkflowTimeout: per function, queued or running; the
+        consecutive failures of the queued deliveries; how long until the next one is due. A
+        lost invoke shows as nothing in flight with an incomplete outcome (not a timeout); a
+        delivery stuck in backoff as a queued one with many failures; load as many deliveries,
+        few failures and the next one due now."""
+        now = time.monotonic()
+        with self._lock:  # LocalPlatform's queue: a heap of (ready_at, seq, delivery), and `_ready`
+            queued = [(ready_at - now, d) for ready_at, _, d in self._queue] + [(0.0, d) for d in self._ready]
+            outstanding = self._outstanding
+        by_function = Counter(d.function for _, d in queued)
+        failures = sorted((d.failures for _, d in queued), reverse=True)[:10]
+        due = min((t for t, _ in queued), default=None)
+        return (f"{outstanding} outstanding: {len(queued)} queued {dict(by_function)}, "
+                f"{outstanding - len(queued)} running ({self._held} held back); most consecutive failures of "
+                f"a queued delivery {failures}; next due in {'-' if due is None else f'{due:.2f} s'}; "
+                f"platform {dict(self.stats)}")
 
     # ---- slow executions ---------------------------------------------------------------------
 
