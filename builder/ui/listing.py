@@ -78,10 +78,19 @@ def status_of(store: Store, entry: WorkflowEntry) -> WorkflowStatus:
     """The status `read_outcome` would report, reading only the result records."""
     if entry.failure is not None:
         return WorkflowStatus.FAILED
-    if not entry.results:
-        return WorkflowStatus.RUNNING
-    results = [decode(value) for value in store.get_many(entry.results).values()]
-    return WorkflowStatus.SUCCEEDED if covers_every_position(results) else WorkflowStatus.RUNNING
+    if entry.results:
+        results = [decode(value) for value in store.get_many(entry.results).values()]
+        if covers_every_position(results):
+            return WorkflowStatus.SUCCEEDED
+    return _running_or_waiting(store, entry.workflow)
+
+
+def _running_or_waiting(store: Store, workflow: str) -> WorkflowStatus:
+    """WAITING when a Task of the unfinished `workflow` waits for a task-token callback (one
+    scan of its objects, as `inspect` does), else RUNNING."""
+    from unum_entry.callbacks import waiting
+
+    return WorkflowStatus.WAITING if waiting(store, workflow) else WorkflowStatus.RUNNING
 
 
 def remove_workflow(store: Store, workflow: str) -> int:

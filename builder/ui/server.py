@@ -175,7 +175,7 @@ table{border-collapse:collapse;width:100%;font-size:13px}
 td,th{padding:4px 6px;border-bottom:1px solid #eee;text-align:left}
 tr.selected{background:#eef4ff} a{color:#1a5fb4;text-decoration:none}
 .status{padding:1px 6px;border-radius:8px;font-size:12px}
-.succeeded{background:#93d37c}.failed{background:#f28b82}.running{background:#9fc5f8}
+.succeeded{background:#93d37c}.failed{background:#f28b82}.running{background:#9fc5f8}.waiting{background:#fdd663}
 pre{background:#f6f6f6;padding:8px;overflow:auto;font-size:12px}
 .legend span{display:inline-block;padding:1px 8px;margin-right:4px;border:1px solid;border-radius:4px;font-size:12px}
 """

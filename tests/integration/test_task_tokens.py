@@ -69,6 +69,12 @@ def test_task_success_resumes_the_workflow_exactly_once(tmp_path: Path) -> None:
     assert waiting["status"] == "waiting" and waiting["results"] == []
     assert waiting["waiting"] == [{"state": "Approve", "function": "Approve", "token": token}]
     assert "task-success TOKEN" in waiting["complete"] and "resume" not in waiting
+    listed = json.loads(cli("list", "--store", store, "--json").stdout)
+    assert [(w["workflow"], w["status"]) for w in listed] == [(_workflow_of(token), "waiting")]
+    only = json.loads(cli("list", "--store", store, "--json", "--status", "waiting").stdout)
+    assert [w["workflow"] for w in only] == [_workflow_of(token)]
+    refused = cli("rm", _workflow_of(token), "--store", store)
+    assert refused.returncode == 2 and "is waiting" in refused.stderr, refused.stderr
 
     first = cli("task-success", token, "--output", '{"ok": true}', "--store", store, "--workflow", path, "--compact", env=env)
     assert first.returncode == 0, first.stderr
@@ -80,6 +86,8 @@ def test_task_success_resumes_the_workflow_exactly_once(tmp_path: Path) -> None:
     assert failure.returncode == 2 and "already completed" in failure.stderr
     inspect = cli("inspect", _workflow_of(token), "--store", store)
     assert '"shipped": true' in inspect.stdout or "succeeded" in inspect.stdout, inspect.stdout + inspect.stderr
+    listed = json.loads(cli("list", "--store", store, "--json").stdout)
+    assert [w["status"] for w in listed] == ["succeeded"]
 
 
 def _workflow_of(token: str) -> str:
