@@ -82,7 +82,7 @@ def test_example_workflows_in_containers(example, built_images, deployment) -> N
     if expected_path.exists():
         assert outcome.result == json.loads(expected_path.read_text())
     else:
-        assert outcome.result["greeting"] == "HELLO, E2E!"
+        assert outcome.result["greeting"] == f"HELLO, {input_value['name'].upper()}!"  # chain: no expected.json
     assert outcome_kinds(assert_only_ttl_bounded(store, started["workflow"])) == ["result"]
 
 
