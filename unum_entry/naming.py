@@ -51,6 +51,14 @@ def result_key(workflow: str, frames: Sequence[Frame]) -> str:
     return "r-" + _digest("result", workflow, [f.index for f in frames[1:]])
 
 
+def timer_name(workflow: str, purpose: str, *parts: object) -> str:
+    """A durable timer's name (`Invoker.invoke_at`): the same for every execution that arms it.
+    `purpose` says what it is for ("wait", "watchdog", "task-timeout", "heartbeat", "retry");
+    `parts` are whatever makes it unique within the workflow (an invocation name, a count).
+    34 characters of [a-z0-9-]: valid as an EventBridge schedule name and a Cloud Tasks task id."""
+    return "m-" + _digest("timer", workflow, purpose, [str(p) for p in parts])
+
+
 def failure_key(workflow: str) -> str:
     """The one failure record of a workflow."""
     return "f-" + _digest("failure", workflow)

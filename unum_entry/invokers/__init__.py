@@ -20,6 +20,18 @@ class Invoker(Protocol):
     def invoke(self, function: str, payload: dict[str, Any]) -> None:
         """Queue one invocation; return once the platform accepted it."""
 
+    def invoke_at(self, when: float, function: str, payload: dict[str, Any], *, name: str) -> None:
+        """A durable timer: deliver `payload` to `function` at or after `when` (epoch seconds,
+        the store's clock) through the platform's own scheduler (EventBridge Scheduler, Cloud
+        Tasks, the embedded engine's durable queue); return once the platform has recorded it.
+
+        A timer is an invocation like any other. `name` (`unum_entry.naming.timer_name`) is
+        deterministic, so every execution that arms the same timer arms the same one; a platform
+        may still deliver it more than once, early or late (a scheduler is at-least-once), and
+        the receiving runtime absorbs that (its commit is create-if-absent; an early delivery
+        re-arms itself). Arming a name that is already armed is not an error.
+        """
+
 
 def open_invoker(url: str, *, store: Store | None = None, **kwargs: Any) -> Invoker:
     """Open an invoker from a URL. `store` lets invokers send oversized envelopes by reference."""

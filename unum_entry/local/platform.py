@@ -82,6 +82,9 @@ class _LocalInvoker:
     def invoke(self, function: str, payload: dict[str, Any]) -> None:
         self._platform.submit(function, payload)
 
+    def invoke_at(self, when: float, function: str, payload: dict[str, Any], *, name: str) -> None:
+        self._platform.submit_at(when, function, payload, name=name)
+
 
 class LocalPlatform:
     """Runs the functions of `workflow` against `store` with `workers` concurrent executions.
@@ -111,6 +114,7 @@ class LocalPlatform:
         self._cancelled = False
         self._backoff = RetryPolicy(base=retry_delay, cap=max(max_backoff, retry_delay))
         self._stats_lock = threading.Lock()
+        self._wall_clock: Callable[[], float] = getattr(store, "_clock", time.time)  # timers' `when`
         # Deliveries not yet taken: a heap of (ready_at, seq, delivery) (seq: FIFO among equals).
         # With faults, those already due move to `_ready`, from which the injector picks any.
         self._queue: list[tuple[float, int, _Delivery]] = []
@@ -211,6 +215,13 @@ class LocalPlatform:
         data = encode(payload, what="envelope")  # a copy on the wire: no shared mutable state
         self._count("invokes")
         self._enqueue(_Delivery(function, data), delay)
+
+    def submit_at(self, when: float, function: str, payload: dict[str, Any], *, name: str) -> None:
+        """Accept one durable timer (`Invoker.invoke_at`): deliver at or after `when` (epoch
+        seconds on the store's clock). In-memory for now: the timer lives as long as the
+        platform (the embedded engine's durable queue keeps it across processes)."""
+        self._count("timers")
+        self.submit(function, payload, delay=max(0.0, when - self._wall_clock()))
 
     def _enqueue(self, delivery: _Delivery, delay: float) -> None:
         """Queue `delivery` (copies and extra delays as the fault injector plans) after `delay`."""
