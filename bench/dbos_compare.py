@@ -10,9 +10,13 @@ Workflows (each returns a number both sides must agree on):
 
 Systems:
   unum  the workflow folder written with `write_workflow` + `FunctionSource` (as bench/run.py does),
-        run by `local_platform` (8 workers) over `FileStore` in a fresh temp dir.
+        run by `local_platform` (8 workers) over the SQLite store (`run`'s default) in a fresh temp
+        dir, with durability full (synchronous=FULL, WAL, group commit: durable across power loss)
+        and off (synchronous=OFF); and over the file store (no fsync) for reference.
   DBOS  @DBOS.workflow / @DBOS.step over a fresh SQLite system database in a temp dir, with
-        SQLite's default synchronous setting and with PRAGMA synchronous=OFF. The fan-out runs
+        SQLite's default synchronous setting (FULL, rollback journal: durable) and with PRAGMA
+        synchronous=OFF. Like for like: unum full against DBOS default (both durable), unum off
+        against DBOS synchronous=OFF (both relaxed); the ratios pair them so. The fan-out runs
         two ways: a queue with default settings (queue.enqueue of a child workflow per branch, as
         the DBOS queue tutorial does) and DBOS.start_workflow per branch.
 
@@ -21,7 +25,8 @@ Every measurement runs in a fresh subprocess with a fresh store or database. Rou
   workflow s  the workflow call alone, measured inside the subprocess after imports and setup;
   process s   the whole subprocess as the parent sees it (interpreter start, imports, setup,
               workflow, shutdown),
-and the ratio DBOS / unum of each. Nothing asserts on time. See bench/README.md.
+and the ratio DBOS / unum of each (against unum on SQLite with the same durability; the file store
+row has no pair). Nothing asserts on time. See bench/README.md.
 """
 
 from __future__ import annotations
@@ -67,8 +72,8 @@ class Case:
     system: str              # "unum" | "dbos"
     workflow: str            # "chain" | "fanout"
     size: int                # chain steps or fan-out width
-    variant: str             # unum: "file"; DBOS chain: "steps"; DBOS fan-out: "queue" | "start_workflow"
-    synchronous: str = ""    # DBOS only: "default" | "off"
+    variant: str             # unum: "sqlite" | "file"; DBOS chain: "steps"; DBOS fan-out: "queue" | "start_workflow"
+    synchronous: str = ""    # DBOS: "default" | "off"; unum on SQLite: "full" | "off" (its durability)
     workers: int = 8         # unum only: the local platform's worker threads
 
     @property
@@ -77,9 +82,18 @@ class Case:
         return self.size if self.workflow == "chain" else self.size * (self.size - 1)
 
     @property
+    def durable(self) -> bool | None:
+        """Whether a returned commit survives power loss (None: the file store, no pair)."""
+        if self.system == "unum" and self.variant == "file":
+            return None
+        return self.synchronous in ("full", "default")
+
+    @property
     def label(self) -> str:
         if self.system == "unum":
-            return f"unum, FileStore, {self.workers} workers"
+            if self.variant == "sqlite":
+                return f"unum, SQLite {self.synchronous}, {self.workers} workers"
+            return f"unum, FileStore (no fsync), {self.workers} workers"
         how = {"steps": "steps", "queue": "queue (defaults)", "start_workflow": "start_workflow"}[self.variant]
         sync = "sync=OFF" if self.synchronous == "off" else "sync default"
         return f"DBOS, {how}, {sync}"
@@ -108,7 +122,9 @@ def cases_for(settings: Settings) -> dict[str, list[Case]]:
     by_workflow: dict[str, list[Case]] = {}
     for workflow, size, dbos_variants in (("chain", settings.chain_steps, ("steps",)),
                                           ("fanout", settings.fanout_width, ("queue", "start_workflow"))):
-        cases = [Case("unum", workflow, size, "file", workers=settings.workers)]
+        cases = [Case("unum", workflow, size, "sqlite", synchronous=sync, workers=settings.workers)
+                 for sync in ("full", "off")]
+        cases.append(Case("unum", workflow, size, "file", workers=settings.workers))
         cases += [Case("dbos", workflow, size, variant, synchronous=sync)
                   for variant in dbos_variants for sync in ("default", "off")]
         by_workflow[workflow] = cases
@@ -180,14 +196,21 @@ def files_by_folder(root: Path) -> tuple[dict[str, int], int]:
 
 
 def run_unum(case: Case, tmp: Path, started: float) -> Measurement:
-    """Write the workflow folder, open a FileStore and the local platform, time `platform.run`."""
+    """Write the workflow folder, open the store (SQLite with the case's durability, or a
+    FileStore) and the local platform, time `platform.run`."""
     from unum_entry.local.platform import local_platform
+    from unum_entry.stores.base import Store
     from unum_entry.stores.file import FileStore
+    from unum_entry.stores.sqlite import SQLiteStore
     from unum_entry.workflow import write_workflow
 
     entry, functions, input_value = unum_functions(case)
     workflow = write_workflow(tmp / "workflow", name=case.workflow, entry=entry, functions=functions)
-    store = FileStore(tmp / "store")
+    store: Store
+    if case.variant == "sqlite":
+        store = SQLiteStore.open(tmp / "store" / "unum.db", durability=case.synchronous)
+    else:
+        store = FileStore(tmp / "store")
     with local_platform(workflow, store, workers=case.workers) as plat:
         setup_s = time.perf_counter() - started
         t0 = time.perf_counter()
@@ -195,16 +218,27 @@ def run_unum(case: Case, tmp: Path, started: float) -> Measurement:
         workflow_s = time.perf_counter() - t0
         t1 = time.perf_counter()
         stats = dict(plat.stats)
+    if isinstance(store, SQLiteStore):
+        rows = store.database.read(lambda conn: conn.execute("SELECT count(*) FROM unum_records").fetchone()[0])
+        level = store.database.read(lambda conn: conn.execute("PRAGMA synchronous").fetchone()[0])
+        mode = store.database.read(lambda conn: conn.execute("PRAGMA journal_mode").fetchone()[0])
+        sqlite_settings = {"synchronous": f"{ {0: 'OFF', 1: 'NORMAL', 2: 'FULL'}.get(level, level)} ({level})",
+                           "journal_mode": mode, "connections": "1 writer + 1 reader per thread"}
+        store.close()
     teardown_s = time.perf_counter() - t1
     results = list(getattr(outcome, "results", []) or [])
     failure = getattr(outcome, "failure", None)
     persisted, disk = files_by_folder(tmp / "store")
+    extra: dict[str, Any] = {}
+    if case.variant == "sqlite":
+        persisted["unum_records rows"] = rows
+        extra = sqlite_settings
     names = {"deliveries": "platform deliveries", "committed": "transitions committed"}
     persisted.update({names[k]: v for k, v in stats.items() if k in names})
     if failure is not None or results != [case.expected]:
         return Measurement(False, results, f"unum: results {results!r}, failure {failure!r}",
-                           setup_s, workflow_s, teardown_s, persisted, disk)
-    return Measurement(True, results[0], "", setup_s, workflow_s, teardown_s, persisted, disk)
+                           setup_s, workflow_s, teardown_s, persisted, disk, extra)
+    return Measurement(True, results[0], "", setup_s, workflow_s, teardown_s, persisted, disk, extra)
 
 
 # ---- the child: DBOS -----------------------------------------------------------------------
@@ -482,21 +516,22 @@ def table(settings: Settings, samples: Sequence[Sample]) -> list[str]:
     lines = [header, "-" * len(header)]
     for workflow, cases in cases_for(settings).items():
         rows = [summarise(samples, c) for c in cases]
-        unum = rows[0]
+        # Like for like: a DBOS row is divided by unum on SQLite with the same durability.
+        unum = {row.case.durable: row for row in rows if row.case.system == "unum" and row.case.durable is not None}
         lines.append(titles[workflow])
         for row in rows:
-            is_dbos = row.case.system == "dbos"
+            pair = unum.get(row.case.durable) if row.case.system == "dbos" else None
             lines.append(f"  {row.case.label:<38}{fmt_s(row.workflow_s):>30}{fmt_s(row.process_s):>30}"
-                         f"{ratio(row.workflow_median, unum.workflow_median) if is_dbos else '':>14}"
-                         f"{ratio(row.process_median, unum.process_median) if is_dbos else '':>8}")
+                         f"{ratio(row.workflow_median, pair.workflow_median) if pair else '':>14}"
+                         f"{ratio(row.process_median, pair.process_median) if pair else '':>8}")
         lines.append("")
     return lines
 
 
 def persistence_lines(settings: Settings, samples: Sequence[Sample]) -> list[str]:
     """What each case's last successful run left on disk, and DBOS's SQLite settings."""
-    lines = ["What one run left on disk (last successful round; unum: files per store folder, "
-             "DBOS: rows per table of its SQLite file):"]
+    lines = ["What one run left on disk (last successful round; unum: files per store folder (and rows of its "
+             "SQLite store), DBOS: rows per table of its SQLite file):"]
     for cases in cases_for(settings).values():
         for case in cases:
             row = summarise(samples, case)
@@ -564,7 +599,8 @@ def render(settings: Settings, samples: Sequence[Sample], unum_line: str, elapse
         f"{settings.rounds} rounds; each measurement in a fresh subprocess with a fresh store/database; "
         "per round and workflow: unum first, then each DBOS setting.",
         "workflow s = the workflow call alone (inside the subprocess, after setup); process s = the whole "
-        "subprocess; ratios are DBOS median / unum median (>1: DBOS slower).",
+        "subprocess; ratios are DBOS median / unum median with the same durability (>1: DBOS slower): "
+        "DBOS default (FULL) / unum SQLite full, DBOS sync=OFF / unum SQLite off.",
         "",
         *table(settings, samples),
         *failure_lines(settings, samples),

@@ -60,8 +60,10 @@ def chain_ops(root: Path, kind: str, body: str | None, steps: int, runs: int) ->
     with local_platform(workflow, store, workers=1) as platform:
         for _ in range(runs):
             outcome = platform.run(1, timeout=60)
-            if outcome.failure or [r.kind.value for r in store.records(outcome.workflow_id)] != ["result"]:
-                raise RuntimeError(f"{kind} x{steps}: {outcome.failure or 'left garbage'}")
+            # Checkpoints and step records are retained until their TTL (docs/coordination.md:
+            # retention), so only the outcome is checked here, not what the store still holds.
+            if outcome.failure or not outcome.complete:
+                raise RuntimeError(f"{kind} x{steps}: {outcome.failure or 'did not complete'}")
     return store.counts
 
 

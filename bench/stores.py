@@ -38,6 +38,7 @@ from unum_entry.stores.memory import MemoryStore  # noqa: E402
 
 VALUE = os.urandom(200)
 SLOTS = 16
+EXPIRES = int(time.time()) + 7 * 24 * 3600  # every write states its expiry (unum_entry.retention)
 
 
 def rate(count: int, work: Callable[[], object]) -> float:
@@ -55,10 +56,10 @@ def single_process(store: Store, n: int, repeats: int) -> dict[str, float]:
 
     for r in range(repeats):
         keys = [f"c-{r}-{i}" for i in range(n)]
-        best("create (first writer)", rate(n, lambda: [store.create(k, VALUE, workflow="wf") for k in keys]))
-        best("create (loser, gets winner)", rate(n, lambda: [store.create(k, VALUE, workflow="wf") for k in keys]))
+        best("create (first writer)", rate(n, lambda: [store.create(k, VALUE, workflow="wf", expires_at=EXPIRES) for k in keys]))
+        best("create (loser, gets winner)", rate(n, lambda: [store.create(k, VALUE, workflow="wf", expires_at=EXPIRES) for k in keys]))
         best("add_to_set (16-slot shards)", rate(n, lambda: [
-            store.add_to_set(f"s-{r}-{i // SLOTS}", i % SLOTS, keys[i], size=SLOTS, workflow="wf")
+            store.add_to_set(f"s-{r}-{i // SLOTS}", i % SLOTS, keys[i], size=SLOTS, workflow="wf", expires_at=EXPIRES)
             for i in range(n)]))
         batches = [keys[i:i + SLOTS] for i in range(0, n, SLOTS)]
         best("get_many (16 keys), keys/s", rate(n, lambda: [store.get_many(batch) for batch in batches]))
@@ -74,9 +75,9 @@ def _transitions(root: str, kind: str, worker: int, n: int, start, results) -> N
     began = time.perf_counter()
     for i in range(n):
         key = f"c-{kind}-{worker}-{i}"
-        store.create(key, VALUE, workflow=f"wf-{worker}")
+        store.create(key, VALUE, workflow=f"wf-{worker}", expires_at=EXPIRES)
         if kind == "map":
-            store.add_to_set(f"s-{worker}-{i // SLOTS}", i % SLOTS, key, size=SLOTS, workflow=f"wf-{worker}")
+            store.add_to_set(f"s-{worker}-{i // SLOTS}", i % SLOTS, key, size=SLOTS, workflow=f"wf-{worker}", expires_at=EXPIRES)
     results.put(time.perf_counter() - began)
 
 

@@ -23,8 +23,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("platforms", ("platforms", "local", "__main__", "invocation_log")),
     ("steps layer", ("steps",)),
     ("step functions", ("asl", "callbacks")),
-    ("runtime core", ("runtime", "ingress", "egress", "plan", "hooks", "context")),
-    ("rules", ("checkpoint", "fanin", "retention", "outcome")),
+    ("runtime core", ("runtime", "ingress", "egress", "plan", "hooks", "context", "timers")),
+    ("rules", ("checkpoint", "fanin", "retention", "outcome", "history", "watchdog")),
     ("adapters", ("stores", "invokers")),
     ("foundation", ("errors", "codec", "frozen", "naming", "envelope", "ir", "conditions", "workflow", "urls")),
 )

@@ -183,7 +183,20 @@ def _layer_rank(group: str) -> int:
 
 
 def main(argv: list[str]) -> int:
-    trees = [read_tree(revision) for revision in (argv or DEFAULT_REVISIONS)]
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="docs/gen_restructure_map.py", description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("revisions", nargs="*", metavar="REV",
+                        help=f"commits to map, oldest first (default: {' '.join(DEFAULT_REVISIONS)})")
+    revisions = parser.parse_args(argv).revisions or list(DEFAULT_REVISIONS)
+    for revision in revisions:
+        found = subprocess.run(["git", "rev-parse", "--verify", "--quiet", f"{revision}^{{commit}}"], cwd=ROOT,
+                               capture_output=True, timeout=60)
+        if found.returncode != 0:
+            print(f"error: {revision!r} is not a commit of this repository ({ROOT})", file=sys.stderr)
+            return 2
+    trees = [read_tree(revision) for revision in revisions]
     DOC.write_text(render(trees))
     print(f"wrote {DOC.relative_to(ROOT)} ({', '.join(t.commit for t in trees)})")
     return 0

@@ -17,7 +17,7 @@ accepted. Nothing but the store is needed to resume: `complete(token, outcome, s
 1. decodes the token and reads the waiting invocation's checkpoint (`naming.checkpoint_key` of
    its frames): unknown when absent, when it is not a wait decision or when the nonce differs (a
    forged token: the nonce is not guessable, and a token names one position only);
-2. writes the *callback record* with one create-if-absent (`cb-` + hash of the invocation): the
+2. writes the *callback record* with one create-if-absent (`naming.callback_key`): the
    first callback wins; any later one is refused with `TaskAlreadyCompleted` (after re-sending the
    winner's continuation, so a callback that crashed before invoking is completed by a retry);
 3. invokes the same function as the next invocation of its thread — the same frames, the
@@ -38,7 +38,6 @@ lists the tasks of a workflow that wait for their callback (for `run` and `inspe
 from __future__ import annotations
 
 import base64
-import hashlib
 import json
 import secrets
 import time
@@ -125,7 +124,8 @@ class Token:
 
     @property
     def record_key(self) -> str:
-        return "cb-" + hashlib.blake2b(f"{self.invocation}/{self.nonce}".encode(), digest_size=16).hexdigest()
+        from unum_entry import naming
+        return naming.callback_key(self.invocation, self.nonce)
 
     def _frames(self) -> tuple[Any, ...]:
         from unum_entry.envelope import Frame
@@ -167,12 +167,15 @@ def _nonce() -> str:
 
 
 def wait_decision(state: str, transfer: Mapping[str, Any], token: Token, timeout: float | None,
-                  retries: list[int] | None = None) -> dict[str, Any]:
+                  retries: list[int] | None = None, *, deadline: int = 0) -> dict[str, Any]:
     """The decision a waiting Task's function commits (its IR `suspend`s on it). `retries`: the
-    Task's Retry counters so far (a failure callback continues counting from them)."""
-    return {"__next__": WAIT, "wait": {"state": state, "transfer": dict(transfer), "nonce": token.nonce,
-                                       "token": token.text(), "retries": list(retries or []),
-                                       "issued": time.time(), "timeout": timeout}}
+    Task's Retry counters so far (a failure callback continues counting from them); `deadline`:
+    the workflow's (InvocationContext.deadline), under which the continuation runs."""
+    wait = {"state": state, "transfer": dict(transfer), "nonce": token.nonce, "token": token.text(),
+            "retries": list(retries or []), "issued": time.time(), "timeout": timeout}
+    if deadline:
+        wait["deadline"] = int(deadline)
+    return {"__next__": WAIT, "wait": wait}
 
 
 @dataclass(frozen=True)
@@ -190,6 +193,7 @@ def waiting(store: Any, workflow: str) -> list[Waiting]:
     scan of the workflow's objects (O(objects), for tools): a checkpoint holding a wait decision
     whose callback record does not exist. Wait decisions without a stored token (the first
     form) are listed with an empty token."""
+    from unum_entry import naming
     from unum_entry.codec import decode
     from unum_entry.stores.base import Kind
 
@@ -208,8 +212,8 @@ def waiting(store: Any, workflow: str) -> list[Waiting]:
             decisions.append((record.key, dict(decision["wait"])))
     found = []
     for key, wait in decisions:
-        record_key = "cb-" + hashlib.blake2b(f"{key}/{wait.get('nonce')}".encode(), digest_size=16).hexdigest()
-        if record_key in keys:
+        record_key = naming.callback_key(key, str(wait.get("nonce")))
+        if record_key in keys or wait.get("timer"):  # completed; or a Wait/Retry timer (no callback)
             continue
         token = str(wait.get("token") or "")
         function = Token.parse(token).function if token else ""
@@ -236,7 +240,8 @@ def task_success(token: str, output: Any, *, store: Any, invoker: Any, now: floa
 def task_failure(token: str, error: str | None, cause: str | None, *, store: Any, invoker: Any,
                  now: float | None = None) -> Resumed:
     """SendTaskFailure: the waiting Task fails with `error` / `cause` (its Retry, then its Catch, apply)."""
-    return complete(token, {"error": error or "States.TaskFailed", "cause": cause or ""}, store=store,
+    # AWS: SendTaskFailure without an error or a cause fails the Task with null for both
+    return complete(token, {"error": error, "cause": cause}, store=store,
                     invoker=invoker, now=now)
 
 
@@ -244,10 +249,11 @@ def complete(token_text: str, outcome: Mapping[str, Any], *, store: Any, invoker
              now: float | None = None) -> Resumed:
     """Resume the waiting Task exactly once (module docstring)."""
     from unum_entry.codec import decode, encode
+    from unum_entry.retention import Ledger, store_retention
     from unum_entry.stores.base import Kind
 
     token = Token.parse(token_text)
-    now = time.time() if now is None else now
+    now = store_retention(store).clock() if now is None else now  # the clock timers run on
     records = store.read([token.invocation])
     record = records.get(token.invocation)
     if record is None or record.value is None:
@@ -258,15 +264,25 @@ def complete(token_text: str, outcome: Mapping[str, Any], *, store: Any, invoker
     if wait is None or wait.get("nonce") != token.nonce:
         raise InvalidToken(f"unknown task token for workflow {token.workflow} (function {token.function!r} is not "
                            "waiting on it)")
-    timed_out = wait.get("timeout") is not None and now > wait["issued"] + wait["timeout"]
+    timeout_at = wait.get("timeout_at")  # scaled, on the store's clock (unum_entry/asl/timing.py)
+    if timeout_at is None and wait.get("timeout") is not None:
+        timeout_at = wait["issued"] + wait["timeout"]  # a wait decision from before timers
+    timed_out = timeout_at is not None and now > timeout_at
     if timed_out:
         outcome = {"error": "States.Timeout", "cause": f"the task timed out after {wait['timeout']:g} seconds "
                                                       "before its callback"}
     resume = {RESUME: {"wait": wait, "outcome": dict(outcome)}}
-    stored, created = store.create(token.record_key, encode(resume, what="callback"), workflow=token.workflow,
-                                   kind=Kind.MARKER, expires_at=record.expires_at)
-    _continue(token, decode(stored), record.expires_at, invoker)
+    # The continuation runs under the workflow's own deadline (recorded in the wait decision;
+    # decisions without one: the waiting checkpoint's expiry, which is never earlier), so a
+    # callback after `deadline - margin` ends the workflow with Unum.RetentionExpired instead of
+    # joining a set that has expired (unum_entry.retention).
+    ledger = Ledger(token.workflow, int(wait.get("deadline") or record.expires_at), store_retention(store))
+    stored, created = ledger.create(store, token.record_key, encode(resume, what="callback"), Kind.MARKER)
+    _continue(token, decode(stored), ledger.deadline, invoker)
     if not created:
+        if _timed_out(decode(stored)[RESUME]["outcome"]):  # its TimeoutSeconds or HeartbeatSeconds timer won
+            raise TaskTimedOut(f"task token of workflow {token.workflow}: the task has timed out; the workflow "
+                               "continued with its timeout, this callback is ignored")
         raise TaskAlreadyCompleted(f"task token of workflow {token.workflow}: the task was already completed by an "
                                    "earlier callback; this one is ignored")
     if timed_out:
@@ -284,3 +300,104 @@ def _continue(token: Token, resume: Any, deadline: int, invoker: Any) -> None:
     env = Envelope(workflow=token.workflow, frames=token.continuation_frames(),
                    inputs=(DataRef(ref=token.record_key, **inline),), deadline=int(deadline))
     invoker.invoke(token.function, env.to_wire())
+
+
+# ---- timeouts and heartbeats (their timers: unum_entry/asl/timing.py) --------------------------
+
+TIMEOUTS = ("States.Timeout", "States.HeartbeatTimeout")
+HEARTBEAT_BUCKETS = 4  # heartbeats are recorded per quarter of HeartbeatSeconds (see heartbeat_due)
+
+
+def _timed_out(outcome: Mapping[str, Any]) -> bool:
+    return outcome.get("error") in TIMEOUTS
+
+
+def recorded(store: Any, token: Token) -> dict[str, Any] | None:
+    """The resume event (`{"wait", "outcome"}`) in the callback record of `token`: None while
+    the task waits; else what completed it (a callback, or a timeout)."""
+    from unum_entry.codec import decode
+
+    raw = store.get(token.record_key)
+    return None if raw is None else dict(decode(raw)[RESUME])
+
+
+def record_outcome(store: Any, token: Token, wait: Mapping[str, Any], expires_at: int,
+                   outcome: Mapping[str, Any]) -> dict[str, Any]:
+    """Complete the waiting task with `outcome` (a timer's States.Timeout or
+    States.HeartbeatTimeout) unless something completed it first: one create-if-absent of its
+    callback record, the same first-wins write as `complete`. Returns the winner's resume event
+    (this outcome's, or the earlier callback's). `expires_at`: the waiting checkpoint's."""
+    from unum_entry.codec import decode, encode
+    from unum_entry.retention import Ledger, store_retention
+    from unum_entry.stores.base import Kind
+
+    ledger = Ledger(token.workflow, int(wait.get("deadline") or expires_at), store_retention(store))
+    resume = {RESUME: {"wait": dict(wait), "outcome": dict(outcome)}}
+    stored, _ = ledger.create(store, token.record_key, encode(resume, what="callback"), Kind.MARKER)
+    return dict(decode(stored)[RESUME])
+
+
+@dataclass(frozen=True)
+class Beat:
+    """A heartbeat accepted: the waiting task's workflow and function, and when (store clock)."""
+
+    workflow: str
+    function: str
+    at: float
+
+
+def task_heartbeat(token_text: str, *, store: Any, now: float | None = None) -> Beat:
+    """SendTaskHeartbeat: the waiting Task is alive. Records the heartbeat (one create-if-absent
+    per quarter of its HeartbeatSeconds: `heartbeat_due` reads them when the heartbeat timer
+    fires). Raises InvalidToken, TaskNotWaitingYet, TaskAlreadyCompleted, or TaskTimedOut once the
+    task has timed out (its timer won, or its TimeoutSeconds have passed)."""
+    from unum_entry import naming
+    from unum_entry.codec import decode, encode
+    from unum_entry.retention import Ledger, store_retention
+    from unum_entry.stores.base import Kind
+
+    token = Token.parse(token_text)
+    retention = store_retention(store)
+    now = retention.clock() if now is None else now
+    found = store.read([token.invocation, token.record_key])
+    record = found.get(token.invocation)
+    if record is None or record.value is None:
+        raise TaskNotWaitingYet(f"task token of workflow {token.workflow}: no waiting task (yet)")
+    decision = decode(record.value)
+    wait = decision.get("wait") if isinstance(decision, Mapping) and decision.get("__next__") == WAIT else None
+    if wait is None or wait.get("nonce") != token.nonce:
+        raise InvalidToken(f"unknown task token for workflow {token.workflow} (function {token.function!r} is not "
+                           "waiting on it)")
+    done = found.get(token.record_key)
+    if done is not None and done.value is not None:
+        if _timed_out(decode(done.value)[RESUME]["outcome"]):
+            raise TaskTimedOut(f"task token of workflow {token.workflow}: the task has timed out")
+        raise TaskAlreadyCompleted(f"task token of workflow {token.workflow}: the task was already completed")
+    if wait.get("timeout_at") is not None and now > wait["timeout_at"]:
+        raise TaskTimedOut(f"task token of workflow {token.workflow}: the task has timed out (TimeoutSeconds "
+                           f"{wait['timeout']:g})")
+    if wait.get("heartbeat_span"):
+        bucket = int(now // (float(wait["heartbeat_span"]) / HEARTBEAT_BUCKETS))
+        ledger = Ledger(token.workflow, int(wait.get("deadline") or record.expires_at), retention)
+        ledger.create(store, naming.heartbeat_key(token.invocation, token.nonce, bucket),
+                      encode({"at": now}, what="heartbeat"), Kind.MARKER)
+    return Beat(token.workflow, token.function, now)
+
+
+def heartbeat_due(store: Any, token: Token, wait: Mapping[str, Any], now: float) -> float:
+    """When the waiting task's heartbeat expires, as far as the records show at `now`: its last
+    heartbeat (or its start) + HeartbeatSeconds. Each heartbeat bucket (a quarter of
+    HeartbeatSeconds) keeps its first heartbeat only, so a later one in the same bucket counts as
+    the bucket's end: the expiry is never early, and at most a quarter of HeartbeatSeconds late.
+    One read of the buckets that can hold a heartbeat within HeartbeatSeconds of `now`."""
+    from unum_entry import naming
+
+    span = float(wait["heartbeat_span"])
+    width = span / HEARTBEAT_BUCKETS
+    buckets = {naming.heartbeat_key(token.invocation, token.nonce, b): b
+               for b in range(int((now - span) // width), int(now // width) + 1)}
+    found = store.read(list(buckets))
+    due = float(wait["issued"]) + span
+    if found:
+        due = max(due, (max(buckets[key] for key in found) + 1) * width + span)
+    return due

@@ -32,6 +32,7 @@ from unum_entry.envelope import Envelope
 from unum_entry.errors import StaleInvocation
 from unum_entry.ir import FunctionIR
 from unum_entry.outcome import Ending
+from unum_entry.retention import Ledger
 from unum_entry.stores.base import Guard, Kind, Store
 
 if TYPE_CHECKING:
@@ -55,24 +56,37 @@ def commit_key(ir: FunctionIR, env: Envelope, invocation: str) -> str | None:
 
 
 def commit(store: Store, ir: FunctionIR, retention: Retention, env: Envelope, key: str | None,
-           output: Any) -> tuple[bytes, bool]:
+           output: Any, *, stamp: bytes = b"") -> tuple[bytes, bool]:
     """Create the commit record `key` (see `commit_key`) unless it exists; returns (the committed
     bytes, created?). One conditional write; a loser gets the winner's bytes back. Raises
-    UnencodableValue before writing anything when the output cannot be stored."""
+    UnencodableValue before writing anything when the output cannot be stored. `stamp` (the
+    invocation's history, unum_entry.history) is stored after the value in the same write;
+    `codec.decode` reads the value alone."""
     what = f"output of function {ir.function!r}"
     if key is None:
-        return encode(output, what=what), True
+        return encode(output, what=what), first_delivery(env)
+    ledger = Ledger.of(env, retention)
     if commits_its_result(ir):
-        return store.create(key, result_record(env, output), workflow=env.workflow, kind=Kind.RESULT,
-                            expires_at=retention.expires_at(env.deadline))
-    return store.create(key, encode(output, what=what), workflow=env.workflow,
-                        expires_at=retention.expires_at(env.deadline))
+        return ledger.create(store, key, result_record(env, output) + stamp, Kind.RESULT)
+    return ledger.create(store, key, encode(output, what=what) + stamp, Kind.CHECKPOINT)
 
 
-def record_result(store: Store, retention: Retention, env: Envelope, value: Any) -> None:
-    """Write the workflow's result at the fan-out position of `env` (the first one wins)."""
-    store.create(naming.result_key(env.workflow, env.frames), result_record(env, value), workflow=env.workflow,
-                 kind=Kind.RESULT, expires_at=retention.expires_at(env.deadline))
+def first_delivery(env: Envelope) -> bool:
+    """What stands in for `created` of a function without a checkpoint (`"checkpoint": false`):
+    no record tells its duplicates apart, so a delivery that is known to repeat one (sent
+    `redelivered` by a duplicate upstream, or a retry: `attempt` > 0) is taken as a duplicate.
+    Its egress then invokes only the successors that have not committed, marked `redelivered`
+    (`not_yet_committed`: one batch read, paid by repeats only). A repeat the platform does not
+    mark (the same event delivered twice) still runs as a first delivery; its successors'
+    create-if-absent commits absorb it (each continues as a duplicate with the first output)."""
+    return not (env.redelivered or env.attempt > 0)
+
+
+def record_result(store: Store, retention: Retention, env: Envelope, value: Any, *, stamp: bytes = b"") -> None:
+    """Write the workflow's result at the fan-out position of `env` (the first one wins), followed
+    by `stamp` (when it was written: unum_entry.history.end_stamp)."""
+    ledger = Ledger.of(env, retention)
+    ledger.create(store, ledger.result(env.frames), result_record(env, value) + stamp, Kind.RESULT)
 
 
 def result_record(env: Envelope, value: Any) -> bytes:

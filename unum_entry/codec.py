@@ -20,6 +20,16 @@ def encode(value: Any, *, what: str = "value") -> bytes:
         raise UnencodableValue(f"{what} cannot be stored: {exc} (return JSON-like data: dict, list, str, number, bool, None or bytes)") from exc
 
 
+# What may follow a value: a msgpack ext object (a commit's history stamp, unum_entry.history).
+_EXT_HEADS = frozenset(b"\xc7\xc8\xc9\xd4\xd5\xd6\xd7\xd8")
+
+
 def decode(data: bytes) -> Any:
-    """Inverse of `encode`. Maps come back as dicts, arrays as lists."""
-    return msgpack.unpackb(data, raw=False, strict_map_key=False)
+    """Inverse of `encode`. Maps come back as dicts, arrays as lists. A value followed by a
+    msgpack ext object (a commit's history stamp, unum_entry.history) decodes as the value."""
+    try:
+        return msgpack.unpackb(data, raw=False, strict_map_key=False)
+    except msgpack.ExtraData as extra:
+        if extra.extra[:1] and extra.extra[0] in _EXT_HEADS:
+            return extra.unpacked
+        raise

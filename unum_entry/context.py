@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+from dataclasses import field
+from typing import TYPE_CHECKING
+
 from unum_entry.frozen import Frozen, frozen
+
+if TYPE_CHECKING:
+    from unum_entry.timers import Timers
 
 
 @frozen
@@ -10,7 +16,9 @@ class InvocationContext(Frozen):
     """The invocation's identity, the same in every execution of it except `attempt`.
 
     `invocation` is its checkpoint name; `index`/`size`/`iteration` describe its innermost
-    fan-out frame. Handlers declared `@durable` get a `unum_entry.steps.StepContext`, which adds
+    fan-out frame; `deadline` is the workflow's (epoch seconds, unum_entry.retention; 0 when not
+    known); `timers` lets the handler arm durable timers (unum_entry.timers; None outside a
+    runtime). Handlers declared `@durable` get a `unum_entry.steps.StepContext`, which adds
     the step API (`step`, `transact`, `now`, `random`, `uuid4`, `abort`). Building one does no I/O."""
 
     workflow_id: str
@@ -20,8 +28,11 @@ class InvocationContext(Frozen):
     index: int
     size: int
     iteration: int
+    deadline: int = 0
+    timers: Timers | None = field(default=None, repr=False, compare=False)
 
     def __init__(self, workflow_id: str, function_name: str, invocation: str, attempt: int, index: int, size: int,
-                 iteration: int) -> None:
+                 iteration: int, deadline: int = 0, timers: Timers | None = None) -> None:
         self.__dict__.update(workflow_id=workflow_id, function_name=function_name, invocation=invocation,
-                             attempt=attempt, index=index, size=size, iteration=iteration)
+                             attempt=attempt, index=index, size=size, iteration=iteration, deadline=deadline,
+                             timers=timers)

@@ -22,12 +22,13 @@ from unum_entry.codec import decode
 from unum_entry.envelope import DataRef, Envelope
 from unum_entry.errors import UnencodableValue
 from unum_entry.frozen import Frozen, frozen
+from unum_entry.history import end_stamp
 from unum_entry.hooks import FaultPoint, Hooks
 from unum_entry.invokers import Invoker
 from unum_entry.ir import FunctionIR
 from unum_entry.outcome import failure_record
 from unum_entry.plan import Call, Committed, Join, Plan, continuation, plan
-from unum_entry.retention import Retention
+from unum_entry.retention import Ledger, Retention
 from unum_entry.stores.base import Store
 
 if TYPE_CHECKING:
@@ -103,16 +104,16 @@ def _finish(ctx: EgressContext, env: Envelope, invocation: str, value: Any, the_
                                                function=ctx.ir.function, invocation=invocation,
                                                attempts=env.attempt + 1))
         return
-    record_result(ctx.store, ctx.retention, env, value if the_plan.result is None else the_plan.result.value)
+    record_result(ctx.store, ctx.retention, env, value if the_plan.result is None else the_plan.result.value,
+                  stamp=end_stamp(ctx.ir.function, ctx.retention.clock()))
 
 
 def _join(ctx: EgressContext, env: Envelope, invocation: str, checkpoint: str, join: Join, created: bool) -> int:
     """Add our checkpoint to the fan-in set; invoke the target if we saw every branch join."""
-    # Every add of a set gives the same expiry, the workflow's deadline: a set is only read
-    # while the workflow runs (a duplicate past the deadline never reaches a join: Runtime._may_run),
-    # and identical adds leave a set unchanged on every store (Firestore's merge-write included).
-    complete = fanin.join(ctx.store, join.set_key, join.width, join.slot, checkpoint,
-                          workflow=env.workflow, expires_at=env.deadline)
+    # The ledger stamps every add of a set with the workflow's deadline and refuses an add past
+    # it (unum_entry.fanin.join): a late join fails the workflow instead of recreating its shard.
+    complete = fanin.join(ctx.store, Ledger.of(env, ctx.retention), join.set_key, join.width, join.slot,
+                          checkpoint)
     if not complete:
         return 0
     calls = [join.target_call(env)]

@@ -18,6 +18,8 @@ Wire form (JSON-compatible, so it can be a Lambda event; msgpack on Pub/Sub and 
 - `deadline`: when the workflow's objects start to expire (epoch seconds; unum_entry.retention).
   0 only on a start request from outside: the entry sets it.
 - `redelivered`: sent by a duplicate execution: ingress reads its checkpoint before the handler.
+- `watchdog`: the workflow's deadline watchdog timer (unum_entry.watchdog), delivered to the entry
+  function; `attempt` counts its re-arms. Needs a `deadline`; never a `start`, never `gathered`.
 """
 
 from __future__ import annotations
@@ -91,12 +93,14 @@ class Envelope(Frozen):
     deadline: int = 0
     redelivered: bool = False
     lanes: int = 0  # a map item run in lanes: once committed, invoke the item `lanes` further on
+    watchdog: bool = False  # the deadline watchdog's timer (unum_entry.watchdog), not an invocation
 
     def __init__(self, workflow: str, frames: tuple[Frame, ...] = ROOT, inputs: tuple[DataRef, ...] = (),
                  gathered: bool = False, gather: Gather | None = None, attempt: int = 0, start: bool = False,
-                 deadline: int = 0, redelivered: bool = False, lanes: int = 0) -> None:
+                 deadline: int = 0, redelivered: bool = False, lanes: int = 0, watchdog: bool = False) -> None:
         self.__dict__.update(workflow=workflow, frames=frames, inputs=inputs, gathered=gathered, gather=gather,
-                             attempt=attempt, start=start, deadline=deadline, redelivered=redelivered, lanes=lanes)
+                             attempt=attempt, start=start, deadline=deadline, redelivered=redelivered, lanes=lanes,
+                             watchdog=watchdog)
 
     @property
     def top(self) -> Frame:
@@ -128,6 +132,8 @@ class Envelope(Frozen):
             wire["redelivered"] = True
         if self.lanes:
             wire["lanes"] = self.lanes
+        if self.watchdog:
+            wire["watchdog"] = True
         return wire
 
     @classmethod
@@ -156,8 +162,17 @@ class Envelope(Frozen):
         deadline = _count_from_wire(wire, "deadline", "epoch seconds (an integer >= 0)")
         redelivered = _flag_from_wire(wire, "redelivered")
         lanes = _count_from_wire(wire, "lanes")
+        watchdog = _flag_from_wire(wire, "watchdog")
+        if watchdog and (start or gathered or not deadline):
+            raise EnvelopeError("envelope.watchdog: a watchdog timer needs a deadline and is neither a start nor gathered")
         return cls(workflow=workflow, frames=frames, inputs=inputs, gathered=gathered, gather=gather,
-                   attempt=attempt, start=start, deadline=deadline, redelivered=redelivered, lanes=lanes)
+                   attempt=attempt, start=start, deadline=deadline, redelivered=redelivered, lanes=lanes,
+                   watchdog=watchdog)
+
+
+def is_watchdog(payload: Any) -> bool:
+    """True for the wire form of a watchdog timer (the local platform's idle check skips it)."""
+    return isinstance(payload, Mapping) and payload.get("watchdog") is True
 
 
 def is_envelope(event: Any) -> bool:

@@ -129,6 +129,11 @@ class ConfigurationError(UnumError):
     invoker URL); the message names the variable or URL."""
 
 
+class TimersUnavailable(ConfigurationError):
+    """The invoker has no durable-timer scheduler configured (`Invoker.invoke_at`: a Lambda
+    invoker without `schedule_role`, a Pub/Sub invoker without `tasks_queue`)."""
+
+
 class InvokeError(UnumError):
     """The platform refused or failed an asynchronous invoke (retryable by the caller's platform)."""
 

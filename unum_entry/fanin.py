@@ -25,11 +25,15 @@ costs one more upsert per shard, by its completer.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from unum_entry import naming
 from unum_entry.errors import RetentionExpired, StoreMisuse
 from unum_entry.frozen import Frozen, frozen
 from unum_entry.stores.base import Record, Store
+
+if TYPE_CHECKING:
+    from unum_entry.retention import Ledger
 
 SHARD_SLOTS = 16
 CLAIM_SLOT = SHARD_SLOTS  # outside every shard (size <= SHARD_SLOTS): see the module docstring
@@ -61,24 +65,28 @@ def _shard(set_key: str, level: int, index: int, level_width: int) -> Shard:
     return Shard(naming.set_shard_key(set_key, level, index), size)
 
 
-def join(store: Store, set_key: str, width: int, slot: int, member: str, *, workflow: str,
-         expires_at: int) -> bool:
-    """Add `member` at `slot` of the join set; True when this call saw every branch joined."""
+def join(store: Store, ledger: Ledger, set_key: str, width: int, slot: int, member: str) -> bool:
+    """Add `member` at `slot` of the join set; True when this call saw every branch joined.
+
+    Every add goes through the workflow's `ledger`: stamped with the deadline (the same expiry
+    in every add, so identical adds leave a shard unchanged on every store), and refused with
+    RetentionExpired, naming the set, once the deadline has passed: the shard has expired (or
+    vanished with it), and an upsert would recreate it with this one member, a join that could
+    never fill. The runtime records that failure, so the workflow ends instead of waiting."""
     if not 0 <= slot < width:
         raise StoreMisuse(f"slot {slot} outside a join of width {width}")
     index = slot
     for level, level_width in enumerate(_level_widths(width)):
         shard_index, position = divmod(index, SHARD_SLOTS)
         shard = _shard(set_key, level, shard_index, level_width)
-        state = store.add_to_set(shard.key, position, member, size=shard.size, workflow=workflow,
-                                 expires_at=expires_at)
+        state = ledger.add_to_set(store, set_key, shard.key, position, member, size=shard.size)
         if not state.full:
             return False
         if state.completed_by is None:  # the store cannot tell who completed it: claim (module doc)
             claim = state.members.get(CLAIM_SLOT)
             if claim is None:
-                claim = store.add_to_set(shard.key, CLAIM_SLOT, str(position), size=shard.size,
-                                         workflow=workflow, expires_at=expires_at).members.get(CLAIM_SLOT)
+                claim = ledger.add_to_set(store, set_key, shard.key, CLAIM_SLOT, str(position),
+                                          size=shard.size).members.get(CLAIM_SLOT)
             if claim != str(position):
                 return False
         elif state.completed_by != position:

@@ -251,6 +251,9 @@ def parse_ir(doc: Any, *, source: str = "<ir>") -> FunctionIR:
     ingress_check = doc.get("ingress_check", False)
     if not isinstance(ingress_check, bool):
         raise v.error("ingress_check", f"expected true or false, found {_type_name(ingress_check)}")
+    if ingress_check and not checkpoint:
+        raise v.error("ingress_check", f"function {function!r}: \"ingress_check\": true needs \"checkpoint\": true "
+                      "(ingress would read a checkpoint that is never written)")
     raw_instructions = doc.get("instructions", [])
     if not isinstance(raw_instructions, list):
         raise v.error("instructions", f"expected a list, found {_type_name(raw_instructions)}")

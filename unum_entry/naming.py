@@ -64,6 +64,30 @@ def failure_key(workflow: str) -> str:
     return "f-" + _digest("failure", workflow)
 
 
+def start_key(workflow: str) -> str:
+    """What `python -m builder run` records when it starts a workflow (its input and folder):
+    a kind of its own, never a checkpoint name."""
+    return "i-" + _digest("run-start", workflow)
+
+
+def callback_key(invocation: str, nonce: str) -> str:
+    """The callback record of the task token (`invocation`, `nonce`) (unum_entry.callbacks): the
+    first callback's create-if-absent write; `a-` as in the task's answer."""
+    return "a-" + _digest("callback", invocation, nonce)
+
+
+def heartbeat_key(invocation: str, nonce: str, bucket: int) -> str:
+    """A `task-heartbeat` of the task token (`invocation`, `nonce`) in time bucket `bucket`
+    (unum_entry.callbacks): the first heartbeat of each bucket is recorded (create-if-absent)."""
+    return "b-" + _digest("heartbeat", invocation, nonce, bucket)
+
+
+def envelope_key(packed: bytes) -> str:
+    """An envelope stored by reference because the platform cannot carry it (over its event or
+    message limit): named by its bytes, so every send of the same envelope stores one record."""
+    return "e-" + _digest("envelope", packed)
+
+
 # ---- step journal and compensations (unum_entry.steps) ------------------------------------------
 
 def step_key(invocation: str, seq: int) -> str:

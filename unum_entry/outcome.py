@@ -10,6 +10,8 @@
 - `read_outcome` reads what it left: results, failure, what the store still retains; a workflow
   without a failure has SUCCEEDED once its results cover every fan-out position
   (`covers_every_position`, also what `python -m builder list` asks of the result records).
+  The deadline watchdog's failure record (`WATCHDOG_FIELD`, unum_entry.watchdog) is the one
+  failure that yields: results that cover every position win over it (`yields_to_results`).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from unum_entry import naming
 from unum_entry.codec import decode, encode
 from unum_entry.envelope import ROOT
 from unum_entry.frozen import Frozen, frozen
+from unum_entry.retention import Ledger, Retention, store_retention
 from unum_entry.stores.base import Kind, Store
 
 if TYPE_CHECKING:
@@ -43,7 +46,19 @@ class WorkflowStatus(enum.StrEnum):
     FAILED = "failed"         # a failure record exists
     RUNNING = "running"       # objects exist, the results do not cover the workflow yet
     WAITING = "waiting"       # running, and a Task waits for its task-token callback (unum_entry.callbacks.waiting)
+    INTERRUPTED = "interrupted"  # no outcome, work pending, and no live `run` drives it (unum_entry.local.runs)
+    STOPPED = "stopped"       # `python -m builder stop` recorded its failure record first (Step Functions: ABORTED)
     UNKNOWN = "unknown"       # nothing retained for this id
+
+
+WATCHDOG_FIELD = "Watchdog"  # true in a failure record written by the deadline watchdog
+
+
+def yields_to_results(failure: Mapping[str, Any] | None, complete: bool) -> bool:
+    """Whether `failure` (a decoded failure record) gives way to results that cover every
+    position (`complete`): only the watchdog's does, since it may race a branch that started
+    before the deadline and commits the last result after it (unum_entry.watchdog)."""
+    return complete and failure is not None and failure.get(WATCHDOG_FIELD) is True
 
 
 @frozen
@@ -93,11 +108,29 @@ def failure_record(error: str | None, cause: str | None, *, function: str, invoc
     return record
 
 
-def record_failure(store: Store, workflow: str, record: Mapping[str, Any]) -> bool:
-    """Write the workflow's failure record unless one exists (the first failure wins).
-    Returns whether this call wrote it."""
-    return store.create(naming.failure_key(workflow), encode(dict(record)), workflow=workflow,
-                        kind=Kind.FAILURE)[1]
+STOP_FIELD = "Stopped"  # true in a failure record written by `stop_workflow` (status STOPPED)
+
+
+def stop_workflow(store: Store, workflow: str, *, error: str | None = None, cause: str | None = None) -> bool:
+    """Stop `workflow`: create its failure record, marked `STOP_FIELD`, unless it has ended
+    (the first ending wins). Returns whether this call stopped it. What in-flight invocations
+    do afterwards: docs/history.md ("Stop")."""
+    record = failure_record(error or "Unum.Stopped", cause or "stopped by request", function="",
+                            invocation="", attempts=0)
+    record[STOP_FIELD] = True
+    if store.read(Ending.of(workflow).keys):
+        return False
+    return record_failure(store, workflow, record)
+
+
+def record_failure(store: Store, workflow: str, record: Mapping[str, Any], *, stamp: bytes = b"",
+                   deadline: int = 0, retention: Retention | None = None) -> bool:
+    """Write the workflow's failure record unless one exists (the first failure wins), followed
+    by `stamp` (the failing invocation's history, unum_entry.history). Returns whether this call
+    wrote it. Its expiry comes from the workflow's ledger (unum_entry.retention: `deadline`, or
+    when the caller does not know it, the bound `now + TTL`; `retention`: the store's by default)."""
+    ledger = Ledger.bounded(workflow, deadline, retention or store_retention(store))
+    return ledger.create(store, ledger.failure(), encode(dict(record)) + stamp, Kind.FAILURE)[1]
 
 
 @dataclass(frozen=True)
@@ -121,7 +154,7 @@ class RunResult:
     @property
     def status(self) -> WorkflowStatus:
         if self.failure is not None:
-            return WorkflowStatus.FAILED
+            return WorkflowStatus.STOPPED if self.failure.get(STOP_FIELD) is True else WorkflowStatus.FAILED
         if self.complete:
             return WorkflowStatus.SUCCEEDED
         return WorkflowStatus.RUNNING if self.pending or self.results else WorkflowStatus.UNKNOWN
@@ -142,8 +175,22 @@ def read_outcome(store: Store, workflow_id: str) -> RunResult:
         else:
             pending[record.kind.value] += 1
     results.sort(key=lambda r: r["at"])
+    complete = covers_every_position(results)
+    if yields_to_results(failure, complete):
+        failure = None
+    if failure is not None and failure.get(STOP_FIELD) is True:  # a stopped workflow has no result
+        results, complete = [], False
     return RunResult(workflow_id=workflow_id, results=[r["value"] for r in results], failure=failure,
-                     pending=dict(pending), complete=covers_every_position(results), retained_until=retained_until)
+                     pending=dict(pending), complete=complete, retained_until=retained_until)
+
+
+def finished(store: Store, workflow: str) -> bool:
+    """Whether `workflow` has an outcome by any rule: a failure record, or results that cover
+    every fan-out position (a workflow whose results are all per-branch has no root-level
+    record for `Ending` to find). One scan of the workflow's objects (`read_outcome`): for the
+    rare path past a workflow's `deadline - margin` (Runtime._may_run), never a hot path."""
+    outcome = read_outcome(store, workflow)
+    return outcome.failure is not None or outcome.complete
 
 
 def covers_every_position(results: Iterable[Mapping[str, Any]]) -> bool:

@@ -1,7 +1,15 @@
 """The retention rule: how long a workflow's objects live, and when a workflow has outlived them.
 
-Nothing the runtime writes is deleted by the runtime. Every checkpoint, set shard and result
-expires at `max(deadline, now + redelivery)`:
+Nothing the runtime writes is deleted by the runtime, and every write says when its object
+expires (`expires_at` is a required argument of every store write: stores have no default
+TTL). One `Ledger` per workflow makes every store key (through `unum_entry.naming`) and stamps
+every expiry by the object's kind (`Ledger.expires_at`), with two formulas:
+
+- a join's set shard (Kind.SET) expires at the workflow's *deadline*: only a running workflow
+  adds to or reads a set, and no execution starts after `deadline - margin` (see `check`);
+- every other object (checkpoints, results, the failure record, callback records, step
+  records, compensations, markers, envelopes stored by reference, `run`'s start record; chunks
+  follow their record) expires at `max(deadline, now + redelivery)`:
 
 - the workflow's *deadline* (its start plus the TTL) keeps every object of a running workflow
   readable while the workflow may still need it;
@@ -13,7 +21,13 @@ So the create-if-absent commit alone answers every duplicate: slow, concurrent o
 
 An execution that would start after `deadline - margin` (margin: the longest a function may
 run) could read objects that expire under it; it does not run, and the workflow ends with the
-failure `Unum.RetentionExpired` instead of stalling silently (see `check`).
+failure `Unum.RetentionExpired` instead of stalling silently (see `check`). An add to a set shard
+at or after the shard's expiry is refused the same way (`Ledger.check_join`): the shard has
+expired (or vanished with it), and recreating it would leave a join that never fills.
+
+Clocks differ between hosts. `python -m builder gc` sweeps only what expired `GC_SKEW_SECONDS`
+(default 5 min) before its own clock, so a host whose clock runs fast by less than that cannot
+sweep a set shard that a running workflow may still add to (`sweep_horizon`).
 """
 
 from __future__ import annotations
@@ -21,17 +35,22 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
+from unum_entry import naming
 from unum_entry.errors import RetentionExpired
 from unum_entry.frozen import Frozen, frozen
+from unum_entry.stores.base import Kind
 
 if TYPE_CHECKING:
-    from unum_entry.stores.base import Store
+    from unum_entry.envelope import Envelope, Frame
+    from unum_entry.stores.base import AppOp, Guard, SetState, Store
 
 DEFAULT_TTL_SECONDS = 7 * 24 * 3600
 DEFAULT_REDELIVERY_SECONDS = 6 * 3600 + 15 * 60   # Lambda: max event age + max function timeout
 DEFAULT_MARGIN_SECONDS = 15 * 60                   # Lambda: max function timeout
+GC_SKEW_SECONDS = 5 * 60                           # gc: how far a sweeping host's clock may run fast
 
 
 @frozen
@@ -69,3 +88,108 @@ class Retention(Frozen):
 def store_retention(store: Store) -> Retention:
     """The retention rule over a store's TTL and clock."""
     return Retention(ttl_seconds=store.ttl_seconds, clock=getattr(store, "_clock", time.time))
+
+
+def sweep_horizon(now: float, skew_seconds: int = GC_SKEW_SECONDS) -> float:
+    """What a sweep at `now` (the sweeping host's clock) may delete: objects expired by
+    `now - skew_seconds`. A host whose clock runs fast by less than `skew_seconds` thus never
+    deletes an object before its expiry on a correct clock (module docstring)."""
+    if skew_seconds < 0:
+        raise ValueError(f"clock-skew margin must be >= 0 seconds, got {skew_seconds}")
+    return now - skew_seconds
+
+
+@frozen
+class Ledger(Frozen):
+    """One workflow's keys and expiries: every store write of the runtime takes its key and its
+    `expires_at` from here (module docstring). `deadline` is the workflow's (start + TTL, from
+    its envelopes); building one does no I/O."""
+
+    workflow: str
+    deadline: int
+    retention: Retention
+
+    def __init__(self, workflow: str, deadline: int, retention: Retention) -> None:
+        self.__dict__.update(workflow=workflow, deadline=int(deadline), retention=retention)
+
+    @classmethod
+    def of(cls, env: Envelope, retention: Retention) -> Ledger:
+        """The ledger of the workflow `env` belongs to (its deadline must be set)."""
+        return cls(env.workflow, env.deadline, retention)
+
+    @classmethod
+    def bounded(cls, workflow: str, deadline: int | None, retention: Retention) -> Ledger:
+        """A ledger where the deadline may not be known (0/None): a workflow that started no
+        later than now has a deadline no later than `now + TTL`, so that bound stamps expiries
+        that outlive every object of the workflow (never shorter ones)."""
+        return cls(workflow, deadline or retention.deadline(), retention)
+
+    # ---- expiries --------------------------------------------------------------------------
+
+    def expires_at(self, kind: Kind) -> int:
+        """When an object of `kind` written now by this workflow expires (module docstring)."""
+        if kind is Kind.SET:
+            return self.deadline
+        return self.retention.expires_at(self.deadline)
+
+    def check_join(self, set_key: str, shard_key: str) -> None:
+        """Raise RetentionExpired when an add to the shard `shard_key` of join set `set_key`
+        would come at or after the shard's expiry: the shard has expired (or vanished), and an
+        upsert would silently recreate it with this one member, a join that never fills."""
+        now = self.retention.clock()
+        if now >= self.deadline:
+            raise RetentionExpired(
+                f"workflow {self.workflow}: join set {set_key} (shard {shard_key}) expired at its deadline "
+                f"{self.deadline}; this branch joined at {int(now)}, too late to ever complete the join")
+
+    # ---- keys (unum_entry.naming) ------------------------------------------------------------
+
+    def checkpoint(self, function: str, frames: Sequence[Frame]) -> str:
+        return naming.checkpoint_key(self.workflow, function, frames)
+
+    def result(self, frames: Sequence[Frame]) -> str:
+        return naming.result_key(self.workflow, frames)
+
+    def failure(self) -> str:
+        return naming.failure_key(self.workflow)
+
+    def start(self) -> str:
+        return naming.start_key(self.workflow)
+
+    def compensation(self, index: int) -> str:
+        return naming.compensation_key(self.workflow, index)
+
+    def timer(self, purpose: str, *parts: object) -> str:
+        return naming.timer_name(self.workflow, purpose, *parts)
+
+    @staticmethod
+    def step(invocation: str, seq: int) -> str:
+        return naming.step_key(invocation, seq)
+
+    @staticmethod
+    def callback(invocation: str, nonce: str) -> str:
+        return naming.callback_key(invocation, nonce)
+
+    @staticmethod
+    def envelope(packed: bytes) -> str:
+        return naming.envelope_key(packed)
+
+    # ---- writes: the key's record, stamped -------------------------------------------------
+
+    def create(self, store: Store, key: str, value: bytes, kind: Kind = Kind.CHECKPOINT) -> tuple[bytes, bool]:
+        """`store.create` of this workflow's object `key`, stamped with its kind's expiry."""
+        return store.create(key, value, workflow=self.workflow, kind=kind, expires_at=self.expires_at(kind))
+
+    def add_to_set(self, store: Store, set_key: str, shard_key: str, slot: int, member: str, *,
+                   size: int) -> SetState:
+        """`store.add_to_set` on a shard of the join set `set_key`, refused once the shard has
+        expired (`check_join`), stamped with the deadline."""
+        self.check_join(set_key, shard_key)
+        return store.add_to_set(shard_key, slot, member, size=size, workflow=self.workflow,
+                                expires_at=self.expires_at(Kind.SET))
+
+    def transact(self, store: Store, key: str, value: bytes, ops: Iterable[AppOp], *,
+                 guards: Iterable[Guard] = ()) -> tuple[bytes, bool]:
+        """`store.transact` recording the step `key` of this workflow, stamped as a STEP."""
+        return store.transact(key, value, ops, workflow=self.workflow, kind=Kind.STEP, guards=guards,
+                              expires_at=self.expires_at(Kind.STEP))

@@ -25,13 +25,16 @@ from unum_entry.envelope import DataRef, Envelope
 from unum_entry.errors import (HandlerFailed, HandlerLoadError, InvokeError, RetentionExpired, StaleInvocation,
                                StoreError, UnumError, WorkflowAborted)
 from unum_entry.frozen import Frozen, frozen
+from unum_entry.history import stamp
 from unum_entry.hooks import FaultPoint, FunctionParts, Hooks, LayerFactory, NoHooks, NoLayer
 from unum_entry.ingress import AlreadyCommitted, ingress
 from unum_entry.invokers import Invoker
 from unum_entry.ir import FunctionIR
-from unum_entry.outcome import Ending, failure_record, record_failure, user_trace
+from unum_entry.outcome import Ending, failure_record, finished, record_failure, user_trace
 from unum_entry.retention import Retention, store_retention
-from unum_entry.stores.base import Store
+from unum_entry.stores.base import Record, Store
+from unum_entry.timers import Timers
+from unum_entry.watchdog import Watchdog
 
 if TYPE_CHECKING:
     from concurrent.futures import Executor
@@ -51,10 +54,13 @@ class RuntimeConfig(Frozen):
     # How long objects live (unum_entry.retention); None: the store's TTL with the default
     # redelivery window.
     retention: Retention | None = None
+    # Arm a deadline watchdog when a workflow starts here (unum_entry.watchdog): one timer each.
+    watchdog: bool = True
 
     def __init__(self, inline_limit: int = 64 * 1024, dispatch_workers: int = 64,
-                 retention: Retention | None = None) -> None:
-        self.__dict__.update(inline_limit=inline_limit, dispatch_workers=dispatch_workers, retention=retention)
+                 retention: Retention | None = None, watchdog: bool = True) -> None:
+        self.__dict__.update(inline_limit=inline_limit, dispatch_workers=dispatch_workers, retention=retention,
+                             watchdog=watchdog)
 
 
 def new_workflow(input_value: Any, workflow_id: str | None = None) -> Envelope:
@@ -94,10 +100,12 @@ class Runtime:
                                      dispatch_workers=self.config.dispatch_workers)
         self.layer = layer(FunctionParts(function=ir.function, handler=handler, store=store, invoker=invoker,
                                          hooks=self.hooks))
+        self.watchdog = Watchdog(ir.function, store, invoker, self.retention, enabled=self.config.watchdog)
 
     def handle(self, env: Envelope) -> EgressReport | None:
-        """Process one delivery. Returns None when nothing was left to do (dropped, or a
-        delivery the layer handled).
+        """Process one delivery. Returns None when nothing was left to do (dropped, a delivery
+        the layer handled, or the deadline watchdog's timer: unum_entry.watchdog). The delivery
+        that starts a workflow (no deadline yet) arms its watchdog before anything runs.
 
         Raises HandlerFailed when user code raised (retryable), RetentionExpired when the
         workflow outlived its objects, other UnumErrors when the request or output does not fit
@@ -105,10 +113,14 @@ class Runtime:
         whatever a hook raises. A handler's `ctx.abort` (WorkflowAborted) ends the workflow in
         failure (returns None).
         """
+        if env.watchdog:  # the deadline watchdog's timer, not an invocation of this function
+            self.watchdog.fire(env)
+            return None
         if self.layer.intercept(env):
             return None
-        if not env.deadline:  # the workflow's start: its objects live from now on
+        if not env.deadline:  # the workflow's start: its objects live from now on, watched until then
             env = replace(env, deadline=self.retention.deadline())
+            self.watchdog.arm(env)
         invocation = naming.checkpoint_key(env.workflow, self.ir.function, env.frames)
         allowed = self._may_run(env, invocation)
         if allowed is False:
@@ -121,6 +133,7 @@ class Runtime:
         else:
             self.hooks.at(FaultPoint.BEFORE_HANDLER, invocation)
             context = self.layer.context(self._context(env, invocation), env, checkpoint)
+            started = self.retention.clock()
             try:
                 output = self.layer.call(lambda: self._call_handler(before.event, context))
             except WorkflowAborted as abort:
@@ -135,32 +148,47 @@ class Runtime:
                 stored, created = committed, False
             else:
                 self.hooks.at(FaultPoint.AFTER_HANDLER, invocation)
-                stored, created = commit(self.store, self.ir, self.retention, env, checkpoint, output)
+                history = (stamp(self.ir.function, env, started=started, committed=self.retention.clock())
+                           if checkpoint is not None else b"")
+                stored, created = commit(self.store, self.ir, self.retention, env, checkpoint, output, stamp=history)
         self.hooks.at(FaultPoint.AFTER_CHECKPOINT, invocation)
         return egress(self._egress, env, invocation, checkpoint, stored, created)
 
     def _may_run(self, env: Envelope, invocation: str) -> bool | bytes:
         """The retention rule's deadline (unum_entry.retention): past `deadline - margin` no
-        handler starts. A delivery is then dropped (False) when the workflow has ended; when its
-        invocation committed and the deadline itself has not passed (every object still exists)
-        it carries the committed output on as a duplicate (the committed bytes): a redelivery
-        after a crash between commit and invoke must still invoke the successors, which then
-        fail the workflow with RetentionExpired — dropped, the workflow would stall silently.
-        Past the deadline a committed invocation's delivery is dropped (what egress would read
-        may be gone); an uncommitted one fails the workflow (RetentionExpired)."""
+        handler starts. A delivery is then dropped (False) when the workflow has ended or the
+        part of it this invocation belongs to has (`_settled`); when its invocation committed
+        and the deadline itself has not passed (every object still exists) it carries the
+        committed output on as a duplicate (the committed bytes): a redelivery after a crash
+        between commit and invoke must still invoke the successors, which then fail the workflow
+        with RetentionExpired — dropped, the workflow would stall silently. Past the deadline a
+        committed invocation's delivery is dropped (what egress would read may be gone); an
+        uncommitted one fails the workflow (RetentionExpired) unless the workflow finished."""
         try:
             self.retention.check(env.workflow, env.deadline)
         except RetentionExpired:
-            ending = Ending.of(env.workflow)
             key = commit_key(self.ir, env, invocation) or invocation
-            found = self.store.read([key, *ending.keys])
-            if ending.reached(found):
+            settled, found = self._settled(env, key)
+            if settled:
                 return False
             if key in found:
                 committed = found[key].value
                 return committed if committed is not None and self.retention.clock() < env.deadline else False
+            if finished(self.store, env.workflow):
+                return False
             raise
         return True
+
+    def _settled(self, env: Envelope, key: str) -> tuple[bool, dict[str, Record]]:
+        """One batch read past the margin: whether the workflow has ended (its root result or
+        failure record) or a result exists at this invocation's fan-out position or an enclosing
+        one (its thread reached its end: a late duplicate of anything in it changes nothing,
+        whatever the workflow's shape: per-branch results, `checkpoint: false` functions);
+        and the records found (with `key`, the invocation's commit)."""
+        ending = Ending.of(env.workflow)
+        part = [naming.result_key(env.workflow, env.frames[:depth]) for depth in range(2, len(env.frames) + 1)]
+        found = self.store.read([key, *ending.keys, *part])
+        return ending.reached(found) or any(k in found for k in part if k != key), found
 
     def fail(self, env: Envelope, error: UnumError) -> None:
         """Give up on this delivery: end the workflow in failure (its failure record, first one
@@ -170,17 +198,22 @@ class Runtime:
             return
         self._give_up(env, error, naming.checkpoint_key(env.workflow, self.ir.function, env.frames))
 
-    def end_in_failure(self, workflow: str, record: dict[str, Any]) -> None:
-        """Write the workflow's failure record (unum_entry.outcome.failure_record), then let the
-        layer react. Idempotent: a retry writes nothing new and re-drives the layer."""
-        record_failure(self.store, workflow, record)
+    def end_in_failure(self, workflow: str, record: dict[str, Any], *, history: bytes = b"",
+                       deadline: int = 0) -> None:
+        """Write the workflow's failure record (unum_entry.outcome.failure_record; `history`: the
+        failing invocation's stamp, unum_entry.history; `deadline`: the workflow's, 0 if not
+        known here), then let the layer react. Idempotent: a retry writes nothing new and
+        re-drives the layer."""
+        record_failure(self.store, workflow, record, stamp=history, deadline=deadline, retention=self.retention)
         self.layer.workflow_failed(workflow)
 
     def _give_up(self, env: Envelope, error: UnumError, invocation: str) -> None:
         self.end_in_failure(env.workflow, failure_record(
             getattr(error, "error_type", type(error).__name__), getattr(error, "message", str(error)),
             function=self.ir.function, invocation=invocation, attempts=env.attempt + 1,
-            trace=getattr(error, "trace", ())))
+            trace=getattr(error, "trace", ())),
+            history=stamp(self.ir.function, env, started=None, committed=self.retention.clock()),
+            deadline=env.deadline)
 
     def close(self) -> None:
         if self._own_executor:
@@ -189,15 +222,26 @@ class Runtime:
     def _context(self, env: Envelope, invocation: str) -> InvocationContext:
         top = env.top
         return InvocationContext(workflow_id=env.workflow, function_name=self.ir.function, invocation=invocation,
-                                 attempt=env.attempt, index=top.index, size=top.size, iteration=top.iteration)
+                                 attempt=env.attempt, index=top.index, size=top.size, iteration=top.iteration,
+                                 deadline=env.deadline, timers=self._timers(env))
+
+    def _timers(self, env: Envelope) -> Timers:
+        """The handler's durable timers (unum_entry.timers); no I/O until one is armed."""
+        return Timers(store=self.store, invoker=self._egress.invoker, function=self.ir.function, envelope=env,
+                      clock=self.retention.clock, latest=env.deadline - self.retention.margin_seconds)
 
     def _call_handler(self, event: Any, context: InvocationContext) -> Any:
         try:
             return self.handler(event, context)
-        except (WorkflowAborted, StoreError, InvokeError):  # an abort; unum's own store or invoker
-            raise                                            # inside a step: transient, redelivered
+        # An abort; unum's own store or invoker inside a step (transient, redelivered); a timer
+        # delivered before its time (unum_entry.timers.TimerNotDue: dropped by `handle`).
+        except (WorkflowAborted, StoreError, InvokeError, StaleInvocation):
+            raise
         except Exception as exc:  # user code: anything can come out
             raise HandlerFailed(self.ir.function, type(exc).__name__, str(exc), trace=user_trace(exc)) from exc
+        except SystemExit as exc:  # the handler's own sys.exit(): its failure, not the platform's
+            raise HandlerFailed(self.ir.function, "SystemExit", f"the handler called sys.exit({exc.code!r})",
+                                trace=user_trace(exc)) from exc
 
 
 def load_handler(function_dir: str | Path, spec: str, *, function: str) -> Handler:

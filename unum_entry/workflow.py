@@ -3,7 +3,7 @@
 
 ```
 images/chain/
-  unum-workflow.json      {"unum_workflow": 1, "name": "chain", "entry": "Hello"}
+  unum-workflow.json      {"unum_workflow": 1, "name": "chain", "entry": "Hello"}   (optional: "watchdog": false)
   Hello/app.py            def handler(event, context): ...
   Hello/unum-ir.json      {"unum_ir": 1, "function": "Hello", "handler": "app.handler", ...}
 ```
@@ -35,6 +35,7 @@ class Workflow:
     entry: str
     folder: Path
     functions: dict[str, FunctionSpec]
+    watchdog: bool = True  # arm a deadline watchdog per workflow (unum_entry.watchdog)
 
 
 def load_workflow(folder: str | Path) -> Workflow:
@@ -56,6 +57,9 @@ def load_workflow(folder: str | Path) -> Workflow:
         if not isinstance(manifest.get(key), str) or not manifest[key]:
             raise WorkflowDefinitionError(f"{manifest_path}: {key}: expected a non-empty string, found {manifest.get(key)!r}")
 
+    watchdog = manifest.get("watchdog", True)
+    if not isinstance(watchdog, bool):
+        raise WorkflowDefinitionError(f"{manifest_path}: watchdog: expected true or false, found {watchdog!r}")
     functions: dict[str, FunctionSpec] = {}
     for ir_path in sorted(folder.glob(f"*/{IR_FILE_NAME}")):
         ir = load_ir(ir_path)
@@ -71,7 +75,8 @@ def load_workflow(folder: str | Path) -> Workflow:
             for target in instruction_targets(ins):
                 if target not in functions:
                     raise IRError(spec.ir.source, f"instructions[{i}]", f"unknown target function {target!r} (functions: {', '.join(sorted(functions))})")
-    return Workflow(name=manifest["name"], entry=manifest["entry"], folder=folder, functions=functions)
+    return Workflow(name=manifest["name"], entry=manifest["entry"], folder=folder, functions=functions,
+                    watchdog=watchdog)
 
 
 

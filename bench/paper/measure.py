@@ -446,7 +446,7 @@ def transition_overhead(sizes: Sequence[int], endpoint: str, *, iterations: int,
                 for i in range(samples):
                     key = f"c-fig4-{size}-{i}-{uuid.uuid4().hex[:6]}"
                     t0 = time.perf_counter()
-                    dyn.create(key, checkpoint.value, workflow="wf-fig4")
+                    dyn.create(key, checkpoint.value, workflow="wf-fig4", expires_at=int(time.time()) + 3600)
                     store_times.append(time.perf_counter() - t0)
                     t0 = time.perf_counter()
                     invoker.invoke("F2", payload)

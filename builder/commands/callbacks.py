@@ -1,4 +1,5 @@
-"""`python -m builder task-success|task-failure TOKEN`: the callback of a `.waitForTaskToken` Task.
+"""`python -m builder task-success|task-failure|task-heartbeat TOKEN`: the callbacks of a
+`.waitForTaskToken` Task.
 
 Resumes the waiting workflow exactly once (unum_entry/callbacks.py): a second callback for the
 same token, an unknown token and an expired one are refused with one line (exit 2). Where the
@@ -33,7 +34,7 @@ def cmd_callback(args: argparse.Namespace) -> int:
     if args.command == "task-success":
         outcome: dict[str, Any] = {"output": parse_input(args.output, "--output")}
     else:
-        outcome = {"error": args.error or "States.TaskFailed", "cause": args.cause or ""}
+        outcome = {"error": args.error, "cause": args.cause}  # AWS: null when not given
     if args.workflow is None:
         from unum_entry.invokers import open_invoker
 
@@ -94,7 +95,25 @@ def _locally(args: argparse.Namespace, store: Any, outcome: dict[str, Any]) -> i
     return 0
 
 
+def cmd_heartbeat(args: argparse.Namespace) -> int:
+    """SendTaskHeartbeat: record that the waiting Task is alive (its HeartbeatSeconds start
+    again); prints the workflow and the function. Refused with one line (exit 2) when the token
+    is unknown, the task was completed or has timed out."""
+    from unum_entry import callbacks
+
+    from builder.commands.inspect import open_existing_store
+
+    store = open_existing_store(args.store)
+    beat = callbacks.task_heartbeat(args.token, store=store)
+    print(json.dumps({"workflow": beat.workflow, "function": beat.function, "heartbeat": beat.at}))
+    return 0
+
+
 def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("task-heartbeat", help="tell a waiting .waitForTaskToken Task it is alive (SendTaskHeartbeat)")
+    p.add_argument("token", help="the task token ($$.Task.Token the Task sent)")
+    add_store_option(p)
+    p.set_defaults(func=cmd_heartbeat)
     for name, help_text in (("task-success", "complete a .waitForTaskToken Task with an output (SendTaskSuccess)"),
                             ("task-failure", "fail a .waitForTaskToken Task with an error (SendTaskFailure)")):
         p = sub.add_parser(name, help=help_text)
@@ -102,7 +121,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         if name == "task-success":
             p.add_argument("--output", required=True, help="the Task's result: JSON text or @file.json")
         else:
-            p.add_argument("--error", default=None, help="error name (default States.TaskFailed)")
+            p.add_argument("--error", default=None, help="error name (default: none, null as on AWS)")
             p.add_argument("--cause", default=None, help="cause text")
         add_store_option(p)
         p.add_argument("--workflow", default=None, help="workflow folder or state machine: run the continuation on the "

@@ -11,8 +11,9 @@ from builder.graphing.output import GraphFormat
 def add_format_options(parser: argparse.ArgumentParser, *, format_flag: str = "--format") -> None:
     """The `--format` and `--out` options of every command that writes a graph."""
     parser.add_argument(format_flag, dest="graph_format", type=_graph_format, choices=list(GraphFormat),
-                        default=GraphFormat.MERMAID, metavar="{" + ",".join(f.value for f in GraphFormat) + "}",
-                        help="mermaid (default: text for Markdown), dot, or svg/png (need Graphviz's dot)")
+                        default=None, metavar="{" + ",".join(f.value for f in GraphFormat) + "}",
+                        help="mermaid (text for Markdown), dot, or svg/png (need Graphviz's dot); default: "
+                             "from --out's extension (.svg, .png, .dot, .mmd), else mermaid")
     parser.add_argument("--out", default=None, help="write to this file (default: stdout)")
 
 

@@ -14,15 +14,19 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from unum_entry.errors import StoreError, UnumError
+from unum_entry.retention import GC_SKEW_SECONDS
 
 from builder.commands.console import Console
 from builder.commands.io import command_line, to_json, utc
-from builder.commands.options import DEFAULT_STORE, add_store_option
+from builder.commands.options import DEFAULT_STORE, add_store_option, non_negative_seconds
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
+    from unum_entry.outcome import WorkflowStatus
+
     from unum_entry.callbacks import Waiting
+    from unum_entry.local.runs import RunState
     from unum_entry.outcome import RunResult
     from unum_entry.stores.base import Store
 
@@ -32,10 +36,16 @@ class UnknownWorkflow(UnumError):
 
 
 def open_existing_store(url: str) -> Store:
-    """`open_store(url)`, refusing a file store folder that is missing or not a unum store (the
-    file store would create it)."""
+    """`open_store(url)`, refusing a SQLite database file or a file store folder that is missing
+    or (a folder) not a unum store (either store would create it)."""
     from unum_entry.stores import open_store
+    from unum_entry.stores.sqlite import is_sqlite_location, parse_url
 
+    if is_sqlite_location(url):  # SQLite would create a missing database file
+        if not parse_url(url)[0].is_file():
+            raise StoreError(f"--store {url}: no such database file (run writes its store there; "
+                             f"default {DEFAULT_STORE})")
+        return open_store(url)
     if "://" not in url or url.startswith("file://"):
         folder = Path(url.removeprefix("file://"))
         if not folder.is_dir():
@@ -46,27 +56,40 @@ def open_existing_store(url: str) -> Store:
 
 
 def report(outcome: RunResult, store_url: str, folder: str | None = None,
-           waiting: Sequence[Waiting] = ()) -> dict[str, Any]:
+           waiting: Sequence[Waiting] = (), queued: RunState | None = None) -> dict[str, Any]:
     """What `inspect` prints: status, results, failure record (with the user's `Trace` when
     their code raised), retained objects and until when, and for a running workflow how to
     resume it (the store cannot tell whether a process still runs it; `folder`: the workflow
     folder its run recorded). A running workflow with `waiting` Tasks (unum_entry.callbacks.
-    waiting) is "waiting": each Task's state, function and token, and how to complete it."""
+    waiting) is "waiting": each Task's state, function and token, and how to complete it. With
+    `queued` (the embedded engine's delivery queue, unum_entry.local.runs) a running workflow
+    that no live `run` drives is "interrupted" (pending deliveries, or its run was killed) or
+    "waiting" for its next timer (only timers pending)."""
     from unum_entry.outcome import WorkflowStatus
 
     until = outcome.retained_until
     status = outcome.status
     if status is WorkflowStatus.RUNNING and waiting:
         status = WorkflowStatus.WAITING
+    elif status is WorkflowStatus.RUNNING and queued is not None and queued.interrupted:
+        status = WorkflowStatus.INTERRUPTED
+    elif status is WorkflowStatus.RUNNING and queued is not None and queued.timer_only:
+        status = WorkflowStatus.WAITING  # for its next timer: `run --resume` delivers it when due
     shown: dict[str, Any] = {"workflow": outcome.workflow_id, "status": str(status),
                              "results": outcome.results, "failure": outcome.failure,
                              "retained_objects": outcome.pending,
                              "retained_until": None if until is None else utc(until)}
-    if status is WorkflowStatus.WAITING:
+    if status is WorkflowStatus.WAITING and waiting:
         shown["waiting"] = [{"state": w.state, "function": w.function, "token": w.token} for w in waiting]
         shown["complete"] = callback_hint(store_url, folder)
-    elif status is WorkflowStatus.RUNNING:
+    elif status in (WorkflowStatus.RUNNING, WorkflowStatus.INTERRUPTED, WorkflowStatus.WAITING):
         store = [] if store_url == DEFAULT_STORE else ["--store", store_url]
+        if queued is not None:
+            shown["pending_deliveries"] = queued.deliveries
+            if queued.next_timer is not None:
+                shown["next_timer"] = utc(int(queued.next_timer))
+            if queued.driven and queued.owner is not None:
+                shown["driven_by"] = f"process {queued.owner.pid} since {utc(int(queued.owner.since))}"
         shown["resume"] = command_line("run", folder or "WORKFLOW_FOLDER", "--workflow-id", outcome.workflow_id,
                                        "--resume", *store)
     return shown
@@ -82,6 +105,7 @@ def callback_hint(store_url: str, folder: str | None) -> str:
 
 def cmd_inspect(args: argparse.Namespace) -> int:
     from unum_entry.callbacks import waiting
+    from unum_entry.local.runs import run_state
     from unum_entry.outcome import WorkflowStatus, read_outcome
 
     from builder.commands import start_record
@@ -90,10 +114,24 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     try:
         outcome = read_outcome(store, args.workflow_id)
         tasks = waiting(store, args.workflow_id) if outcome.status is WorkflowStatus.RUNNING else []
+        queued = run_state(store, args.workflow_id) if outcome.status is WorkflowStatus.RUNNING and not tasks else None
         if outcome.status is WorkflowStatus.UNKNOWN:
             raise UnknownWorkflow(f"no workflow {args.workflow_id!r} in store {args.store} (mistyped, another "
                                   f"--store, or expired and collected)")
         start = start_record.read(store, args.workflow_id) if outcome.status is WorkflowStatus.RUNNING else None
+        if args.value is not None:  # builder/commands/inspect_history.py: one value shown by reference
+            from builder.commands.inspect_history import print_value
+            print_value(store, args.workflow_id, args.value)
+            return 0
+        if args.history:
+            from builder.commands.inspect_history import print_history
+            recorded = start_record.read(store, args.workflow_id)
+            status = WorkflowStatus.WAITING if tasks else outcome.status
+            print_history(store, args.workflow_id, str(status), outcome.failure,
+                          recorded.folder if recorded else None, as_json=args.json)
+            return exit_code(outcome.status)
+        if args.json:
+            raise UnumError("inspect --json goes with --history (the report is JSON already)")
         if args.graph is not None:  # builder/commands/graph.py draws it instead of the report
             from builder.commands.graph import write_inspect_graph
             recorded = start_record.read(store, args.workflow_id)
@@ -101,19 +139,31 @@ def cmd_inspect(args: argparse.Namespace) -> int:
             return 0
     finally:
         store.close()
-    print(to_json(report(outcome, args.store, start.folder if start else None, tasks), compact=False))
-    return 1 if outcome.status is WorkflowStatus.FAILED else 0
+    print(to_json(report(outcome, args.store, start.folder if start else None, tasks, queued), compact=False))
+    return exit_code(outcome.status)
+
+
+def exit_code(status: WorkflowStatus) -> int:
+    """1 for a workflow that failed or was stopped (README's exit code table), else 0."""
+    from unum_entry.outcome import WorkflowStatus
+
+    return 1 if status in (WorkflowStatus.FAILED, WorkflowStatus.STOPPED) else 0
 
 
 def cmd_gc(args: argparse.Namespace) -> int:
-    """Delete every expired object (the file store's stand-in for DynamoDB's and Firestore's
-    own TTL deletion; on those it deletes what their sweeper has not reached yet)."""
+    """Delete every object that expired at least `--clock-skew` seconds ago by this host's
+    clock (the file store's stand-in for DynamoDB's and Firestore's own TTL deletion; on those
+    it deletes what their sweeper has not reached yet). The margin keeps a host whose clock
+    runs fast from sweeping what a running workflow may still use (unum_entry.retention)."""
+    from unum_entry.retention import store_retention, sweep_horizon
+
     store = open_existing_store(args.store)
     try:
-        swept = store.sweep()
+        swept = store.sweep(sweep_horizon(store_retention(store).clock(), int(args.clock_skew)))
     finally:
         store.close()
-    Console().message(f"swept {swept} expired object(s) from {args.store}")
+    Console().message(f"swept {swept} expired object(s) from {args.store} "
+                      f"(expired {int(args.clock_skew)} s or more ago)")
     return 0
 
 
@@ -123,8 +173,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_store_option(inspect)
     from builder.commands.graph import add_inspect_options
     add_inspect_options(inspect)
+    from builder.commands.inspect_history import add_history_options
+    add_history_options(inspect)
     inspect.set_defaults(func=cmd_inspect)
 
     gc = sub.add_parser("gc", help="delete expired objects (checkpoints, sets, results past their TTL) from a store")
     add_store_option(gc)
+    gc.add_argument("--clock-skew", type=non_negative_seconds, default=GC_SKEW_SECONDS, metavar="SECONDS",
+                    help="sweep only what expired this long ago by this host's clock, so a fast clock cannot "
+                         f"sweep what a running workflow still uses (default {GC_SKEW_SECONDS})")
     gc.set_defaults(func=cmd_gc)

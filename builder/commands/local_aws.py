@@ -1,6 +1,7 @@
 """`python -m builder local-aws <workflow>`: run a workflow's images on the local AWS stack.
 
-Builds the images (unless `--no-build`), starts moto (DynamoDB) unless `--moto-endpoint` is given,
+Builds the images (unless `--no-build`), starts moto (DynamoDB, and EventBridge Scheduler for durable
+timers, fired by `builder.local_stack.scheduler_loop`) unless `--moto-endpoint` is given,
 the asynchronous Invoke endpoint on `--port`, and one Lambda container per function. With
 `--input` it runs one workflow and prints its result like `builder run`; without, it stays up
 (Ctrl-C stops everything) and prints how to invoke the entry function with boto3 or the AWS CLI.
@@ -42,7 +43,8 @@ def cmd_local_aws(args: argparse.Namespace) -> int:
         endpoint = stack.enter_context(AsyncInvokeEndpoint(retry=retry, port=args.port))
         table = args.table or f"unum-{workflow.name}-{uuid.uuid4().hex[:8]}"
         store_url = f"dynamodb://{table}?endpoint={moto_endpoint}&region=us-east-1"
-        lambdas = stack.enter_context(LocalLambdaStack(workflow, images, store_url=store_url, endpoint=endpoint))
+        lambdas = stack.enter_context(LocalLambdaStack(workflow, images, store_url=store_url, endpoint=endpoint,
+                                                       scheduler_endpoint=moto_endpoint))
         print(f"local-aws: {len(lambdas.containers)} function containers behind {endpoint.endpoint}; "
               f"store {store_url}", file=sys.stderr)
         if input_value is None and args.input is None:

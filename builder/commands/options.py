@@ -1,6 +1,7 @@
 """Options several commands share: validated value types, and flags that fall back to environment
 variables (functions-framework's convention: `--store` ← `UNUM_STORE`, `--workers` ←
-`UNUM_WORKERS`, `--timeout` ← `UNUM_TIMEOUT`; the function images read `UNUM_STORE` too).
+`UNUM_WORKERS`, `--timeout` ← `UNUM_TIMEOUT`, `--durability` ← `UNUM_DURABILITY`; the function
+images read `UNUM_STORE` too).
 
 A value from the environment is checked like one from the command line; a bad one is a usage
 error naming the variable (exit 2).
@@ -14,8 +15,10 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-DEFAULT_STORE = ".unum/store"
+DEFAULT_STORE = ".unum/unum.db"  # the SQLite store (unum_entry.stores.sqlite)
 STORE_ENV = "UNUM_STORE"
+DURABILITY_ENV = "UNUM_DURABILITY"
+DURABILITIES = ("full", "normal", "off")
 WORKERS_ENV = "UNUM_WORKERS"
 TIMEOUT_ENV = "UNUM_TIMEOUT"
 
@@ -40,6 +43,11 @@ def positive_int(text: str) -> int:
 def positive_seconds(text: str) -> float:
     """A finite number of seconds > 0 (argparse type)."""
     return _checked(text, float, lambda value: value > 0 and math.isfinite(value), "seconds > 0")
+
+
+def non_negative_seconds(text: str) -> float:
+    """A finite number of seconds >= 0 (argparse type)."""
+    return _checked(text, float, lambda value: value >= 0 and math.isfinite(value), "seconds >= 0")
 
 
 def _checked(text: str, convert: Callable[[str], Any], accept: Callable[[Any], bool], expected: str) -> Any:
@@ -75,9 +83,50 @@ def env_option(parser: argparse.ArgumentParser, flag: str, *, envvar: str, defau
                         help=f"{help} (default: ${envvar}, else {default})")
 
 
-def add_store_option(parser: argparse.ArgumentParser, help: str = "store URL or folder") -> None:
-    """`--store`, falling back to `$UNUM_STORE`, then `.unum/store`."""
-    env_option(parser, "--store", envvar=STORE_ENV, default=DEFAULT_STORE, help=help)
+def store_location(text: str) -> str:
+    """A store URL, database file or folder (argparse type): not empty (an unset variable must not
+    turn the current folder into a store)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError(f"expected a store URL, database file or folder, found {text!r} "
+                                         "(an unset variable?)")
+    return text
+
+
+def add_store_option(parser: argparse.ArgumentParser, help: str = "store URL, database file or folder") -> None:
+    """`--store`, falling back to `$UNUM_STORE`, then `.unum/unum.db`."""
+    env_option(parser, "--store", envvar=STORE_ENV, default=DEFAULT_STORE, type=store_location, help=help)
+
+
+def durability(text: str) -> str:
+    """A SQLite store's durability setting (argparse type): full, normal or off."""
+    return _checked(text, str.lower, lambda value: value in DURABILITIES, "full, normal or off")
+
+
+def add_durability_option(parser: argparse.ArgumentParser) -> None:
+    """`--durability full|normal|off` of the SQLite store, falling back to `$UNUM_DURABILITY`;
+    unset: the store's default (full, or the store URL's `durability=`)."""
+    raw = os.environ.get(DURABILITY_ENV)
+    default = _FromEnv(raw, DURABILITY_ENV) if raw else None
+    parser.add_argument("--durability", type=_naming_env(durability), default=default,
+                        help="SQLite store: full (default: a returned commit survives power loss), normal (survives "
+                             "a crash of the process; a power loss may lose the last commits) or off (no fsync) "
+                             f"(default: ${DURABILITY_ENV}, else the store URL's durability=, else full)")
+
+
+def store_options(url: str, durability: str | None) -> dict[str, Any]:
+    """`open_store`'s keyword arguments for `--durability`: it applies to the SQLite store only
+    (given on the command line for another store it is a usage error; from the environment it
+    is ignored there)."""
+    from unum_entry.errors import UnumError
+    from unum_entry.stores.sqlite import is_sqlite_location
+
+    if durability is None:
+        return {}
+    if is_sqlite_location(url):
+        return {"durability": durability}
+    if os.environ.get(DURABILITY_ENV):  # argparse has parsed the env default: tell it apart by the variable
+        return {}
+    raise UnumError(f"--durability applies to the SQLite store (a .db file or sqlite:// URL), not --store {url}")
 
 
 def add_wait_options(parser: argparse.ArgumentParser, *, workers: bool, timeout_help: str) -> None:

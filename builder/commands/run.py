@@ -2,11 +2,14 @@
 
 On stderr: the workflow id first (`workflow wf-…`), a progress line while it runs when stderr
 is a terminal, then one summary line — or, when the workflow failed, the user's code frames the
-error came through and one `error:` line (exit 1). Ctrl-C stops at once (exit 130) and a timeout
-stops the run (exit 2), each with one line saying how to resume (`--workflow-id … --resume`) and
-inspect. A reused `--workflow-id` continues that workflow (see `start_record`). Every handler is
-imported before the workflow starts (a broken one is one error line); what handlers print goes
-to stderr, so stdout holds the result only.
+error came through and one `error:` line (exit 1). Ctrl-C (exit 130) or SIGTERM (exit 143) stops
+at once and a timeout stops the run (exit 2), each with one line saying how to resume
+(`--workflow-id … --resume`) and inspect; the pending deliveries and timers stay in the store's
+database (builder.commands.run_queue), so a resume - even after a kill -9 - re-drives them. A
+workflow left with only future timers is reported as waiting until the first (exit 0). A reused
+`--workflow-id` continues that workflow (see `start_record`); while another `run` drives it, this
+one waits for its outcome. Every handler is imported before the workflow starts (a broken one is
+one error line); what handlers print goes to stderr, so stdout holds the result only.
 """
 
 from __future__ import annotations
@@ -23,16 +26,20 @@ from unum_entry.errors import UnumError, WorkflowFailed, WorkflowTimeout
 
 from builder.commands.console import Console
 from builder.commands.io import command_line, parse_input, to_json
-from builder.commands.options import (DEFAULT_STORE, TIMEOUT_ENV, WORKERS_ENV, add_store_option, env_option,
-                                      positive_int, positive_seconds)
+from builder.commands.options import (DEFAULT_STORE, TIMEOUT_ENV, WORKERS_ENV, add_durability_option, add_store_option,
+                                      env_option, positive_int, positive_seconds, store_options)
 
 if TYPE_CHECKING:
     from unum_entry.local.platform import LocalPlatform
     from unum_entry.outcome import RunResult
 
+    from builder.commands.run_queue import RunQueue
+
 __all__ = ["DEFAULT_STORE", "cmd_run", "register"]
 
 EXIT_INTERRUPTED = 130
+EXIT_TERMINATED = 143  # 128 + SIGTERM
+ENDED = ("succeeded", "failed", "stopped")  # statuses (WorkflowStatus values) of a workflow with an outcome
 TICK = 0.1  # seconds between progress redraws
 
 
@@ -51,6 +58,7 @@ def _run(args: argparse.Namespace, results: TextIO) -> int:
 
     from builder.commands import start_record
     from builder.commands.compile import runnable_workflow
+    from builder.commands.run_queue import RunQueue, Terminated, follow, sigterm_interrupts, utc
 
     if args.resume and not args.workflow_id:
         raise UnumError("--resume needs --workflow-id: the id of the workflow to continue")
@@ -58,48 +66,77 @@ def _run(args: argparse.Namespace, results: TextIO) -> int:
     workflow = load_workflow(runnable_workflow(args.workflow, getattr(args, "functions", None), getattr(args, "handler", None),
                                                getattr(args, "substitution", None)))
     input_value = parse_input(args.input if args.input is not None else "null")
-    store = open_store(args.store)
+    store = open_store(args.store, **store_options(args.store, args.durability))
     # Imports every handler before anything is stored: a syntax error or a missing handler is one
     # error line, not a workflow left "running".
-    platform = LocalPlatform(workflow, store, workers=args.workers)
+    rq = RunQueue.for_store(store)  # deliveries and timers kept in the store's database: a killed run resumes
+    platform = LocalPlatform(workflow, store, workers=args.workers, queue=rq.queue)
     workflow_id = new_workflow(None, args.workflow_id).workflow
     try:
         start = start_record.claim(store, workflow_id, input_value, folder=os.path.abspath(args.workflow),
                                    resume=args.resume)
     except BaseException:
         platform.close()
+        rq.close()
         raise
     console.message(f"workflow {workflow_id}")
     if start.kind is start_record.StartKind.RESUMED and args.input is not None:
         console.message(f"note: resuming {workflow_id} with the input it was started with; --input ignored")
     if start.kind is not start_record.StartKind.NEW:
         ended = read_outcome(store, workflow_id)
-        if ended.status in (WorkflowStatus.SUCCEEDED, WorkflowStatus.FAILED):
+        if ended.status in (WorkflowStatus.SUCCEEDED, WorkflowStatus.FAILED, WorkflowStatus.STOPPED):
             console.message(f"workflow {workflow_id} has already ended; its recorded outcome follows")
             platform.close()
+            rq.close()
             with contextlib.redirect_stdout(results):
                 return _report(ended, args, console, summary=None, store=store)
     hint = _hint(args, workflow_id)
     began = time.monotonic()
     try:
-        platform.start(start.input, workflow_id)
-        _wait(platform, args.timeout, console, began)
-    except KeyboardInterrupt:
+        with sigterm_interrupts():
+            if rq.runs is not None and (owner := rq.runs.acquire(workflow_id)) is not None:
+                if follow(rq.runs, workflow_id, owner, timeout=args.timeout, message=console.message,
+                          ended=lambda: read_outcome(store, workflow_id).status in ENDED):
+                    platform.close()
+                    with contextlib.redirect_stdout(results):
+                        return _report(read_outcome(store, workflow_id), args, console, summary=None, store=store)
+            recovered = platform.recover(workflow_id)
+            if recovered:
+                console.message(f"resuming: {recovered} deliveries and timers a previous run left pending")
+            else:  # nothing journaled (a new workflow, or a store without a queue): from the entry's checkpoint
+                platform.start(start.input, workflow_id)
+            _wait(platform, args.timeout, console, began)
+            next_timer = platform.next_timer()
+    except KeyboardInterrupt as stop:
         _abandon(platform, console)
-        console.message(f"interrupted: workflow {workflow_id} stopped after {time.monotonic() - began:.1f} s; {hint}")
-        return EXIT_INTERRUPTED
+        _release(rq, workflow_id)
+        what = "terminated (SIGTERM)" if isinstance(stop, Terminated) else "interrupted"
+        console.message(f"{what}: workflow {workflow_id} stopped after {time.monotonic() - began:.1f} s; {hint}")
+        return EXIT_TERMINATED if isinstance(stop, Terminated) else EXIT_INTERRUPTED
     except WorkflowTimeout:
         in_flight = platform.progress().in_flight
         _abandon(platform, console)
+        _release(rq, workflow_id)
         raise UnumError(f"workflow {workflow_id} still running after {args.timeout:g} s ({in_flight} deliveries in "
                         f"flight): stopped; {hint}") from None
+    except BaseException:
+        platform.close()
+        _release(rq, workflow_id)
+        raise
     console.clear_status()
     platform.close()
+    _release(rq, workflow_id)
+    outcome = platform.outcome(workflow_id)
+    if next_timer is not None and outcome.status not in ENDED:
+        kept = "" if rq.runs is not None else " (this store keeps no delivery queue: the timer ends with this run)"
+        console.message(f"workflow {workflow_id} is waiting until {utc(next_timer)} for a timer{kept}; "
+                        f"nothing runs until then; resume with: {_hint(args, workflow_id, inspect=False)}")
+        return 0
     for message in platform.dead_letters:
         console.message(f"warning: dropped delivery: {message}")
     stats = platform.stats
     with contextlib.redirect_stdout(results):
-        return _report(platform.outcome(workflow_id), args, console,
+        return _report(outcome, args, console,
                        summary=f"{stats['committed']} invocations, {stats['invokes']} invokes, "
                                f"{time.monotonic() - began:.1f} s", store=store)
 
@@ -124,6 +161,13 @@ def _wait(platform: LocalPlatform, timeout: float, console: Console, began: floa
             console.status(render(platform.progress(), time.monotonic() - began))
 
 
+def _release(rq: RunQueue, workflow_id: str) -> None:
+    """This process no longer drives `workflow_id` (its queue is flushed by then)."""
+    if rq.runs is not None:
+        rq.runs.release(workflow_id)
+    rq.close()
+
+
 def _abandon(platform: LocalPlatform, console: Console) -> None:
     """Stop now: executions still running are abandoned (as a crash) and what they log is
     no longer shown."""
@@ -132,11 +176,12 @@ def _abandon(platform: LocalPlatform, console: Console) -> None:
     console.clear_status()
 
 
-def _hint(args: argparse.Namespace, workflow_id: str) -> str:
+def _hint(args: argparse.Namespace, workflow_id: str, *, inspect: bool = True) -> str:
     store = [] if args.store == DEFAULT_STORE else ["--store", args.store]
     resume = command_line("run", args.workflow, "--workflow-id", workflow_id, "--resume", *store)
-    inspect = command_line("inspect", workflow_id, *store)
-    return f"resume: {resume}; inspect: {inspect}"
+    if not inspect:
+        return resume
+    return f"resume: {resume}; inspect: {command_line('inspect', workflow_id, *store)}"
 
 
 def _report(outcome: RunResult, args: argparse.Namespace, console: Console, summary: str | None,
@@ -146,6 +191,8 @@ def _report(outcome: RunResult, args: argparse.Namespace, console: Console, summ
     them, on stderr (exit 0: waiting is not an error)."""
     if outcome.failure is not None:
         f = outcome.failure
+        if f.get("Stopped") is True:  # `python -m builder stop` (docs/history.md)
+            raise WorkflowFailed(f"workflow {outcome.workflow_id} was stopped: {f['Error']}: {f['Cause']}")
         for line in trace_lines(f.get("Trace") or []):
             console.message(line)
         raise WorkflowFailed(f"workflow {outcome.workflow_id} failed in function {f['Function']!r} "
@@ -198,7 +245,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     run = sub.add_parser("run", help="run a workflow on the embedded local platform and print its result")
     run.add_argument("workflow", help="workflow folder (unum-workflow.json + one folder per function)")
     run.add_argument("--input", default=None, help="workflow input: JSON text or @file.json (default: null)")
-    add_store_option(run, help="store URL or folder, e.g. dynamodb://TABLE?endpoint=http://127.0.0.1:5001")
+    add_store_option(run, help="store URL, database file or folder, e.g. .unum/unum.db, "
+                               "dynamodb://TABLE?endpoint=http://127.0.0.1:5001")
+    add_durability_option(run)
     env_option(run, "--workers", envvar=WORKERS_ENV, default=8, type=positive_int, help="concurrent executions")
     env_option(run, "--timeout", envvar=TIMEOUT_ENV, default=300.0, type=positive_seconds,
                help="seconds to wait for the workflow")

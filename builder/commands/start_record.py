@@ -8,22 +8,24 @@ later run with the same id finds it and
 - with a different input, is refused (`InputMismatch`, exit 2), unless `--resume` asks to
   continue the workflow as it was started (with its recorded input).
 
-The record is retained like a checkpoint (kind CHECKPOINT, expiring with the store's TTL) and
-its write is the run's first store request: an unreachable or misconfigured store fails here,
+The record (kind MARKER, key `naming.start_key`: never a checkpoint name) is stamped by the
+workflow's ledger like every object (unum_entry.retention; the workflow has not started yet, so
+its deadline's bound, now + TTL) and its write is the run's first store request: an unreachable or misconfigured store fails here,
 in one line, before any thread starts.
 """
 
 from __future__ import annotations
 
 import enum
-import hashlib
 import json
 import time
 from dataclasses import dataclass
 from typing import Any
 
+from unum_entry import naming
 from unum_entry.codec import decode, encode
 from unum_entry.errors import UnumError
+from unum_entry.retention import Ledger, store_retention
 from unum_entry.stores.base import Kind, Store
 
 
@@ -54,9 +56,8 @@ class StartRecord:
 
 
 def start_key(workflow_id: str) -> str:
-    """The record's key: fixed length like every unum name, in a domain of its own."""
-    digest = hashlib.blake2b(json.dumps(["run-start", workflow_id]).encode(), digest_size=16).hexdigest()
-    return "c-" + digest
+    """The record's key (unum_entry.naming.start_key)."""
+    return naming.start_key(workflow_id)
 
 
 def _canonical(value: Any) -> str:
@@ -75,9 +76,10 @@ def claim(store: Store, workflow_id: str, input_value: Any, *, folder: str, resu
         return StartRecord(StartKind.SAME if same else StartKind.RESUMED, recorded.input, recorded.folder,
                            recorded.started)
     now = int(time.time())
-    stored, created = store.create(start_key(workflow_id),
-                                   encode({"input": input_value, "folder": folder, "started": now}, what="--input"),
-                                   workflow=workflow_id, kind=Kind.CHECKPOINT)
+    ledger = Ledger.bounded(workflow_id, 0, store_retention(store))
+    stored, created = ledger.create(store, ledger.start(),
+                                    encode({"input": input_value, "folder": folder, "started": now}, what="--input"),
+                                    Kind.MARKER)
     if created:
         return StartRecord(StartKind.NEW, input_value, folder, now)
     found = _parse(stored)

@@ -24,10 +24,21 @@ def cmd_ui(args: argparse.Namespace) -> int:
     return 0
 
 
+def port_number(text: str) -> int:
+    """A TCP port, 0-65535 (0: a free one), for argparse (its error is one line, exit 2)."""
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number (0-65535)") from None
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"{port} is not a port number (0-65535)")
+    return port
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser("ui", help="a local web page: the workflows in a store, each one's graph and result, live")
     add_store_option(parser)
-    parser.add_argument("--port", type=int, default=8400, help="port on 127.0.0.1 (default 8400; 0 picks a free one)")
+    parser.add_argument("--port", type=port_number, default=8400, help="port on 127.0.0.1 (default 8400; 0 picks a free one)")
     parser.add_argument("--workflow", action="append", metavar="FOLDER",
                         help="workflow folder or state machine the page draws runs of (repeatable; default: "
                              "the folder each run recorded)")

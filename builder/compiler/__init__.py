@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from builder.compiler.load import find_definition, load_definition
+from builder.compiler.nested import inline_children
 from builder.compiler.plan import Function, Layout, instructions, plan
 from builder.compiler.validate import JSONATA, Machine, integration_task, lambda_name, validate
 from unum_entry.asl.function import FRAGMENT_FILE_NAME, MAIN_MODULE
@@ -57,7 +58,7 @@ def compile_state_machine(path: str | Path, out: str | Path, *, functions: str |
         if found is None:
             raise AslDefinitionError(str(path), None, "<file>", "no state machine file here (statemachine.json, *.asl.json, statemachine.yaml)")
         path = found
-    doc = load_definition(path, substitutions)
+    doc = inline_children(load_definition(path, substitutions), path, substitutions)  # states:startExecution.sync
     machine = validate(doc, str(path))
     layout = plan(machine)
     functions_dir = Path(functions) if functions is not None else _default_functions_dir(path)
@@ -69,7 +70,7 @@ def compile_state_machine(path: str | Path, out: str | Path, *, functions: str |
         else:
             raise AslDefinitionError(str(out), None, "--out", "exists and is not a compiled workflow folder; refusing to overwrite it")
     out.mkdir(parents=True)
-    carry_input = "Execution.Input" in json.dumps(doc)
+    carry_input = reads_execution_input(json.dumps(doc))
     # A Task in a branch waits for a task token: every fan-out records its position (runner).
     positions = any(fn.scope.owner is not None and fn.task is not None
                     and str(fn.scope.states[fn.task].get("Resource", "")).endswith(".waitForTaskToken")
@@ -82,6 +83,19 @@ def compile_state_machine(path: str | Path, out: str | Path, *, functions: str |
     (out / "statemachine.json").write_text(json.dumps(doc, indent=2))
     load_workflow(out)  # what was written is validated exactly as `builder run` would
     return CompileResult(out=out, name=name, entry=layout.entry, functions=summary, states=len(machine.scope_of))
+
+
+# `$$` / `$states.context` whole, or the part holding Execution.Input (not $$.State..., not
+# $$.Execution.Id and its siblings): where the definition can see the execution's input.
+_CONTEXT_READ = re.compile(r"(?:\$\$|\$states\.context)(?!\.(?:State|StateMachine|Task|Map)\b"
+                           r"|\.Execution\.(?:Id|Name|StartTime|RoleArn|RedriveCount)\b)")
+
+
+def reads_execution_input(definition_text: str) -> bool:
+    """Whether a definition can read `$$.Execution.Input` (so every hop must carry it): directly,
+    through `$$` / `$$.Execution` as a whole (InputPath, OutputPath, Parameters, intrinsics) or
+    JSONata's `$states.context`."""
+    return bool(_CONTEXT_READ.search(definition_text))
 
 
 def _write_function(out: Path, fn: Function, layout: Layout, machine: Machine, functions_dir: Path,

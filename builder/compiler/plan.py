@@ -33,7 +33,7 @@ class Function:
     join: bool
     scope: Scope
     task: str | None = None
-    exits: list[tuple[str, str | None]] = field(default_factory=list)  # ("goto"|"fan"|"end"|"fail", state)
+    exits: list[tuple[str, str | None]] = field(default_factory=list)  # ("goto"|"fan"|"end"|"fail"|"wait", state)
 
 
 @dataclass
@@ -140,6 +140,7 @@ def _exits(fn: Function) -> list[tuple[str, str | None]]:
         after(head)
         if head.get("Retry"):
             add("fan", fn.head)
+            add("wait", None)  # a long Retry back-off waits on a timer (unum_entry/asl/timing.py)
     else:
         todo.append(fn.head)
     while todo:
@@ -150,6 +151,8 @@ def _exits(fn: Function) -> list[tuple[str, str | None]]:
             if name == fn.task and not own_done:
                 own_done = True
                 after(state)
+                if state.get("Retry"):
+                    add("wait", None)  # a long Retry back-off waits on a timer
             else:
                 add("goto", name)
             continue
@@ -164,6 +167,8 @@ def _exits(fn: Function) -> list[tuple[str, str | None]]:
             after(state)  # an empty Map completes in place; errors go to its Catch
         elif kind in ("Pass", "Wait"):
             after(state)
+            if kind == "Wait":
+                add("wait", None)  # a Wait longer than a second commits a timer wait and stops
         elif kind == "Choice":
             todo.extend(successors(state))
         elif kind == "Succeed":
@@ -194,8 +199,10 @@ def instructions(fn: Function, layout: Layout, machine: Machine) -> list[dict[st
                 iterator = next(s for s in machine.scopes if s.owner == target)
                 program.append({"op": "map", "function": layout.start_function[id(iterator)], "items": "$.items",
                                 "max_concurrency": "$.max_concurrency", "when": when})
-    if fn.task is not None and str(fn.scope.states[fn.task].get("Resource", "")).endswith(".waitForTaskToken"):
-        # waits for its callback (unum_entry/callbacks.py): no successor, no result until then
+    if ("wait", None) in fn.exits or (
+            fn.task is not None and str(fn.scope.states[fn.task].get("Resource", "")).endswith(".waitForTaskToken")):
+        # waits for its callback (unum_entry/callbacks.py) or a timer (unum_entry/asl/timing.py):
+        # no successor, no result until then
         program.append({"op": "suspend", "when": {"Variable": "$.__next__", "StringEquals": "__wait__"}})
     if fn.scope.owner is None:
         program.append({"op": "succeed", "path": "$.output", "when": {"Variable": "$.__next__", "StringEquals": END}})

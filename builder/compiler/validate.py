@@ -28,7 +28,7 @@ FIELDS: dict[str, set[str]] = {
     "Succeed": {"InputPath", "OutputPath", "Output"},
     "Fail": {"Error", "ErrorPath", "Cause", "CausePath"},
     "Parallel": {"Next", "End", "InputPath", "OutputPath", "Parameters", "ResultPath", "ResultSelector", "Retry",
-                 "Catch", "Branches", "Arguments", "Output"},
+                 "Catch", "Branches", "Arguments", "Output", "__unum_nested__"},  # a nested machine (nested.py)
     "Map": {"Next", "End", "InputPath", "OutputPath", "ItemsPath", "Items", "ItemSelector", "Parameters", "ResultPath",
             "ResultSelector", "Retry", "Catch", "Iterator", "ItemProcessor", "MaxConcurrency", "MaxConcurrencyPath",
             "ItemReader", "ItemBatcher", "ResultWriter", "ToleratedFailureCount", "ToleratedFailureCountPath",

@@ -9,7 +9,12 @@ What it declares, per workflow:
   `lambda:InvokeFunction` on exactly its successors (from its IR) plus itself (handler retries);
 - asynchronous invoke configuration: Lambda's retries (`--aws-retries`, default 2), the maximum
   event age, and an on-failure destination (the function itself: the unum adapter turns the
-  destination record into the workflow's failure record).
+  destination record into the workflow's failure record);
+- durable timers (`Invoker.invoke_at`, `unum_entry.invokers.eventbridge_scheduler`): a schedule
+  group named like the stack (deleting the stack deletes its pending timers), a scheduler role
+  trusted by `scheduler.amazonaws.com` from this account only, allowed `lambda:InvokeFunction` on
+  exactly the workflow's functions; each function may `scheduler:CreateSchedule` in that group
+  and `iam:PassRole` that role (to Scheduler) only. The invoker URL names role and group.
 """
 
 from __future__ import annotations
@@ -24,6 +29,8 @@ from unum_entry.errors import BuildError
 from unum_entry.workflow import Workflow, load_workflow
 
 TABLE = "UnumTable"
+SCHEDULER_ROLE = "UnumSchedulerRole"
+TIMER_GROUP = "UnumTimerGroup"
 ITEM_ACTIONS = ["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem",
                 "dynamodb:BatchGetItem", "dynamodb:BatchWriteItem", "dynamodb:ConditionCheckItem"]
 
@@ -80,6 +87,7 @@ def sam_template(workflow: Workflow, *, image_prefix: str, tag: str = "latest", 
             "TimeToLiveSpecification": {"AttributeName": "ttl", "Enabled": True},
         },
     }}
+    resources.update(_timer_resources(sorted(workflow.functions)))
     for name, spec in sorted(workflow.functions.items()):
         invokes = sorted(spec.ir.targets() | {name})
         repository = image_repository(tag_prefix, workflow.name, name)
@@ -94,14 +102,15 @@ def sam_template(workflow: Workflow, *, image_prefix: str, tag: str = "latest", 
                 "Timeout": timeout,
                 "Environment": {"Variables": {
                     "UNUM_STORE": {"Fn::Sub": f"dynamodb://${{{TABLE}}}?region=${{AWS::Region}}"},
-                    "UNUM_INVOKER": {"Fn::Sub": "lambda://?prefix=${AWS::StackName}-&region=${AWS::Region}"},
+                    "UNUM_INVOKER": {"Fn::Sub": "lambda://?prefix=${AWS::StackName}-&region=${AWS::Region}"
+                                                f"&schedule_role=${{{SCHEDULER_ROLE}.Arn}}&schedule_group=${{{TIMER_GROUP}}}"},
                 }},
                 "Policies": [{"Statement": [
                     {"Effect": "Allow", "Action": list(ITEM_ACTIONS), "Resource": {"Fn::GetAtt": [TABLE, "Arn"]}},
                     {"Effect": "Allow", "Action": ["lambda:InvokeFunction"],
                      "Resource": [_function_arn(target) for target in invokes]},
                     *function_statements(spec.folder),  # its Step Functions integrations, if any
-                ]}],
+                ]}, {"Statement": _timer_statements()}],
                 "EventInvokeConfig": {
                     "MaximumRetryAttempts": retries,
                     "MaximumEventAgeInSeconds": max_event_age,
@@ -121,6 +130,34 @@ def sam_template(workflow: Workflow, *, image_prefix: str, tag: str = "latest", 
                            "Value": {"Ref": TABLE}},
         },
     }
+
+
+def _timer_resources(functions: list[str]) -> dict[str, Any]:
+    """The schedule group and the role EventBridge Scheduler invokes the functions with."""
+    return {
+        TIMER_GROUP: {"Type": "AWS::Scheduler::ScheduleGroup", "Properties": {"Name": {"Ref": "AWS::StackName"}}},
+        SCHEDULER_ROLE: {"Type": "AWS::IAM::Role", "Properties": {
+            "AssumeRolePolicyDocument": {"Version": "2012-10-17", "Statement": [{
+                "Effect": "Allow", "Principal": {"Service": "scheduler.amazonaws.com"}, "Action": "sts:AssumeRole",
+                "Condition": {"StringEquals": {"aws:SourceAccount": {"Ref": "AWS::AccountId"}}}}]},
+            "Policies": [{"PolicyName": "invoke-workflow-functions", "PolicyDocument": {
+                "Version": "2012-10-17",
+                "Statement": [{"Effect": "Allow", "Action": ["lambda:InvokeFunction"],
+                               "Resource": [_function_arn(f) for f in functions]}]}}],
+        }},
+    }
+
+
+def _timer_statements() -> list[dict[str, Any]]:
+    """What a function needs to arm timers: create schedules in the stack's group, pass the
+    scheduler role to Scheduler (and to nothing else)."""
+    return [
+        {"Effect": "Allow", "Action": ["scheduler:CreateSchedule"],
+         "Resource": {"Fn::Sub": f"arn:${{AWS::Partition}}:scheduler:${{AWS::Region}}:${{AWS::AccountId}}"
+                                 f":schedule/${{{TIMER_GROUP}}}/*"}},
+        {"Effect": "Allow", "Action": ["iam:PassRole"], "Resource": {"Fn::GetAtt": [SCHEDULER_ROLE, "Arn"]},
+         "Condition": {"StringEquals": {"iam:PassedToService": "scheduler.amazonaws.com"}}},
+    ]
 
 
 def _function_arn(function: str) -> dict[str, str]:

@@ -16,6 +16,11 @@ script can be re-run after a change):
   crashing; handler errors are retried and recorded by unum itself, see cloud_run.py).
 - Cloud Run: one service per function image; the entry serves HTTP (POST a JSON input to start
   a workflow), the others the CloudEvent signature.
+- Cloud Tasks, for durable timers (`unum_entry.invokers.cloud_tasks`): the queue `unum-<wf>-timers`
+  in the region; the runtime account may enqueue into that queue only (`roles/cloudtasks.enqueuer`
+  on it) and act as itself (`roles/iam.serviceAccountUser` on itself only), because a due task
+  publishes to the function's topic with the runtime account's OAuth token - the topics it may
+  already publish to. The invoker URL names the queue and the account.
 
 Images come from `--image-prefix` (e.g. `us-docker.pkg.dev/PROJECT/unum`, where `python -m builder
 push` put them): function F of workflow W is `PREFIX/w-f:TAG` (`builder.image.build.image_repository`).
@@ -82,6 +87,7 @@ def render_script(workflow: Workflow, options: GcpDeployOptions) -> str:
     prefix = options.topic_prefix or f"unum-{wf}-"
     run_sa, push_sa = f"unum-{wf}-run"[:30].rstrip("-"), f"unum-{wf}-push"[:30].rstrip("-")
     dead_letter = topic_name(prefix, "dead-letter")
+    timer_queue = f"unum-{wf}-timers"[:100]
     q = shlex.quote
     lines = [
         "#!/usr/bin/env bash",
@@ -94,6 +100,7 @@ def render_script(workflow: Workflow, options: GcpDeployOptions) -> str:
         f"COLLECTION={q(collection)}",
         f"TOPIC_PREFIX={q(prefix)}",
         f"RUN_SA=\"{run_sa}@${{PROJECT}}.iam.gserviceaccount.com\"",
+        f"TIMER_QUEUE={q(timer_queue)}",
         f"PUSH_SA=\"{push_sa}@${{PROJECT}}.iam.gserviceaccount.com\"",
         "G=(gcloud --quiet --project \"$PROJECT\")",
         "",
@@ -104,7 +111,8 @@ def render_script(workflow: Workflow, options: GcpDeployOptions) -> str:
         "}",
         "",
         "echo '== APIs'",
-        "\"${G[@]}\" services enable run.googleapis.com pubsub.googleapis.com firestore.googleapis.com iam.googleapis.com",
+        "\"${G[@]}\" services enable run.googleapis.com pubsub.googleapis.com firestore.googleapis.com iam.googleapis.com "
+        "cloudtasks.googleapis.com",
         "",
         "echo '== Firestore: TTL policy on expire_at (collection group '\"$COLLECTION\"')'",
         f"\"${{G[@]}}\" firestore fields ttls update expire_at --collection-group=\"$COLLECTION\" "
@@ -135,10 +143,20 @@ def render_script(workflow: Workflow, options: GcpDeployOptions) -> str:
         f"\"${{G[@]}}\" pubsub topics add-iam-policy-binding {q(dead_letter)} --member=\"$PUBSUB_AGENT\" "
         "--role=roles/pubsub.publisher >/dev/null",
         "",
+        "echo '== Cloud Tasks: the timer queue (durable timers publish to the topics when due)'",
+        "\"${G[@]}\" tasks queues describe \"$TIMER_QUEUE\" --location \"$REGION\" >/dev/null 2>&1 \\",
+        "  || \"${G[@]}\" tasks queues create \"$TIMER_QUEUE\" --location \"$REGION\" "
+        "--min-backoff=1s --max-backoff=60s --max-attempts=100",
+        "\"${G[@]}\" tasks queues add-iam-policy-binding \"$TIMER_QUEUE\" --location \"$REGION\" "
+        "--member=\"serviceAccount:$RUN_SA\" --role=roles/cloudtasks.enqueuer >/dev/null",
+        "\"${G[@]}\" iam service-accounts add-iam-policy-binding \"$RUN_SA\" "
+        "--member=\"serviceAccount:$RUN_SA\" --role=roles/iam.serviceAccountUser >/dev/null",
+        "",
         "echo '== Cloud Run services'",
     ]
     env_common = (f"UNUM_STORE=firestore://{collection}?project=${{PROJECT}}&database={options.database},"
-                  f"UNUM_INVOKER=pubsub://${{PROJECT}}?prefix={prefix}")
+                  f"UNUM_INVOKER=pubsub://${{PROJECT}}?prefix={prefix}"
+                  f"&tasks_queue=projects/${{PROJECT}}/locations/${{REGION}}/queues/{timer_queue}&tasks_sa=${{RUN_SA}}")
     for function in functions:
         service = service_name(workflow.name, function)
         signature = "http" if function == workflow.entry else "cloudevent"

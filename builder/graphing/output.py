@@ -29,8 +29,27 @@ def encode_graph(graph: Graph, fmt: GraphFormat) -> bytes:
     return render(to_dot(graph), ImageFormat(fmt.value))
 
 
-def write_graph(graph: Graph, fmt: GraphFormat, out: str | None) -> None:
-    """Write to `out` (a file path) or stdout. PNG to a terminal is refused (binary)."""
+_BY_EXTENSION = {".svg": GraphFormat.SVG, ".png": GraphFormat.PNG, ".dot": GraphFormat.DOT, ".gv": GraphFormat.DOT,
+                 ".mmd": GraphFormat.MERMAID, ".mermaid": GraphFormat.MERMAID}
+
+
+def resolve_format(fmt: GraphFormat | None, out: str | None) -> GraphFormat:
+    """The format to write: `fmt` when given, else the one `out`'s extension names (.svg, .png,
+    .dot/.gv, .mmd/.mermaid; as Graphviz's `-o` users expect), else Mermaid. A given format
+    that contradicts an image extension (`--format mermaid --out run.svg`) is an error."""
+    named = _BY_EXTENSION.get(Path(out).suffix.lower()) if out else None
+    if fmt is None:
+        return named or GraphFormat.MERMAID
+    if named in (GraphFormat.SVG, GraphFormat.PNG) and named is not fmt:
+        raise UnumError(f"--out {out}: --format {fmt.value} does not write {named.value.upper()} "
+                        f"(drop --format: the extension picks {named.value})")
+    return fmt
+
+
+def write_graph(graph: Graph, fmt: GraphFormat | None, out: str | None) -> None:
+    """Write to `out` (a file path) or stdout, in `fmt` (None: from `out`'s extension,
+    `resolve_format`). PNG to a terminal is refused (binary)."""
+    fmt = resolve_format(fmt, out)
     if out is None and fmt is GraphFormat.PNG and sys.stdout.isatty():
         raise UnumError("--format png writes binary data: pass --out FILE.png (or redirect stdout)")
     data = encode_graph(graph, fmt)

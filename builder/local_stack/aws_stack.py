@@ -2,6 +2,11 @@
 Lambda RIE, host network), the asynchronous Invoke endpoint in front of them, and a DynamoDB
 table (moto). Used by `python -m builder local-aws` and by the e2e tests.
 
+With `scheduler_endpoint` (moto's EventBridge Scheduler API) the functions' invoker arms durable
+timers there (`Invoker.invoke_at`: `schedule_role=LOCAL_SCHEDULER_ROLE`, a schedule group of the
+stack's own, so stacks sharing one moto never fire each other's timers) and a
+`SchedulerFiringLoop` invokes each due schedule's target through the endpoint.
+
     with LocalLambdaStack(workflow, images, store_url=url, endpoint=endpoint) as stack:
         outcome = stack.run({"name": "x"})
 
@@ -21,11 +26,15 @@ from typing import Any, Protocol, Self
 from builder.local_stack.lambda_containers import LambdaContainerConfig, lambda_container_config, wait_for_port
 from builder.local_stack.lambda_endpoint import AsyncInvokeEndpoint
 from builder.local_stack.process import Service
+from builder.local_stack.scheduler_loop import SchedulerFiringLoop
 from unum_entry.errors import InvokeError
-from unum_entry.outcome import RunResult, read_outcome
+from unum_entry.outcome import RunResult, WorkflowStatus, read_outcome
 from unum_entry.runtime import new_workflow
 from unum_entry.stores import open_store
 from unum_entry.workflow import Workflow
+
+
+LOCAL_SCHEDULER_ROLE = "arn:aws:iam::123456789012:role/unum-local-scheduler"
 
 
 class ContainerHandle(Protocol):
@@ -53,7 +62,8 @@ class LocalLambdaStack(Service):
 
     def __init__(self, workflow: Workflow, images: Mapping[str, str], *, store_url: str,
                  endpoint: AsyncInvokeEndpoint, start_container: Callable[[LambdaContainerConfig], Any] | None = None,
-                 environment: Mapping[str, str] | None = None) -> None:
+                 environment: Mapping[str, str] | None = None, scheduler_endpoint: str | None = None,
+                 scheduler_interval: float = 0.25) -> None:
         missing = set(workflow.functions) - set(images)
         if missing:
             raise InvokeError(f"no image for function(s) {', '.join(sorted(missing))} of workflow {workflow.name}")
@@ -61,8 +71,15 @@ class LocalLambdaStack(Service):
         self.images = dict(images)
         self.store_url = store_url
         self.endpoint = endpoint
-        self.environment = {"UNUM_STORE": store_url, "UNUM_INVOKER": f"lambda://?endpoint={endpoint.endpoint}",
-                            **(environment or {})}
+        invoker = f"lambda://?endpoint={endpoint.endpoint}"
+        self.schedule_group = f"unum-local-{uuid.uuid4().hex[:12]}"
+        if scheduler_endpoint:
+            invoker += (f"&scheduler_endpoint={scheduler_endpoint}&schedule_role={LOCAL_SCHEDULER_ROLE}"
+                        f"&schedule_group={self.schedule_group}")
+        self.environment = {"UNUM_STORE": store_url, "UNUM_INVOKER": invoker, **(environment or {})}
+        self.scheduler_endpoint = scheduler_endpoint
+        self.scheduler_interval = scheduler_interval
+        self.timers: SchedulerFiringLoop | None = None
         self._start_container = start_container
         self.containers: dict[str, Any] = {}
         self.store = open_store(store_url + ("&" if "?" in store_url else "?") + "create=1")
@@ -89,9 +106,23 @@ class LocalLambdaStack(Service):
             raise InvokeError(f"starting the function containers failed: {'; '.join(errors)}")
         for name, config in configs.items():
             self.endpoint.register(name, config.ports.invoke_url)
+        if self.scheduler_endpoint:
+            from unum_entry.invokers.aws_lambda import build_client
+
+            scheduler = build_client(endpoint=self.scheduler_endpoint, region="us-east-1", service="scheduler")
+            scheduler.create_schedule_group(Name=self.schedule_group)
+            self.timers = SchedulerFiringLoop(scheduler, build_client(endpoint=self.endpoint.endpoint, region="us-east-1"),
+                                              group=self.schedule_group, interval=self.scheduler_interval).start()
         return self
 
     def stop(self) -> None:
+        timers, self.timers = self.timers, None
+        if timers is not None:
+            timers.stop()
+            try:  # its pending timers (watchdogs of finished workflows) go with it
+                timers.scheduler.delete_schedule_group(Name=self.schedule_group)
+            except Exception:  # moto already gone
+                pass
         containers, self.containers = self.containers, {}
         with ThreadPoolExecutor(4) as pool:  # removal is slow on vfs: in parallel
             list(pool.map(_stop_quietly, containers.values()))
@@ -108,12 +139,25 @@ class LocalLambdaStack(Service):
         return env.workflow
 
     def run(self, input_value: Any, *, workflow_id: str | None = None, timeout: float = 120.0) -> RunResult:
-        """Start a workflow and wait until the endpoint has nothing queued or running."""
+        """Start a workflow and wait until the endpoint has nothing queued or running and either
+        the workflow has ended or no timer is armed (a stalled workflow returns as it is)."""
+        import time
+
         workflow_id = self.start_workflow(input_value, workflow_id)
-        if not self.endpoint.wait_idle(timeout):
-            raise InvokeError(f"workflow {workflow_id}: deliveries still in flight after {timeout:.0f} s "
-                              f"({dict(self.endpoint.stats)})")
-        return read_outcome(self.store, workflow_id)
+        deadline = time.monotonic() + timeout
+        while True:
+            if not self.endpoint.wait_idle(max(0.0, deadline - time.monotonic())):
+                raise InvokeError(f"workflow {workflow_id}: deliveries still in flight after {timeout:.0f} s "
+                                  f"({dict(self.endpoint.stats)})")
+            outcome = read_outcome(self.store, workflow_id)
+            if outcome.status in (WorkflowStatus.SUCCEEDED, WorkflowStatus.FAILED) or self.timers is None:
+                return outcome
+            if self.timers.pending() == 0 and self.endpoint.wait_idle(0):
+                return outcome
+            if time.monotonic() > deadline:
+                raise InvokeError(f"workflow {workflow_id}: still waiting for {self.timers.pending()} timer(s) "
+                                  f"after {timeout:.0f} s")
+            time.sleep(min(0.5, self.scheduler_interval * 2))
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:

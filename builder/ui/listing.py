@@ -17,11 +17,11 @@ from typing import Any
 
 from unum_entry.codec import decode
 from unum_entry.errors import UnumError
-from unum_entry.outcome import WorkflowStatus, covers_every_position
+from unum_entry.outcome import STOP_FIELD, WorkflowStatus, covers_every_position, yields_to_results
 from unum_entry.retention import DEFAULT_REDELIVERY_SECONDS, DEFAULT_TTL_SECONDS
 from unum_entry.stores.base import Store, WorkflowEntry
 
-FINISHED = (WorkflowStatus.SUCCEEDED, WorkflowStatus.FAILED)
+FINISHED = (WorkflowStatus.SUCCEEDED, WorkflowStatus.FAILED, WorkflowStatus.STOPPED)
 _DURATION = re.compile(r"^(\d+)([smhdw]?)$")
 _UNIT = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 
@@ -76,21 +76,46 @@ def _row(store: Store, entry: WorkflowEntry, started: int, now: float) -> Workfl
 
 def status_of(store: Store, entry: WorkflowEntry) -> WorkflowStatus:
     """The status `read_outcome` would report, reading only the result records."""
-    if entry.failure is not None:
-        return WorkflowStatus.FAILED
+    complete = False
     if entry.results:
         results = [decode(value) for value in store.get_many(entry.results).values()]
-        if covers_every_position(results):
-            return WorkflowStatus.SUCCEEDED
+        complete = covers_every_position(results)
+    if entry.failure is not None:
+        raw = store.get(entry.failure)  # the watchdog's failure yields to results; a stop's is marked
+        failure = decode(raw) if raw is not None else None
+        if isinstance(failure, dict) and failure.get(STOP_FIELD) is True:
+            return WorkflowStatus.STOPPED
+        if not yields_to_results(failure, complete):
+            return WorkflowStatus.FAILED
+    if complete:
+        return WorkflowStatus.SUCCEEDED
     return _running_or_waiting(store, entry.workflow)
 
 
 def _running_or_waiting(store: Store, workflow: str) -> WorkflowStatus:
     """WAITING when a Task of the unfinished `workflow` waits for a task-token callback (one
-    scan of its objects, as `inspect` does), else RUNNING."""
+    scan of its objects, as `inspect` does), else RUNNING - or what the embedded engine's
+    delivery queue says of it (`unfinished_status`)."""
     from unum_entry.callbacks import waiting
 
-    return WorkflowStatus.WAITING if waiting(store, workflow) else WorkflowStatus.RUNNING
+    if waiting(store, workflow):
+        return WorkflowStatus.WAITING
+    return unfinished_status(store, workflow)
+
+
+def unfinished_status(store: Store, workflow: str) -> WorkflowStatus:
+    """A workflow without an outcome, as the embedded engine's delivery queue sees it
+    (unum_entry.local.runs): INTERRUPTED when work is pending (or its `run` was killed) and no
+    live `run` drives it, WAITING when only timers are pending, else RUNNING (also for stores
+    that keep no queue: nothing tells whether a process still drives it)."""
+    from unum_entry.local.runs import run_state
+
+    state = run_state(store, workflow)
+    if state is None:
+        return WorkflowStatus.RUNNING
+    if state.interrupted:
+        return WorkflowStatus.INTERRUPTED
+    return WorkflowStatus.WAITING if state.timer_only else WorkflowStatus.RUNNING
 
 
 def remove_workflow(store: Store, workflow: str) -> int:

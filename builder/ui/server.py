@@ -4,8 +4,12 @@ the Step Functions console's execution view. Standard library only; bound to 127
 script or style from elsewhere (works offline). Graphs are SVG drawn by Graphviz on the server,
 or Mermaid text when `dot` is missing.
 
-Routes: `/` (the page; `?w=ID` selects a workflow), `/fragment/list`, `/fragment/workflow?w=ID`
-(the HTML pieces the page's script swaps in), `/api/workflows`, `/api/workflow?w=ID` (JSON).
+Routes: `/` (the page; `?w=ID` selects a workflow, `&tab=history` its History tab; `status=`,
+`name=`, `q=`, `since=`, `page=` filter and page the list: builder.ui.list_view),
+`/fragment/list`, `/fragment/workflow?w=ID[&tab=history]` (the HTML pieces the page's script
+swaps in), `/api/workflows` (one page of runs), `/api/workflow?w=ID`, `/api/history?w=ID` (the
+document of `inspect --history --json`), `/api/value?w=ID&k=KEY` (a value the history shows by
+reference); POST `/action/stop` (builder.ui.actions: Origin check and session token).
 """
 
 from __future__ import annotations
@@ -40,6 +44,9 @@ class UiServer:
         self.ttl_seconds = ttl_seconds
         self._graphs: dict[str, Graph] = {}
         self._lock = threading.Lock()
+        from builder.ui.actions import new_token
+        self.token = new_token()  # this server's session token: actions need it (builder.ui.actions)
+        self._starts: dict[str, dict[str, Any]] = {}  # start records read so far (builder.ui.pages)
         try:
             self._httpd = ThreadingHTTPServer((HOST, port), _handler(self))
         except OSError as exc:
@@ -50,6 +57,11 @@ class UiServer:
     @property
     def url(self) -> str:
         return f"http://{HOST}:{self._httpd.server_address[1]}/"
+
+    @property
+    def origin(self) -> str:
+        """What a browser sends as `Origin` from this server's own pages."""
+        return f"http://{HOST}:{self._httpd.server_address[1]}"
 
     def serve_forever(self) -> None:
         self._httpd.serve_forever(poll_interval=0.2)
@@ -73,6 +85,13 @@ class UiServer:
 
     # ---- what the page shows -----------------------------------------------------------
 
+    def runs(self, query: dict[str, list[str]]) -> Any:
+        """One page of runs as the query string filters it (builder.ui.pages, builder.ui.list_view)."""
+        from builder.ui.list_view import run_filter
+        from builder.ui.pages import query_runs
+
+        return query_runs(self.store, run_filter(query), ttl_seconds=self.ttl_seconds, starts=self._starts)
+
     def rows(self) -> list[dict[str, Any]]:
         return [{**row.as_json(), "age": human_age(row.age_seconds)}
                 for row in list_workflows(self.store, ttl_seconds=self.ttl_seconds)]
@@ -80,11 +99,15 @@ class UiServer:
     def workflow(self, workflow_id: str) -> dict[str, Any]:
         """Status, results, failure and the coloured graph (None when its definition is unknown)."""
         from builder.graphing.status import colour, replay
-        from unum_entry.outcome import read_outcome
+        from builder.ui.listing import _running_or_waiting
+        from unum_entry.outcome import WorkflowStatus, read_outcome
 
         outcome = read_outcome(self.store, workflow_id)
         graph = self._definition(workflow_id)
-        shown: dict[str, Any] = {"workflow": workflow_id, "status": str(outcome.status.value),
+        status = outcome.status
+        if status is WorkflowStatus.RUNNING:  # a task-token wait, or what the embedded engine's queue says
+            status = _running_or_waiting(self.store, workflow_id)
+        shown: dict[str, Any] = {"workflow": workflow_id, "status": str(status.value),
                                  "results": outcome.results, "failure": outcome.failure,
                                  "retained_until": None if outcome.retained_until is None else utc(outcome.retained_until),
                                  "graph": None, "nodes": {}}
@@ -93,6 +116,17 @@ class UiServer:
             shown["graph"] = coloured
             shown["nodes"] = {name: state.value for name, state in coloured.states.items()}
         return shown
+
+    def history(self, workflow_id: str) -> dict[str, Any]:
+        """The workflow's execution history (builder.commands.inspect_history.history_document)."""
+        from builder.commands import start_record
+        from builder.commands.inspect_history import history_document
+        from unum_entry.outcome import read_outcome
+
+        outcome = read_outcome(self.store, workflow_id)
+        record = start_record.read(self.store, workflow_id)
+        return history_document(self.store, workflow_id, str(outcome.status.value), outcome.failure,
+                                record.folder if record is not None else None)
 
     def _definition(self, workflow_id: str) -> Graph | None:
         """The graph of the workflow `workflow_id` ran: the folder its run recorded, else the
@@ -128,16 +162,29 @@ def _handler(ui: UiServer) -> type[BaseHTTPRequestHandler]:
 
         def do_GET(self) -> None:  # noqa: N802 - the http.server API
             url = urlsplit(self.path)
-            selected = (parse_qs(url.query).get("w") or [""])[0]
+            query = parse_qs(url.query)
+            selected = (query.get("w") or [""])[0]
+            tab = (query.get("tab") or [""])[0]
             try:
                 if url.path == "/":
                     self._send("text/html", page(selected))
                 elif url.path == "/fragment/list":
-                    self._send("text/html", list_fragment(ui.rows(), selected))
+                    from builder.ui.list_view import list_fragment as list_page
+                    self._send("text/html", list_page(ui.runs(query), query, selected))
+                elif url.path == "/fragment/workflow" and selected and tab == "history":
+                    self._send("text/html", history_fragment(ui.history(selected)))
                 elif url.path == "/fragment/workflow" and selected:
-                    self._send("text/html", workflow_fragment(ui.workflow(selected)))
+                    self._send("text/html", workflow_fragment(ui.workflow(selected), token=ui.token))
+                elif url.path == "/api/history" and selected:
+                    self._send("application/json", json.dumps(ui.history(selected), default=str))
+                elif url.path == "/api/value" and selected:
+                    from unum_entry.history import value
+                    key = (query.get("k") or [""])[0]
+                    self._send("application/json", json.dumps(value(ui.store, selected, key), default=str, indent=2))
                 elif url.path == "/api/workflows":
-                    self._send("application/json", json.dumps(ui.rows()))
+                    found = ui.runs(query)
+                    self._send("application/json", json.dumps({"rows": found.rows, "total": found.total,
+                                                               "page": found.page, "pages": found.pages}))
                 elif url.path == "/api/workflow" and selected:
                     shown = ui.workflow(selected)
                     shown.pop("graph")
@@ -146,6 +193,30 @@ def _handler(ui: UiServer) -> type[BaseHTTPRequestHandler]:
                     self._send("text/plain", "not found", HTTPStatus.NOT_FOUND)
             except UnumError as exc:
                 self._send("text/plain", f"error: {exc}", HTTPStatus.INTERNAL_SERVER_ERROR)
+
+        def do_POST(self) -> None:  # noqa: N802 - the http.server API
+            """`/action/NAME` (builder.ui.actions): from this server's own page only."""
+            from builder.ui.actions import Forbidden, check, run_action
+
+            url = urlsplit(self.path)
+            length = int(self.headers.get("Content-Length") or 0)
+            if not url.path.startswith("/action/") or length > 64 * 1024:
+                self._send("text/plain", "not found", HTTPStatus.NOT_FOUND)
+                return
+            form = parse_qs(self.rfile.read(length).decode("utf-8", errors="replace"))
+            try:
+                check({"Origin": self.headers.get("Origin", "")}, form, origin=ui.origin, token=ui.token)
+                workflow = run_action(ui.store, url.path.removeprefix("/action/"), form)
+            except Forbidden as exc:
+                self._send("text/plain", f"forbidden: {exc}", HTTPStatus.FORBIDDEN)
+                return
+            except UnumError as exc:
+                self._send("text/plain", f"error: {exc}", HTTPStatus.CONFLICT)
+                return
+            self.send_response(HTTPStatus.SEE_OTHER)
+            self.send_header("Location", f"/?w={_quote(workflow)}")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
 
         def _send(self, kind: str, body: str, status: HTTPStatus = HTTPStatus.OK) -> None:
             data = body.encode()
@@ -176,18 +247,24 @@ td,th{padding:4px 6px;border-bottom:1px solid #eee;text-align:left}
 tr.selected{background:#eef4ff} a{color:#1a5fb4;text-decoration:none}
 .status{padding:1px 6px;border-radius:8px;font-size:12px}
 .succeeded{background:#93d37c}.failed{background:#f28b82}.running{background:#9fc5f8}.waiting{background:#fdd663}
+.stopped{background:#c9c9c9}.interrupted{background:#f6b26b}
+.tabs a{margin-right:12px;font-size:14px} .tabs a.on{font-weight:bold;border-bottom:2px solid #1a5fb4}
+#history td.detail{font-family:monospace;font-size:12px;max-width:520px;overflow-wrap:anywhere}
+#history td:not(.detail){white-space:nowrap}
 pre{background:#f6f6f6;padding:8px;overflow:auto;font-size:12px}
 .legend span{display:inline-block;padding:1px 8px;margin-right:4px;border:1px solid;border-radius:4px;font-size:12px}
 """
 
 _SCRIPT = """
-const selected = new URLSearchParams(location.search).get('w') || '';
+const params = new URLSearchParams(location.search);
+const selected = params.get('w') || '';
+const tab = params.get('tab') || '';
 async function refresh() {
   try {
-    const list = await fetch('/fragment/list?w=' + encodeURIComponent(selected));
+    const list = await fetch('/fragment/list' + location.search);
     if (list.ok) document.getElementById('list').innerHTML = await list.text();
     if (selected) {
-      const one = await fetch('/fragment/workflow?w=' + encodeURIComponent(selected));
+      const one = await fetch('/fragment/workflow?w=' + encodeURIComponent(selected) + (tab ? '&tab=' + tab : ''));
       if (one.ok) document.getElementById('detail').innerHTML = await one.text();
     }
     document.body.dataset.refreshed = String(Date.now());
@@ -219,9 +296,65 @@ def list_fragment(rows: list[dict[str, Any]], selected: str) -> str:
     return "".join(lines)
 
 
-def workflow_fragment(shown: dict[str, Any]) -> str:
-    wid = html.escape(shown["workflow"])
-    parts = [f"<h2>{wid} <span id='status' class='status {shown['status']}'>{shown['status']}</span></h2>"]
+def _tabs(workflow: str, on: str) -> str:
+    base = f"/?w={html.escape(_quote(workflow))}"
+    return (f"<div class='tabs'><a id='tab-overview' class='{'on' if on == 'overview' else ''}' href='{base}'>Overview</a>"
+            f"<a id='tab-history' class='{'on' if on == 'history' else ''}' href='{base}&amp;tab=history'>History</a></div>")
+
+
+def _header(workflow: str, status: str, on: str) -> str:
+    wid = html.escape(workflow)
+    return f"<h2>{wid} <span id='status' class='status {status}'>{status}</span></h2>" + _tabs(workflow, on)
+
+
+def history_fragment(document: dict[str, Any]) -> str:
+    """The History tab: the workflow's input, start, end and duration, then every event as
+    `inspect --history` numbers them; a value shown by reference links to /api/value."""
+    workflow = document["workflow"]
+    parts = [_header(workflow, document["status"], "history"),
+             f"<p id='times'>started {html.escape(str(document['started'] or '-'))} · ended "
+             f"{html.escape(str(document['ended'] or '-'))} · duration "
+             f"{'-' if document['duration_ms'] is None else str(document['duration_ms']) + ' ms'}</p>",
+             f"<h3>Input</h3><pre id='input'>{_value_html(workflow, document['input'])}</pre>",
+             "<h3>Events</h3><table id='history'><tr><th>id</th><th>prev</th><th>type</th><th>step</th>"
+             "<th>timestamp</th><th>ms</th><th>attempts</th><th>details</th></tr>"]
+    for event in document["events"]:
+        where = html.escape(str(event.get("function") or ""))
+        if "index" in event:
+            where += f" [{event['index']}/{event['size']}]"
+        if "state" in event:
+            where = f"{html.escape(event['state'])} ({where})"
+        done = event["type"].endswith(("Succeeded", "Failed"))
+        ms = event.get("durationMs") if done and event.get("durationMs") is not None else ""
+        details = event.get("details") or {}
+        parts.append(f"<tr data-type='{html.escape(event['type'])}'><td>{event['id']}</td><td>{event['previousEventId']}</td>"
+                     f"<td>{html.escape(event['type'])}</td><td>{where}</td><td>{html.escape(str(event['timestamp']))}</td>"
+                     f"<td>{ms}</td><td>{event.get('attempts', '')}</td>"
+                     f"<td class='detail'>{_value_html(workflow, details) if details else ''}</td></tr>")
+    parts.append("</table>")
+    return "".join(parts)
+
+
+def _value_html(workflow: str, value: Any) -> str:
+    """A value as JSON text; each `{"$ref": KEY, "bytes": N}` as a link that fetches it whole."""
+    text = html.escape(json.dumps(value, ensure_ascii=False, default=str))
+    if "$ref" not in text:
+        return text
+    import re
+
+    def link(match: re.Match[str]) -> str:
+        key = match.group(1)
+        return (f"<a class='ref' href='/api/value?w={html.escape(_quote(workflow))}&amp;k={key}' "
+                f"target='_blank'>{match.group(0)}</a>")
+    return re.sub(r'\{&quot;\$ref&quot;: &quot;([a-z]-[0-9a-f]{32})&quot;[^}]*\}', link, text)
+
+
+def workflow_fragment(shown: dict[str, Any], *, token: str = "") -> str:
+    parts = [_header(shown["workflow"], shown["status"], "overview")]
+    if token and shown["status"] in ("running", "waiting", "interrupted"):
+        parts.append(f"<form id='stop' method='post' action='/action/stop'><input type='hidden' name='token' "
+                     f"value='{html.escape(token)}'><input type='hidden' name='w' value='{html.escape(shown['workflow'])}'>"
+                     "<button id='stop-button'>Stop</button></form>")
     graph: Graph | None = shown["graph"]
     if graph is None:
         parts.append("<p id='nograph'>Its workflow definition is unknown here: start the page with "

@@ -28,7 +28,7 @@ def test_inspect_a_finished_workflow(tmp_path):
     assert report["results"][0]["greeting"] == "HELLO, ADA!"
     # every function's checkpoint is retained (docs/coordination.md), until a stated time
     # Hello, Shout (Sign commits the result itself), and run's start record (builder/commands/start_record.py)
-    assert report["retained_objects"] == {"checkpoint": 3}
+    assert report["retained_objects"] == {"checkpoint": 2, "marker": 1}
     assert report["retained_until"].endswith("Z")
 
 
@@ -46,6 +46,28 @@ def test_gc_sweeps_only_what_expired(tmp_path):
     later = FileStore(store, clock=lambda: time.time() + 8 * 24 * 3600)
     assert later.sweep() == 4  # two checkpoints, the start record and the result
     assert list(FileStore(store).records()) == []
+
+
+def test_gc_keeps_a_clock_skew_margin(tmp_path):
+    """`gc` deletes only what expired `--clock-skew` seconds ago by its clock (default 300), so a
+    host whose clock runs fast cannot sweep what a running workflow still uses; a bad value is
+    one line."""
+    import time
+
+    from unum_entry.stores.file import FileStore
+
+    store = FileStore(tmp_path / "store")
+    now = int(time.time())
+    for key, expired_ago in (("c-long-ago", 3600), ("c-a-minute-ago", 60), ("c-live", -3600)):
+        store.create(key, b"", workflow="wf", expires_at=now - expired_ago)
+    swept = cli("gc", "--store", str(tmp_path / "store"))
+    assert swept.returncode == 0 and "swept 1 expired object(s)" in swept.stderr and "300 s" in swept.stderr, swept.stderr
+    swept = cli("gc", "--store", str(tmp_path / "store"), "--clock-skew", "0")
+    assert swept.returncode == 0 and "swept 1 expired object(s)" in swept.stderr, swept.stderr
+    assert [r.key for r in FileStore(tmp_path / "store").records()] == ["c-live"]
+    bad = cli("gc", "--store", str(tmp_path / "store"), "--clock-skew", "-5")
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "--clock-skew" in bad.stderr, bad.stderr
+    assert "expected seconds >= 0" in bad.stderr and "Traceback" not in bad.stderr
 
 
 def test_inspect_a_failed_workflow(tmp_path):

@@ -109,7 +109,7 @@ def test_ctrl_c_stops_within_a_second_and_says_how_to_resume(tmp_path: Path) -> 
     assert line.startswith("interrupted: workflow wf-int stopped")
     assert f"--workflow-id wf-int --resume --store {store}" in line and f"inspect wf-int --store {store}" in line
     shown = cli("inspect", "wf-int", "--store", store)
-    assert shown.returncode == 0 and json.loads(shown.stdout)["status"] == "running"
+    assert shown.returncode == 0 and json.loads(shown.stdout)["status"] == "interrupted"  # not "running": nobody drives it
     assert "--resume" in json.loads(shown.stdout)["resume"]
 
 

@@ -48,13 +48,34 @@ def test_template_is_valid_and_least_privilege(folder: Path, tmp_path: Path) -> 
         assert props["PackageType"] == "Image" and props["ImageUri"].startswith(PREFIX + "/unum/")
         statements = props["Policies"][0]["Statement"]
         data, invoke = statements
+        create_schedule, pass_role = props["Policies"][1]["Statement"]
         assert data["Resource"] == {"Fn::GetAtt": ["UnumTable", "Arn"]}
         assert all(action.startswith("dynamodb:") and "Table" not in action for action in data["Action"])
         invoked = {arn["Fn::Sub"].rsplit("}-", 1)[1] for arn in invoke["Resource"]}
         assert invoked == workflow.functions[name].ir.targets() | {name}
+        # Timers: schedules only in the stack's group, the scheduler role passed to Scheduler only.
+        assert create_schedule["Action"] == ["scheduler:CreateSchedule"]
+        assert create_schedule["Resource"]["Fn::Sub"].endswith(":schedule/${UnumTimerGroup}/*")
+        assert pass_role["Action"] == ["iam:PassRole"]
+        assert pass_role["Resource"] == {"Fn::GetAtt": ["UnumSchedulerRole", "Arn"]}
+        assert pass_role["Condition"] == {"StringEquals": {"iam:PassedToService": "scheduler.amazonaws.com"}}
+        invoker = props["Environment"]["Variables"]["UNUM_INVOKER"]["Fn::Sub"]
+        assert "schedule_role=${UnumSchedulerRole.Arn}" in invoker and "schedule_group=${UnumTimerGroup}" in invoker
         config = props["EventInvokeConfig"]
         assert config["MaximumRetryAttempts"] == 2
         assert config["DestinationConfig"]["OnFailure"]["Destination"]["Fn::Sub"].endswith(f"}}-{name}")
+
+    # The scheduler role: assumed by EventBridge Scheduler of this account only, and it may
+    # invoke exactly the workflow's functions.
+    role = template["Resources"]["UnumSchedulerRole"]["Properties"]
+    (trust,) = role["AssumeRolePolicyDocument"]["Statement"]
+    assert trust["Principal"] == {"Service": "scheduler.amazonaws.com"} and trust["Action"] == "sts:AssumeRole"
+    assert trust["Condition"] == {"StringEquals": {"aws:SourceAccount": {"Ref": "AWS::AccountId"}}}
+    (policy,) = role["Policies"]
+    (allow,) = policy["PolicyDocument"]["Statement"]
+    assert allow["Action"] == ["lambda:InvokeFunction"]
+    assert {arn["Fn::Sub"].rsplit("}-", 1)[1] for arn in allow["Resource"]} == set(workflow.functions)
+    assert template["Resources"]["UnumTimerGroup"]["Type"] == "AWS::Scheduler::ScheduleGroup"
 
 
 def test_missing_image_prefix_is_one_clear_line(tmp_path: Path) -> None:

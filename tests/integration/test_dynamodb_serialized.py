@@ -11,6 +11,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from tests.support.expiry import ttl_from_now
 from builder.local_stack.process import MotoServer
 from unum_entry.stores import open_store
 from unum_entry.stores.dynamodb import DynamoDBStore
@@ -35,7 +36,7 @@ def test_concurrent_adds_that_race_to_create_the_set_all_land(store: DynamoDBSto
     everyone = {i: f"m-{i}" for i in range(THREADS)}
     for round_ in range(5):
         key = f"s-race-{round_}"
-        states = race(THREADS, lambda i, key=key: store.add_to_set(key, i, f"m-{i}", size=THREADS, workflow="wf"))
+        states = race(THREADS, lambda i, key=key: store.add_to_set(key, i, f"m-{i}", size=THREADS, workflow="wf", expires_at=ttl_from_now(store)))
 
         # One atomic UpdateItem each: the adds are serialized, the k-th sees k members.
         assert sorted(len(state.members) for state in states) == list(range(1, THREADS + 1))
@@ -45,6 +46,6 @@ def test_concurrent_adds_that_race_to_create_the_set_all_land(store: DynamoDBSto
 
 
 def test_concurrent_adds_of_one_slot_that_race_to_create_the_set_agree(store: DynamoDBStore, race) -> None:
-    states = race(8, lambda i: store.add_to_set("s-one", 0, f"m-{i}", size=1, workflow="wf"))
+    states = race(8, lambda i: store.add_to_set("s-one", 0, f"m-{i}", size=1, workflow="wf", expires_at=ttl_from_now(store)))
 
     assert len({state.members[0] for state in states}) == 1 and all(state.full for state in states)

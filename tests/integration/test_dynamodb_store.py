@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
+from tests.support.expiry import ttl_from_now
 from builder.local_stack.process import LocalStackError, MotoServer
 from unum_entry.errors import StoreError
 from unum_entry.stores import open_store
@@ -98,9 +99,9 @@ class PartialBatches:
 
 def test_items_follow_the_documented_layout(dynamodb_store: DynamoDBStore) -> None:
     before = int(time.time())
-    dynamodb_store.create("c-1", b"\x01\x02", workflow="wf-1")
-    dynamodb_store.add_to_set("s-1", 2, "member-2", size=3, workflow="wf-1")
-    dynamodb_store.add_to_set("s-1", 0, "member-0", size=3, workflow="wf-1")
+    dynamodb_store.create("c-1", b"\x01\x02", workflow="wf-1", expires_at=ttl_from_now(dynamodb_store))
+    dynamodb_store.add_to_set("s-1", 2, "member-2", size=3, workflow="wf-1", expires_at=ttl_from_now(dynamodb_store))
+    dynamodb_store.add_to_set("s-1", 0, "member-0", size=3, workflow="wf-1", expires_at=ttl_from_now(dynamodb_store))
 
     def raw(key: str) -> dict[str, Any]:
         return dynamodb_store.client.get_item(
@@ -155,10 +156,10 @@ def test_ensure_table_refuses_ttl_on_another_attribute(dynamodb_store: DynamoDBS
 # ---- the requests each primitive sends -------------------------------------------------------
 
 def test_a_losing_create_gets_the_winner_from_its_one_put(dynamodb_store: DynamoDBStore, calls) -> None:
-    dynamodb_store.create("c-1", b"winner", workflow="wf")
+    dynamodb_store.create("c-1", b"winner", workflow="wf", expires_at=ttl_from_now(dynamodb_store))
     calls.clear()
 
-    assert dynamodb_store.create("c-1", b"loser", workflow="wf") == (b"winner", False)
+    assert dynamodb_store.create("c-1", b"loser", workflow="wf", expires_at=ttl_from_now(dynamodb_store)) == (b"winner", False)
 
     assert [name for name, _ in calls] == ["PutItem"]  # no second read
     params = calls[0][1]
@@ -183,7 +184,7 @@ def test_delete_writes_in_batches_of_25(dynamodb_store: DynamoDBStore, calls) ->
 
 
 def test_records_scan_consistently_and_filter_on_the_server(dynamodb_store: DynamoDBStore, calls) -> None:
-    dynamodb_store.create("c-1", b"x", workflow="wf-a")
+    dynamodb_store.create("c-1", b"x", workflow="wf-a", expires_at=ttl_from_now(dynamodb_store))
     calls.clear()
 
     assert [record.key for record in dynamodb_store.records("wf-a")] == ["c-1"]
@@ -212,18 +213,18 @@ def test_add_to_set_is_one_upsert_that_fills_the_slot_only_if_empty(dynamodb_sto
 
 def test_one_request_per_create_and_per_add(dynamodb_store: DynamoDBStore, requests) -> None:
     """What a transition costs on the wire (docs/coordination.md): counted at the HTTP layer."""
-    dynamodb_store.create("c-1", b"winner", workflow="wf")
+    dynamodb_store.create("c-1", b"winner", workflow="wf", expires_at=ttl_from_now(dynamodb_store))
     assert requests == ["PutItem"]
     requests.clear()
-    assert dynamodb_store.create("c-1", b"loser", workflow="wf") == (b"winner", False)
+    assert dynamodb_store.create("c-1", b"loser", workflow="wf", expires_at=ttl_from_now(dynamodb_store)) == (b"winner", False)
     assert requests == ["PutItem"]  # the winner's bytes come back in the failed put's response
     requests.clear()
 
     for slot in range(16):  # the first add creates the set, the last one fills it
-        state = dynamodb_store.add_to_set("s-1", slot, f"c-{slot}", size=16, workflow="wf")
+        state = dynamodb_store.add_to_set("s-1", slot, f"c-{slot}", size=16, workflow="wf", expires_at=ttl_from_now(dynamodb_store))
     assert state.full and requests == ["UpdateItem"] * 16
     requests.clear()
-    dynamodb_store.add_to_set("s-1", 3, "c-again", size=16, workflow="wf")  # a duplicate add
+    dynamodb_store.add_to_set("s-1", 3, "c-again", size=16, workflow="wf", expires_at=ttl_from_now(dynamodb_store))  # a duplicate add
     assert requests == ["UpdateItem"]
     requests.clear()
 
@@ -234,13 +235,13 @@ def test_one_request_per_create_and_per_add(dynamodb_store: DynamoDBStore, reque
 def test_a_one_megabyte_value_round_trips_by_reference(dynamodb_store: DynamoDBStore, requests) -> None:
     big = os.urandom(1024 * 1024)
 
-    assert dynamodb_store.create("c-big", big, workflow="wf") == (big, True)
+    assert dynamodb_store.create("c-big", big, workflow="wf", expires_at=ttl_from_now(dynamodb_store)) == (big, True)
     assert requests == ["PutItem"] * 4  # three 350 KB chunks, then the checkpoint's manifest
     requests.clear()
     assert dynamodb_store.get("c-big") == big
     assert requests == ["BatchGetItem"] * 2  # the record, then all its chunks
-    assert dynamodb_store.create("c-big", os.urandom(1024 * 1024), workflow="wf") == (big, False)
-    assert dynamodb_store.create("c-big", b"small", workflow="wf") == (big, False)
+    assert dynamodb_store.create("c-big", os.urandom(1024 * 1024), workflow="wf", expires_at=ttl_from_now(dynamodb_store)) == (big, False)
+    assert dynamodb_store.create("c-big", b"small", workflow="wf", expires_at=ttl_from_now(dynamodb_store)) == (big, False)
 
     item = dynamodb_store.client.get_item(TableName=dynamodb_store.table, Key={"k": {"S": "c-big"}})["Item"]
     assert item["v"]["B"][:1] == b"\xc1" and len(item["v"]["B"]) < 200  # a manifest, not the bytes
@@ -256,7 +257,7 @@ def test_moto_enforces_the_item_size_limit(dynamodb_store: DynamoDBStore) -> Non
 def test_sweep_deletes_only_what_is_still_expired(dynamodb_store: DynamoDBStore, calls) -> None:
     now = int(time.time())
     dynamodb_store.create("c-old", b"x", workflow="wf", expires_at=now - 10)
-    dynamodb_store.create("c-live", b"y", workflow="wf")
+    dynamodb_store.create("c-live", b"y", workflow="wf", expires_at=ttl_from_now(dynamodb_store))
     calls.clear()
 
     assert dynamodb_store.sweep() == 1
@@ -268,7 +269,7 @@ def test_sweep_deletes_only_what_is_still_expired(dynamodb_store: DynamoDBStore,
 
     # A record recreated after the scan saw the expired one survives the delete.
     dynamodb_store.create("c-gone", b"old", workflow="wf", expires_at=now - 10)
-    dynamodb_store.create("c-gone", b"new", workflow="wf")  # replaces the expired record
+    dynamodb_store.create("c-gone", b"new", workflow="wf", expires_at=ttl_from_now(dynamodb_store))  # replaces the expired record
     assert dynamodb_store._delete_expired("c-gone", now - 10) == 0
     assert dynamodb_store.get("c-gone") == b"new"
 
@@ -278,13 +279,13 @@ def test_an_add_to_an_expired_set_replaces_it(dynamodb_store: DynamoDBStore, req
     dynamodb_store.add_to_set("s-1", 0, "old", size=2, workflow="wf", expires_at=now - 10)
     requests.clear()
 
-    assert dynamodb_store.add_to_set("s-1", 1, "new", size=3, workflow="wf").members == {1: "new"}
+    assert dynamodb_store.add_to_set("s-1", 1, "new", size=3, workflow="wf", expires_at=ttl_from_now(dynamodb_store)).members == {1: "new"}
     assert requests == ["UpdateItem", "DeleteItem", "UpdateItem"]  # refused, expired one removed, again
 
 
 def test_concurrent_adds_each_see_a_distinct_count_and_exactly_one_sees_full(
         dynamodb_store: DynamoDBStore, race) -> None:
-    states = race(THREADS, lambda i: dynamodb_store.add_to_set("s-fan", i, f"m-{i}", size=THREADS, workflow="wf"))
+    states = race(THREADS, lambda i: dynamodb_store.add_to_set("s-fan", i, f"m-{i}", size=THREADS, workflow="wf", expires_at=ttl_from_now(dynamodb_store)))
 
     # UpdateItem with ALL_NEW is atomic (the first one creates the item): the k-th sees k members.
     assert sorted(len(state.members) for state in states) == list(range(1, THREADS + 1))
@@ -296,7 +297,7 @@ def test_concurrent_adds_each_see_a_distinct_count_and_exactly_one_sees_full(
 def test_unprocessed_keys_are_resubmitted(dynamodb_store: DynamoDBStore) -> None:
     keys = [f"c-{i:02d}" for i in range(30)]
     for key in keys:
-        dynamodb_store.create(key, key.encode(), workflow="wf")
+        dynamodb_store.create(key, key.encode(), workflow="wf", expires_at=ttl_from_now(dynamodb_store))
     partial = PartialBatches(dynamodb_store.client, take=7)
     store = DynamoDBStore(partial, dynamodb_store.table, retry=BatchRetry(attempts=10, base_delay=0.0))
 
@@ -307,7 +308,7 @@ def test_unprocessed_keys_are_resubmitted(dynamodb_store: DynamoDBStore) -> None
 def test_unprocessed_deletes_are_resubmitted(dynamodb_store: DynamoDBStore) -> None:
     keys = [f"c-{i:02d}" for i in range(20)]
     for key in keys:
-        dynamodb_store.create(key, b"x", workflow="wf")
+        dynamodb_store.create(key, b"x", workflow="wf", expires_at=ttl_from_now(dynamodb_store))
     partial = PartialBatches(dynamodb_store.client, take=8)
     store = DynamoDBStore(partial, dynamodb_store.table, retry=NO_WAIT)
 
@@ -330,7 +331,7 @@ def test_a_batch_that_never_completes_raises_store_error(dynamodb_store: DynamoD
 
 def test_scan_follows_pages(dynamodb_store: DynamoDBStore) -> None:
     for i in range(7):
-        dynamodb_store.create(f"c-{i}", b"x", workflow="wf-a" if i % 2 else "wf-b")
+        dynamodb_store.create(f"c-{i}", b"x", workflow="wf-a" if i % 2 else "wf-b", expires_at=ttl_from_now(dynamodb_store))
     store = DynamoDBStore(PartialBatches(dynamodb_store.client, take=100, page=2), dynamodb_store.table)
 
     assert sorted(record.key for record in store.records()) == [f"c-{i}" for i in range(7)]
@@ -346,15 +347,15 @@ def test_a_missing_table_is_a_store_error_naming_operation_and_table(dynamodb_st
                                          r"ResourceNotFoundException.*create=1"):
         store.get("c-1")
     with pytest.raises(StoreError, match=r"PutItem on table 'unum-no-such-table'"):
-        store.create("c-1", b"x", workflow="wf")
+        store.create("c-1", b"x", workflow="wf", expires_at=ttl_from_now(store))
     with pytest.raises(StoreError, match=r"UpdateItem on table 'unum-no-such-table'"):
-        store.add_to_set("s-1", 0, "x", size=1, workflow="wf")
+        store.add_to_set("s-1", 0, "x", size=1, workflow="wf", expires_at=ttl_from_now(store))
 
 
 def test_add_to_set_on_a_value_key_is_a_store_error(dynamodb_store: DynamoDBStore) -> None:
-    dynamodb_store.create("c-1", b"x", workflow="wf")
+    dynamodb_store.create("c-1", b"x", workflow="wf", expires_at=ttl_from_now(dynamodb_store))
     with pytest.raises(StoreError, match=r"'c-1' .* holds a checkpoint, not a set"):
-        dynamodb_store.add_to_set("c-1", 0, "x", size=1, workflow="wf")
+        dynamodb_store.add_to_set("c-1", 0, "x", size=1, workflow="wf", expires_at=ttl_from_now(dynamodb_store))
 
 
 def test_a_foreign_item_is_a_store_error_naming_what_was_found(dynamodb_store: DynamoDBStore) -> None:
@@ -401,7 +402,7 @@ def test_open_store_builds_a_client_from_the_url(moto_server: MotoServer, monkey
         assert isinstance(store, DynamoDBStore) and store.table == name and store.ttl_seconds == 60
         assert store.client.meta.region_name == "eu-west-1"
         assert store.client.meta.endpoint_url == moto_server.endpoint
-        assert store.create("c-1", b"x", workflow="wf") == (b"x", True)
+        assert store.create("c-1", b"x", workflow="wf", expires_at=ttl_from_now(store)) == (b"x", True)
     finally:
         store.client.delete_table(TableName=name)
         store.close()
@@ -438,7 +439,7 @@ def test_bad_urls_say_what_is_wrong(url: str, problem: str) -> None:
 
 def test_close_leaves_a_passed_in_client_open(dynamodb_store: DynamoDBStore) -> None:
     DynamoDBStore(dynamodb_store.client, dynamodb_store.table).close()
-    assert dynamodb_store.create("c-1", b"x", workflow="wf") == (b"x", True)
+    assert dynamodb_store.create("c-1", b"x", workflow="wf", expires_at=ttl_from_now(dynamodb_store)) == (b"x", True)
 
 
 # ---- the MotoServer helper -------------------------------------------------------------------
@@ -451,7 +452,7 @@ def test_moto_server_starts_resets_and_stops() -> None:
         assert server.running and server.endpoint.startswith("http://127.0.0.1:")
         store = open_store(f"dynamodb://unum-test-reset?endpoint={server.endpoint}&create=1")
         try:
-            store.create("c-1", b"x", workflow="wf")
+            store.create("c-1", b"x", workflow="wf", expires_at=ttl_from_now(store))
             server.reset()
             with pytest.raises(StoreError, match="ResourceNotFoundException"):
                 store.get("c-1")

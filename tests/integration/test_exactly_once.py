@@ -52,6 +52,7 @@ from unum_entry.hooks import FaultPoint
 from unum_entry.ir import parse_ir
 from unum_entry.local.faults import FaultInjector, FaultRates
 from unum_entry.local.platform import LocalPlatform
+from unum_entry.retention import Ledger, store_retention
 from unum_entry.runtime import RuntimeConfig
 from unum_entry.stores import open_store
 from unum_entry.stores.base import Kind
@@ -469,12 +470,13 @@ def test_a_branch_duplicated_while_another_completes_the_shard(store_factory):
 
     kind, make_store = store_factory
     store = make_store()
-    join = dict(workflow="wf-dup", expires_at=int(time.time()) + 3600)
-    assert fanin.join(store, "set-dup", 2, 0, "member-p", **join) is False   # p joins first
+    ledger = Ledger("wf-dup", int(time.time()) + 3600, store_retention(store))
+    join = dict(workflow="wf-dup", expires_at=ledger.deadline)
+    assert fanin.join(store, ledger, "set-dup", 2, 0, "member-p") is False   # p joins first
     store.add_to_set(naming.set_shard_key("set-dup", 0, 0), 1, "member-q", size=2, **join)  # q's add lands...
-    p_again = fanin.join(store, "set-dup", 2, 0, "member-p", **join)  # ...p's duplicate sees it full
-    q = fanin.join(store, "set-dup", 2, 1, "member-q", **join)        # q goes on
+    p_again = fanin.join(store, ledger, "set-dup", 2, 0, "member-p")  # ...p's duplicate sees it full
+    q = fanin.join(store, ledger, "set-dup", 2, 1, "member-q")        # q goes on
     assert [p_again, q].count(True) == 1, f"[{kind}] p's duplicate {p_again}, q {q}: exactly one carries on"
     for _ in range(2):  # retries after a crash at any point decide the same
-        assert fanin.join(store, "set-dup", 2, 0, "member-p", **join) is p_again
-        assert fanin.join(store, "set-dup", 2, 1, "member-q", **join) is q
+        assert fanin.join(store, ledger, "set-dup", 2, 0, "member-p") is p_again
+        assert fanin.join(store, ledger, "set-dup", 2, 1, "member-q") is q

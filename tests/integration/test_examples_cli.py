@@ -9,6 +9,7 @@ bad-input paths must exit with a one-line message, never a Python traceback.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -28,9 +29,11 @@ EXAMPLES = sorted(p for p in IMAGES.iterdir()
 
 
 def run_cli(*args: str | Path, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    """`python -m builder run ARGS...` from the repository root."""
+    """`python -m builder run ARGS...` from the repository root, Step Functions time scaled
+    1:1000 (images/asl-wait waits two hours and times out a Task after one: 11 s here)."""
     return subprocess.run([sys.executable, "-m", "builder", "run", *map(str, args)], cwd=REPO,
-                          capture_output=True, text=True, timeout=timeout)
+                          capture_output=True, text=True, timeout=timeout,
+                          env={**os.environ, "UNUM_ASL_TIME_SCALE": "0.001"})
 
 
 def write_workflow(folder: Path, entry: str, functions: dict[str, tuple[str, dict]]) -> Path:

@@ -10,6 +10,7 @@ import time
 
 import pytest
 
+from tests.support.expiry import ttl_from_now
 from unum_entry.stores import Kind, SetState
 from unum_entry.stores.base import AppOp
 from unum_entry.stores import file as file_module
@@ -45,7 +46,7 @@ def _adder(root: str, worker: int, start, results) -> None:
     full = []
     for s in range(SETS):
         for slot in range(worker, SLOTS, PROCESSES):
-            state = store.add_to_set(f"s-{s}", slot, f"m-{slot}", size=SLOTS, workflow="wf")
+            state = store.add_to_set(f"s-{s}", slot, f"m-{slot}", size=SLOTS, workflow="wf", expires_at=ttl_from_now(store))
             assert state.members[slot] == f"m-{slot}"
             if state.full:
                 full.append(s)
@@ -66,7 +67,7 @@ def test_adders_in_several_processes_all_land_and_someone_sees_each_set_full(tmp
 def _creator(root: str, worker: int, start, results) -> None:
     store = FileStore(root)
     start.wait()
-    results.put([store.create(f"c-{i}", f"w{worker}".encode(), workflow="wf") for i in range(50)])
+    results.put([store.create(f"c-{i}", f"w{worker}".encode(), workflow="wf", expires_at=ttl_from_now(store)) for i in range(50)])
 
 
 def test_creates_in_several_processes_agree_on_one_winner_per_key(tmp_path) -> None:
@@ -83,7 +84,7 @@ def test_creates_in_several_processes_agree_on_one_winner_per_key(tmp_path) -> N
 def test_a_set_is_one_small_file(tmp_path) -> None:
     store = FileStore(tmp_path / "store")
     for slot in range(SLOTS):
-        store.add_to_set("s-" + "0" * 32, slot, "c-" + f"{slot:032x}", size=SLOTS, workflow="w" * 32)
+        store.add_to_set("s-" + "0" * 32, slot, "c-" + f"{slot:032x}", size=SLOTS, workflow="w" * 32, expires_at=ttl_from_now(store))
 
     assert os.listdir(tmp_path / "store" / "objects") == ["s-" + "0" * 32]
     assert os.path.getsize(tmp_path / "store" / "objects" / ("s-" + "0" * 32)) < 1024
@@ -97,11 +98,11 @@ def test_an_add_and_a_scanned_record_each_read_one_file(tmp_path, monkeypatch) -
     monkeypatch.setattr(file_module, "_read_fd", lambda fd: reads.append(fd) or original(fd))
 
     for slot in range(SLOTS):
-        store.add_to_set("s-1", slot, f"m-{slot}", size=SLOTS, workflow="wf")
+        store.add_to_set("s-1", slot, f"m-{slot}", size=SLOTS, workflow="wf", expires_at=ttl_from_now(store))
     assert len(reads) == SLOTS  # one read per add, however full the set already is
 
     for i in range(300):
-        store.create(f"c-{i}", b"x", workflow="wf")
+        store.create(f"c-{i}", b"x", workflow="wf", expires_at=ttl_from_now(store))
     assert len(reads) == SLOTS  # a first writer reads nothing
     reads.clear()
     assert len(list(store.records("wf"))) == 301
@@ -112,27 +113,27 @@ def test_a_file_left_incomplete_by_a_crashed_writer_is_absent_and_taken_over(tmp
     store = FileStore(tmp_path / "store")
     objects = tmp_path / "store" / "objects"
     (objects / "c-empty").write_bytes(b"")  # created, then the writer died before writing
-    store.create("c-cut", b"0123456789", workflow="wf")
+    store.create("c-cut", b"0123456789", workflow="wf", expires_at=ttl_from_now(store))
     (objects / "c-cut").write_bytes((objects / "c-cut").read_bytes()[:-3])  # died mid-write
 
     assert store.get_many(["c-empty", "c-cut"]) == {}
     assert list(store.records()) == []
-    assert store.create("c-empty", b"new", workflow="wf") == (b"new", True)
-    assert store.create("c-cut", b"new", workflow="wf") == (b"new", True)
-    assert store.create("c-cut", b"late", workflow="wf") == (b"new", False)
+    assert store.create("c-empty", b"new", workflow="wf", expires_at=ttl_from_now(store)) == (b"new", True)
+    assert store.create("c-cut", b"new", workflow="wf", expires_at=ttl_from_now(store)) == (b"new", True)
+    assert store.create("c-cut", b"late", workflow="wf", expires_at=ttl_from_now(store)) == (b"new", False)
 
 
 def test_a_member_frame_cut_short_is_ignored_and_repaired_by_the_next_add(tmp_path) -> None:
     store = FileStore(tmp_path / "store")
     path = tmp_path / "store" / "objects" / "s-1"
-    store.add_to_set("s-1", 0, "a", size=3, workflow="wf")
+    store.add_to_set("s-1", 0, "a", size=3, workflow="wf", expires_at=ttl_from_now(store))
     whole = path.read_bytes()
-    store.add_to_set("s-1", 1, "b", size=3, workflow="wf")
+    store.add_to_set("s-1", 1, "b", size=3, workflow="wf", expires_at=ttl_from_now(store))
     path.write_bytes(path.read_bytes()[:len(whole) + 5])  # the adder of slot 1 died mid-write
 
     assert store.read(["s-1"])["s-1"].members == {0: "a"}
-    assert store.add_to_set("s-1", 1, "b", size=3, workflow="wf") == SetState(size=3, members={0: "a", 1: "b"})
-    assert store.add_to_set("s-1", 2, "c", size=3, workflow="wf").full
+    assert store.add_to_set("s-1", 1, "b", size=3, workflow="wf", expires_at=ttl_from_now(store)) == SetState(size=3, members={0: "a", 1: "b"})
+    assert store.add_to_set("s-1", 2, "c", size=3, workflow="wf", expires_at=ttl_from_now(store)).full
     assert store.read(["s-1"])["s-1"].members == {0: "a", 1: "b", 2: "c"}
 
 
@@ -175,7 +176,7 @@ def test_a_transaction_stores_a_large_value_by_reference(tmp_path) -> None:
     store.max_value_bytes = 1000
     big = os.urandom(2500)
 
-    assert store.transact("t-1", big, [AppOp("accounts", "a", 0, write=True, value=b"1")], workflow="wf") == (big, True)
-    assert store.transact("t-1", b"again", [], workflow="wf") == (big, False)
+    assert store.transact("t-1", big, [AppOp("accounts", "a", 0, write=True, value=b"1")], workflow="wf", expires_at=ttl_from_now(store)) == (big, True)
+    assert store.transact("t-1", b"again", [], workflow="wf", expires_at=ttl_from_now(store)) == (big, False)
     assert store.get("t-1") == big
     assert sorted(record.kind.value for record in store.records()) == [Kind.CHUNK.value] * 3 + [Kind.STEP.value]

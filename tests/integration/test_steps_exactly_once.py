@@ -37,6 +37,7 @@ from pathlib import Path
 import pytest
 
 from builder.local_stack.process import MotoServer
+from tests.support.expiry import ttl_from_now
 from tests.support.faulty_platform import FaultyPlatform
 from tests.support.faulty_store import FaultyStore, StoreWrapper
 from tests.support.tracing import CommitWatch, retention_violations, store_snapshot
@@ -384,7 +385,7 @@ def test_a_compensation_entry_a_committed_execution_relies_on_is_never_deleted(t
                 self.fired = True
                 assert steps.append_compensation(store, workflow, entry, "effect-1") == (0, False)  # Y: found
                 store.create(result, encode({"at": [], "of": [], "value": "done"}), workflow=workflow,
-                             kind=Kind.RESULT)
+                             kind=Kind.RESULT, expires_at=ttl_from_now(store))
             return super().get_many(keys)
 
     steps.append_compensation(WorkflowEndsAfterTheCreate(store), workflow, entry, "effect-1")  # X

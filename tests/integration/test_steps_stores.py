@@ -10,6 +10,7 @@ import uuid
 
 import pytest
 
+from tests.support.expiry import ttl_from_now
 from unum_entry.codec import decode, encode
 from unum_entry.errors import GuardFailed, TransactionConflict
 from unum_entry.stores.base import AppOp, Guard
@@ -48,7 +49,7 @@ def test_record_and_writes_commit_together_across_tables(store):
     step = key()
     ops = [AppOp("accounts", account, 0, write=True, value=encode(100)),
            AppOp("ledger", f"{account}-1", 0, write=True, value=encode("opened"))]
-    assert store.transact(step, b"rec", ops, workflow=WF) == (b"rec", True)
+    assert store.transact(step, b"rec", ops, workflow=WF, expires_at=ttl_from_now(store)) == (b"rec", True)
     assert store.get(step) == b"rec"
     assert balance(store, account) == (100, 1)
     assert decode(store.app_read("ledger", [f"{account}-1"])[f"{account}-1"].value) == "opened"
@@ -56,18 +57,18 @@ def test_record_and_writes_commit_together_across_tables(store):
 
 def test_an_existing_record_wins_and_nothing_is_written(store):
     account, step = f"a-{uuid.uuid4().hex[:8]}", key()
-    store.transact(step, b"first", [AppOp("accounts", account, 0, write=True, value=encode(1))], workflow=WF)
-    again = store.transact(step, b"second", [AppOp("accounts", account, 1, write=True, value=encode(2))], workflow=WF)
+    store.transact(step, b"first", [AppOp("accounts", account, 0, write=True, value=encode(1))], workflow=WF, expires_at=ttl_from_now(store))
+    again = store.transact(step, b"second", [AppOp("accounts", account, 1, write=True, value=encode(2))], workflow=WF, expires_at=ttl_from_now(store))
     assert again == (b"first", False)
     assert balance(store, account) == (1, 1)
 
 
 def test_a_stale_version_conflicts_and_nothing_is_written(store):
     account, step = f"a-{uuid.uuid4().hex[:8]}", key()
-    store.transact(key(), b"", [AppOp("accounts", account, 0, write=True, value=encode(5))], workflow=WF)
+    store.transact(key(), b"", [AppOp("accounts", account, 0, write=True, value=encode(5))], workflow=WF, expires_at=ttl_from_now(store))
     with pytest.raises(TransactionConflict):
         store.transact(step, b"x", [AppOp("accounts", account, 0, write=True, value=encode(6)),
-                                    AppOp("ledger", f"{account}-x", 0, write=True, value=encode("x"))], workflow=WF)
+                                    AppOp("ledger", f"{account}-x", 0, write=True, value=encode("x"))], workflow=WF, expires_at=ttl_from_now(store))
     assert store.get(step) is None
     assert balance(store, account) == (5, 1) and store.app_read("ledger", [f"{account}-x"]) == {}
 
@@ -75,28 +76,28 @@ def test_a_stale_version_conflicts_and_nothing_is_written(store):
 def test_a_read_only_check_and_a_delete(store):
     account, other = f"a-{uuid.uuid4().hex[:8]}", f"b-{uuid.uuid4().hex[:8]}"
     store.transact(key(), b"", [AppOp("accounts", account, 0, write=True, value=encode(5)),
-                                AppOp("accounts", other, 0, write=True, value=encode(7))], workflow=WF)
-    store.transact(key(), b"", [AppOp("accounts", other, 1), AppOp("accounts", account, 1, write=True)], workflow=WF)
+                                AppOp("accounts", other, 0, write=True, value=encode(7))], workflow=WF, expires_at=ttl_from_now(store))
+    store.transact(key(), b"", [AppOp("accounts", other, 1), AppOp("accounts", account, 1, write=True)], workflow=WF, expires_at=ttl_from_now(store))
     assert balance(store, account) is None and balance(store, other) == (7, 1)
 
 
 def test_guards_on_unum_keys(store):
-    store.create("c-input", b"x", workflow=WF)
-    state = store.add_to_set("s-gc", 0, "1", size=2, workflow=WF)  # an upsert: creates the 2-slot set
+    store.create("c-input", b"x", workflow=WF, expires_at=ttl_from_now(store))
+    state = store.add_to_set("s-gc", 0, "1", size=2, workflow=WF, expires_at=ttl_from_now(store))  # an upsert: creates the 2-slot set
     assert (state.size, dict(state.members), state.full) == (2, {0: "1"}, False)
     ok = [Guard("c-input", present=True), Guard("r-none", present=False), Guard("s-gc", present=True, slot=1)]
-    assert store.transact(key(), b"v", [], workflow=WF, guards=ok)[1]
+    assert store.transact(key(), b"v", [], workflow=WF, guards=ok, expires_at=ttl_from_now(store))[1]
     for bad in (Guard("c-gone", present=True), Guard("c-input", present=False), Guard("s-gc", present=True, slot=0)):
         step = key()
         with pytest.raises(GuardFailed):
             store.transact(step, b"v", [AppOp("accounts", "guarded", 0, write=True, value=b"1")], workflow=WF,
-                           guards=[ok[1], bad])
+                           guards=[ok[1], bad], expires_at=ttl_from_now(store))
         assert store.get(step) is None and store.app_read("accounts", ["guarded"]) == {}
 
 
 def test_the_records_of_transactions_are_ordinary_records(store):
     step = key()
-    store.transact(step, b"v", [], workflow=WF)
+    store.transact(step, b"v", [], workflow=WF, expires_at=ttl_from_now(store))
     assert [r.key for r in store.records(WF) if r.key == step] == [step]
     store.delete([step])
     assert store.get(step) is None
@@ -110,7 +111,7 @@ def _increment(root: str, n: int, worker: int) -> None:
             value, version = (decode(found.value), found.version) if found else (0, 0)
             try:
                 store.transact(f"t-w{worker}-{i}", b"", [AppOp("accounts", "shared", version, write=True,
-                                                               value=encode(value + 1))], workflow=WF)
+                                                               value=encode(value + 1))], workflow=WF, expires_at=ttl_from_now(store))
                 break
             except TransactionConflict:
                 continue
@@ -138,7 +139,7 @@ def test_file_store_recovers_from_a_holder_that_died_mid_commit(tmp_path, monkey
     """Dying before the step record is linked leaves neither; dying after it, both (the next
     lock holder re-applies the redo record)."""
     store = FileStore(tmp_path / "store")
-    store.transact(key(), b"", [AppOp("accounts", "x", 0, write=True, value=encode(1))], workflow=WF)
+    store.transact(key(), b"", [AppOp("accounts", "x", 0, write=True, value=encode(1))], workflow=WF, expires_at=ttl_from_now(store))
     real = getattr(FileStore, dies_in)
 
     def dying(self, *args):
@@ -150,7 +151,7 @@ def test_file_store_recovers_from_a_holder_that_died_mid_commit(tmp_path, monkey
     step = key()
     with pytest.raises(Died):
         store.transact(step, b"rec", [AppOp("accounts", "x", 1, write=True, value=encode(2)),
-                                      AppOp("accounts", "y", 0, write=True, value=encode(9))], workflow=WF)
+                                      AppOp("accounts", "y", 0, write=True, value=encode(9))], workflow=WF, expires_at=ttl_from_now(store))
     monkeypatch.setattr(FileStore, dies_in, real)
     after = FileStore(tmp_path / "store")  # a fresh handle, as another process would have
     if dies_in == "_commit_record":

@@ -1,9 +1,10 @@
 """The store contract (`unum_entry.stores.base.Store`), one test per rule, run against every
-backend: the embedded file store, the in-process memory store and DynamoDB (moto server over
-loopback HTTP) here; Firestore (its emulator) through tests/integration/gcp/test_firestore_contract.py.
+backend: the embedded SQLite store (one database file), the embedded file store, the in-process
+memory store and DynamoDB (moto server over loopback HTTP) here; Firestore (its emulator)
+through tests/integration/gcp/test_firestore_contract.py.
 
 Large values are tested with each backend's `max_value_bytes`: the real item limits on DynamoDB
-and Firestore, a forced small one on the file and memory stores (which have no limit)."""
+and Firestore, a forced small one on the SQLite, file and memory stores (which have no limit)."""
 
 from __future__ import annotations
 
@@ -12,12 +13,14 @@ import time
 
 import pytest
 
+from tests.support.expiry import ttl_from_now
 from unum_entry.errors import StoreError, StoreMisuse
 from unum_entry.stores import Kind, SetState, Store
 from unum_entry.stores.base import MANIFEST_TAG
 from unum_entry.stores.dynamodb import DynamoDBStore
 from unum_entry.stores.file import FileStore
 from unum_entry.stores.memory import MemoryStore
+from unum_entry.stores.sqlite import SQLiteStore
 
 pytestmark = pytest.mark.integration
 
@@ -25,8 +28,12 @@ THREADS = 16
 SMALL_LIMIT = 1000  # max_value_bytes forced on stores without a limit of their own
 
 
-@pytest.fixture(params=["file", "memory", "dynamodb"])
+@pytest.fixture(params=["sqlite", "file", "memory", "dynamodb"])
 def store(request: pytest.FixtureRequest, tmp_path) -> Store:
+    if request.param == "sqlite":
+        sqlite_store = SQLiteStore.open(tmp_path / "unum.db")
+        request.addfinalizer(sqlite_store.close)
+        return sqlite_store
     if request.param == "file":
         file_store = FileStore(tmp_path / "store")
         request.addfinalizer(file_store.close)
@@ -72,19 +79,20 @@ def limited(store: Store) -> int:
 
 
 def add(store: Store, key: str, slot: int, member: str, size: int = 2, **kwargs) -> SetState:
+    kwargs.setdefault("expires_at", ttl_from_now(store))
     return store.add_to_set(key, slot, member, size=size, workflow=kwargs.pop("workflow", "wf"), **kwargs)
 
 
 # ---- create / get ------------------------------------------------------------------------------
 
 def test_create_if_absent_gives_the_winners_value_to_the_loser(store: Store) -> None:
-    assert store.create("c-1", b"first", workflow="wf") == (b"first", True)
-    assert store.create("c-1", b"second", workflow="wf") == (b"first", False)
+    assert store.create("c-1", b"first", workflow="wf", expires_at=ttl_from_now(store)) == (b"first", True)
+    assert store.create("c-1", b"second", workflow="wf", expires_at=ttl_from_now(store)) == (b"first", False)
     assert store.get("c-1") == b"first"
 
 
 def test_concurrent_creates_of_one_key_agree_on_one_value(store: Store, race) -> None:
-    results = race(THREADS, lambda i: store.create("c-race", f"value-{i}".encode(), workflow="wf"))
+    results = race(THREADS, lambda i: store.create("c-race", f"value-{i}".encode(), workflow="wf", expires_at=ttl_from_now(store)))
 
     winners = [value for value, created in results if created]
     assert len(winners) == 1
@@ -93,8 +101,8 @@ def test_concurrent_creates_of_one_key_agree_on_one_value(store: Store, race) ->
 
 
 def test_get_and_get_many_leave_out_missing_keys(store: Store) -> None:
-    store.create("c-a", b"A", workflow="wf")
-    store.create("r-b", b"B", workflow="wf", kind=Kind.RESULT)
+    store.create("c-a", b"A", workflow="wf", expires_at=ttl_from_now(store))
+    store.create("r-b", b"B", workflow="wf", kind=Kind.RESULT, expires_at=ttl_from_now(store))
     add(store, "s-c", 0, "x")
 
     assert store.get("c-a") == b"A"
@@ -108,7 +116,7 @@ def test_get_and_get_many_leave_out_missing_keys(store: Store) -> None:
 def test_get_many_reads_more_keys_than_one_batch(store: Store) -> None:
     present = [f"c-{i:03d}" for i in range(230)]
     for key in present:
-        store.create(key, key.encode(), workflow="wf")
+        store.create(key, key.encode(), workflow="wf", expires_at=ttl_from_now(store))
     missing = [f"c-missing-{i}" for i in range(20)]
 
     assert store.get_many(present + missing) == {key: key.encode() for key in present}
@@ -117,7 +125,7 @@ def test_get_many_reads_more_keys_than_one_batch(store: Store) -> None:
 def test_create_on_a_set_is_refused(store: Store) -> None:
     add(store, "s-1", 0, "a")
     with pytest.raises(StoreMisuse, match="holds a set"):
-        store.create("s-1", b"v", workflow="wf")
+        store.create("s-1", b"v", workflow="wf", expires_at=ttl_from_now(store))
 
 
 # ---- delete --------------------------------------------------------------------------------------
@@ -125,9 +133,9 @@ def test_create_on_a_set_is_refused(store: Store) -> None:
 def test_delete_many_keys_including_missing_ones(store: Store) -> None:
     keys = [f"c-{i:02d}" for i in range(60)]
     for key in keys:
-        store.create(key, b"x", workflow="wf")
+        store.create(key, b"x", workflow="wf", expires_at=ttl_from_now(store))
     add(store, "s-1", 0, "old", size=3)
-    store.create("c-keep", b"kept", workflow="wf")
+    store.create("c-keep", b"kept", workflow="wf", expires_at=ttl_from_now(store))
 
     store.delete(keys + ["s-1"] + [f"c-never-{i}" for i in range(10)])
     store.delete(keys)  # again: deleting is idempotent
@@ -141,9 +149,9 @@ def test_delete_many_keys_including_missing_ones(store: Store) -> None:
 
 
 def test_a_deleted_key_can_be_created_again(store: Store) -> None:
-    store.create("c-1", b"old", workflow="wf")
+    store.create("c-1", b"old", workflow="wf", expires_at=ttl_from_now(store))
     store.delete(["c-1"])
-    assert store.create("c-1", b"new", workflow="wf") == (b"new", True)
+    assert store.create("c-1", b"new", workflow="wf", expires_at=ttl_from_now(store)) == (b"new", True)
 
 
 # ---- sets ----------------------------------------------------------------------------------------
@@ -234,7 +242,7 @@ def test_concurrent_adders_of_one_slot_agree_on_its_first_member(store: Store, r
 
 
 def test_add_to_a_key_holding_a_value_is_refused(store: Store) -> None:
-    store.create("c-1", b"x", workflow="wf")
+    store.create("c-1", b"x", workflow="wf", expires_at=ttl_from_now(store))
     with pytest.raises(StoreError, match="not a set"):
         add(store, "c-1", 0, "a")
     assert store.get("c-1") == b"x"
@@ -243,22 +251,22 @@ def test_add_to_a_key_holding_a_value_is_refused(store: Store) -> None:
 # ---- expiry --------------------------------------------------------------------------------------
 
 def test_expired_values_read_as_absent_and_can_be_created_again(store: Store) -> None:
-    store.create("c-1", b"old", workflow="wf")
+    store.create("c-1", b"old", workflow="wf", expires_at=ttl_from_now(store))
     future = later(store)
 
     assert future.get("c-1") is None
     assert future.get_many(["c-1"]) == {}
     assert future.read(["c-1"]) == {}
     assert list(future.records()) == []
-    assert future.create("c-1", b"new", workflow="wf") == (b"new", True)
-    assert future.create("c-1", b"newer", workflow="wf") == (b"new", False)
+    assert future.create("c-1", b"new", workflow="wf", expires_at=ttl_from_now(future)) == (b"new", True)
+    assert future.create("c-1", b"newer", workflow="wf", expires_at=ttl_from_now(future)) == (b"new", False)
     assert store.get("c-1") == b"new"
 
 
 def test_create_stores_the_given_expiry(store: Store) -> None:
     now = int(time.time())
     store.create("c-short", b"s", workflow="wf", expires_at=now + 100)
-    store.create("c-default", b"d", workflow="wf")
+    store.create("c-default", b"d", workflow="wf", expires_at=ttl_from_now(store))
 
     expiries = {record.key: record.expires_at for record in store.records()}
     assert expiries["c-short"] == now + 100
@@ -297,7 +305,7 @@ def test_sweep_deletes_exactly_the_expired_records(store: Store) -> None:
     assert {record.key for record in store.records()} == {"c-live", "s-live"}
     assert {record.key for record in at(store, now + 200).records()} == {"c-live", "s-live"}
     assert store.get("c-live") == b"live"
-    assert store.create("c-old-0", b"fresh", workflow="wf") == (b"fresh", True)
+    assert store.create("c-old-0", b"fresh", workflow="wf", expires_at=ttl_from_now(store)) == (b"fresh", True)
 
 
 def test_sweep_uses_the_stores_clock_by_default(store: Store) -> None:
@@ -314,8 +322,8 @@ def test_a_large_value_is_stored_by_reference_and_read_whole(store: Store) -> No
     limit = limited(store)
     big = os.urandom(2 * limit + 17)
 
-    assert store.create("c-big", big, workflow="wf") == (big, True)
-    assert store.create("c-big", b"loser", workflow="wf") == (big, False)  # the loser gets the whole winner
+    assert store.create("c-big", big, workflow="wf", expires_at=ttl_from_now(store)) == (big, True)
+    assert store.create("c-big", b"loser", workflow="wf", expires_at=ttl_from_now(store)) == (big, False)  # the loser gets the whole winner
     assert store.get("c-big") == big
     assert store.get_many(["c-big", "c-missing"]) == {"c-big": big}
     assert store.read(["c-big"])["c-big"].value == big
@@ -331,7 +339,7 @@ def test_a_large_value_is_stored_by_reference_and_read_whole(store: Store) -> No
 def test_a_value_at_the_limit_is_stored_inline(store: Store) -> None:
     limit = limited(store)
     exact = b"\x92" + os.urandom(limit - 1)
-    assert store.create("c-exact", exact, workflow="wf") == (exact, True)
+    assert store.create("c-exact", exact, workflow="wf", expires_at=ttl_from_now(store)) == (exact, True)
     assert store.get("c-exact") == exact
     assert [record.kind for record in store.records()] == [Kind.CHECKPOINT]
 
@@ -340,7 +348,7 @@ def test_concurrent_creates_of_large_values_agree_on_one(store: Store, race) -> 
     limit = limited(store)
     values = [bytes([i]) * (limit + 1 + i) for i in range(4)]
 
-    results = race(4, lambda i: store.create("c-big", values[i], workflow="wf"))
+    results = race(4, lambda i: store.create("c-big", values[i], workflow="wf", expires_at=ttl_from_now(store)))
 
     winners = [value for value, created in results if created]
     assert len(winners) == 1 and {value for value, _ in results} == {winners[0]}
@@ -350,8 +358,8 @@ def test_concurrent_creates_of_large_values_agree_on_one(store: Store, race) -> 
 def test_a_value_that_starts_like_a_manifest_round_trips(store: Store) -> None:
     limited(store)
     for key, value in (("c-1", MANIFEST_TAG), ("c-2", MANIFEST_TAG + b"\x92\x90\x00"), ("c-3", b"")):
-        assert store.create(key, value, workflow="wf") == (value, True)
-        assert store.create(key, b"other", workflow="wf") == (value, False)
+        assert store.create(key, value, workflow="wf", expires_at=ttl_from_now(store)) == (value, True)
+        assert store.create(key, b"other", workflow="wf", expires_at=ttl_from_now(store)) == (value, False)
         assert store.get(key) == value
 
 
@@ -368,11 +376,11 @@ def test_an_expired_large_value_is_absent_and_swept_with_its_chunks(store: Store
 # ---- records -------------------------------------------------------------------------------------
 
 def test_records_lists_live_objects_and_filters_by_workflow(store: Store) -> None:
-    store.create("c-a1", b"1", workflow="wf-a")
-    store.create("r-a", b"result", workflow="wf-a", kind=Kind.RESULT)
-    store.create("f-a", b"failure", workflow="wf-a", kind=Kind.FAILURE)
+    store.create("c-a1", b"1", workflow="wf-a", expires_at=ttl_from_now(store))
+    store.create("r-a", b"result", workflow="wf-a", kind=Kind.RESULT, expires_at=ttl_from_now(store))
+    store.create("f-a", b"failure", workflow="wf-a", kind=Kind.FAILURE, expires_at=ttl_from_now(store))
     add(store, "s-a", 1, "x", workflow="wf-a")
-    store.create("c-b1", b"2", workflow="wf-b")
+    store.create("c-b1", b"2", workflow="wf-b", expires_at=ttl_from_now(store))
 
     records = {record.key: record for record in store.records("wf-a")}
     assert set(records) == {"c-a1", "r-a", "f-a", "s-a"}
@@ -424,7 +432,7 @@ def test_workflows_leaves_out_what_has_expired(store: Store) -> None:
 
 def test_workflows_counts_the_chunks_of_a_value_stored_by_reference(store: Store) -> None:
     limit = limited(store)
-    store.create("r-big", os.urandom(limit + 1), workflow="wf", kind=Kind.RESULT)
+    store.create("r-big", os.urandom(limit + 1), workflow="wf", kind=Kind.RESULT, expires_at=ttl_from_now(store))
 
     [entry] = store.workflows()
     assert dict(entry.objects) == {Kind.RESULT: 1, Kind.CHUNK: 2} and entry.results == ("r-big",)

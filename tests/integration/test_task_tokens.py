@@ -1,7 +1,7 @@
 """`.waitForTaskToken` without a coordinator, through the real CLI: `python -m builder run` stops
 the workflow at the waiting Task (exit 0, "waiting", the token and how to complete it; `inspect`
 says "waiting"), `python -m builder task-success|task-failure TOKEN` resumes it exactly once; a
-second callback, an unknown token and a late one (TimeoutSeconds) are refused with one line; a
+second callback, an unknown token and a late one (after the TimeoutSeconds timer fired) are refused with one line; a
 failure callback goes through the Task's Retry, then its Catch. Tasks inside a Map iteration and
 inside a Parallel branch nested in a Map wait too: completed out of order, the Map's output is in
 item order. The token travels through a Lambda handler's payload and through SQS on moto."""
@@ -119,15 +119,27 @@ def test_unknown_and_malformed_tokens_are_refused(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
 
 
-def test_a_callback_after_timeout_seconds_is_refused_and_the_task_times_out(tmp_path: Path) -> None:
-    path, env, token = started(tmp_path, TimeoutSeconds=1)
-    time.sleep(1.2)
-    proc = cli("task-success", token, "--output", '{"ok": true}', "--store", tmp_path / "store", "--workflow", path,
-               "--compact", env=env)
+def test_the_task_times_out_when_its_timeout_seconds_elapse_and_a_late_callback_is_refused(tmp_path: Path) -> None:
+    path = approval_machine(tmp_path, f"{AWS}lambda:invoke.waitForTaskToken",
+                            {"FunctionName": "Ask", "Payload": {"token.$": "$$.Task.Token", "order.$": "$.order"}},
+                            TimeoutSeconds=1)
+    env = {"TOKEN_DIR": str(tmp_path)}
+    store = tmp_path / "store"
+    began = time.monotonic()
+    proc = cli("run", path, "--input", '{"order": 42}', "--store", store, "--compact", env=env)
 
-    assert proc.returncode == 2 and "timed out" in proc.stderr
-    status = cli("inspect", _workflow_of(token), "--store", tmp_path / "store")
-    assert "States.Timeout" in status.stdout, status.stdout + status.stderr
+    # The timeout's timer fired after 1 s (nothing called back): Catch took States.Timeout.
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout) == {"order": 42, "rejected": {
+        "Error": "States.Timeout", "Cause": "the task timed out after 1 seconds before its callback"}}
+    assert time.monotonic() - began >= 1.0
+    token = (tmp_path / "token").read_text()
+    late = cli("task-success", token, "--output", '{"ok": true}', "--store", store, "--workflow", path, env=env)
+    assert late.returncode == 2 and "timed out" in late.stderr and "Traceback" not in late.stderr, late.stderr
+    beat = cli("task-heartbeat", token, "--store", store)
+    assert beat.returncode == 2 and "timed out" in beat.stderr, beat.stderr
+    status = cli("inspect", _workflow_of(token), "--store", store)
+    assert "States.Timeout" in status.stdout and "succeeded" in status.stdout, status.stdout + status.stderr
 
 
 def test_the_token_travels_through_sqs_on_moto(moto_server, tmp_path: Path) -> None:

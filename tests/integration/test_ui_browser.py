@@ -115,3 +115,32 @@ def test_the_page_lists_draws_and_refreshes(browser, ui):
                "--workflow-id", "wf-bad").returncode in (1, 2)
     row = wait_for(browser, "tr[data-workflow='wf-bad']")
     assert "failed" in row.text
+
+
+@needs_browser
+def test_the_history_tab_shows_every_invocation_in_order(browser, ui):
+    """A run's History tab: its input, start/end/duration, and every event numbered as
+    `inspect --history` numbers them (one row per event, map items with their index); a
+    screenshot of it is what README shows (docs/ui-history.png)."""
+    import json
+
+    from selenium.webdriver.common.by import By
+
+    url, store = ui
+    browser.set_window_size(1400, 1000)
+    browser.get(url + "?w=wf-map")
+    wait_for(browser, "#status", "succeeded")
+    browser.find_element(By.ID, "tab-history").click()
+    wait_for(browser, "#history", "ExecutionSucceeded")
+    expected = json.loads(cli("inspect", "wf-map", "--store", store, "--history", "--json").stdout)
+    # read at once: the pane is redrawn every second, so elements found earlier go stale
+    shown = browser.execute_script(
+        "const rows = [...document.querySelectorAll('#history tr[data-type]')];"
+        "return {types: rows.map(r => r.dataset.type), first: rows[0].cells[0].textContent,"
+        " table: document.getElementById('history').textContent,"
+        " input: document.getElementById('input').textContent, times: document.getElementById('times').textContent};")
+    assert shown["types"] == [e["type"] for e in expected["events"]]
+    assert shown["first"] == "1" and "Measure [0/" in shown["table"]
+    assert json.loads(shown["input"]) == expected["input"]
+    assert "duration" in shown["times"]
+    browser.save_screenshot(str(REPO / "docs" / "ui-history.png"))

@@ -45,6 +45,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from tests.support.expiry import ttl_from_now
 from tests.support.faulty_platform import FaultyPlatform
 from tests.support.faulty_store import FaultyStore, partial_batches
 from tests.support.tracing import CommitWatch, store_snapshot
@@ -86,7 +87,7 @@ def _unrecorded_inc(store: Store, invocation: str, workflow: str) -> None:
     current = store.app_read(SINK, [invocation]).get(invocation)
     n = (decode(current.value) if current else 0) + 1
     store.transact(f"camp-unrecorded-{uuid.uuid4().hex}", b"", [AppOp(SINK, invocation, current.version if current else 0,
-                                                                      write=True, value=encode(n))], workflow=workflow)
+                                                                      write=True, value=encode(n))], workflow=workflow, expires_at=ttl_from_now(store))
 
 
 @dataclass

@@ -96,9 +96,9 @@ class FaultyPlatform(LocalPlatform):
         lost invoke shows as nothing in flight with an incomplete outcome (not a timeout); a
         delivery stuck in backoff as a queued one with many failures; load as many deliveries,
         few failures and the next one due now."""
-        now = time.monotonic()
-        with self._lock:  # LocalPlatform's queue: a heap of (ready_at, seq, delivery), and `_ready`
-            queued = [(ready_at - now, d) for ready_at, _, d in self._queue] + [(0.0, d) for d in self._ready]
+        now = time.time()
+        with self._lock:  # LocalPlatform's queue (due times: epoch seconds), and `_ready`
+            queued = [(ready_at - now, d) for ready_at, d in self.queue.snapshot()] + [(0.0, d) for d in self._ready]
             outstanding = self._outstanding
         by_function = Counter(d.function for _, d in queued)
         failures = sorted((d.failures for _, d in queued), reverse=True)[:10]

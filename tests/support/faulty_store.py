@@ -70,7 +70,7 @@ class FaultyStore(StoreWrapper):
         raise InjectedStoreError(f"injected store error after {name} happened")
 
     def create(self, key: str, value: bytes, *, workflow: str, kind: Kind = Kind.CHECKPOINT,
-               expires_at: int | None = None) -> tuple[bytes, bool]:
+               expires_at: int) -> tuple[bytes, bool]:
         return self._op(f"create_{kind.value}", lambda: self.inner.create(
             key, value, workflow=workflow, kind=kind, expires_at=expires_at))
 
@@ -93,7 +93,7 @@ class FaultyStore(StoreWrapper):
                  lambda k: self.inner.delete(wanted[:k]))
 
     def add_to_set(self, key: str, slot: int, member: str, *, size: int, workflow: str,
-                   expires_at: int | None = None) -> SetState:
+                   expires_at: int) -> SetState:
         return self._op("add_to_set", lambda: self.inner.add_to_set(
             key, slot, member, size=size, workflow=workflow, expires_at=expires_at))
 
@@ -104,7 +104,7 @@ class FaultyStore(StoreWrapper):
 
     def transact(self, key: str, value: bytes, ops: Iterable[AppOp], *, workflow: str,
                  kind: Kind = Kind.STEP, guards: Iterable[Guard] = (),
-                 expires_at: int | None = None) -> tuple[bytes, bool]:
+                 expires_at: int) -> tuple[bytes, bool]:
         ops, guards = list(ops), list(guards)
         return self._op("transact", lambda: self.inner.transact(
             key, value, ops, workflow=workflow, kind=kind, guards=guards, expires_at=expires_at))

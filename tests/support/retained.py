@@ -17,7 +17,7 @@ from collections.abc import Iterable
 
 from unum_entry.stores import Kind, Record, Store
 
-RETAINED_KINDS = frozenset({Kind.CHECKPOINT, Kind.SET, Kind.STEP, Kind.COMPENSATION, Kind.CHUNK})
+RETAINED_KINDS = frozenset({Kind.CHECKPOINT, Kind.SET, Kind.STEP, Kind.COMPENSATION, Kind.CHUNK, Kind.MARKER})
 OUTCOME_KINDS = frozenset({Kind.RESULT, Kind.FAILURE})
 SLACK_SECONDS = 60  # clock skew between the writer (a container, an emulator) and the test
 

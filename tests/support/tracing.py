@@ -394,7 +394,7 @@ class CommitWatch(StoreWrapper):
                 self.late.append(f"{kind.value} {key}")
 
     def create(self, key: str, value: bytes, *, workflow: str, kind: Kind = Kind.CHECKPOINT,
-               expires_at: int | None = None) -> tuple[bytes, bool]:
+               expires_at: int) -> tuple[bytes, bool]:
         stored, created = super().create(key, value, workflow=workflow, kind=kind, expires_at=expires_at)
         if created:
             self._created(key, kind)
@@ -402,7 +402,7 @@ class CommitWatch(StoreWrapper):
 
     def transact(self, key: str, value: bytes, ops: Iterable[AppOp], *, workflow: str,
                  kind: Kind = Kind.STEP, guards: Iterable[Guard] = (),
-                 expires_at: int | None = None) -> tuple[bytes, bool]:
+                 expires_at: int) -> tuple[bytes, bool]:
         stored, created = super().transact(key, value, ops, workflow=workflow, kind=kind, guards=guards,
                                            expires_at=expires_at)
         if created:

@@ -8,7 +8,7 @@ import pytest
 
 from unum_entry import fanin, naming
 from unum_entry.errors import RetentionExpired
-from unum_entry.retention import Retention
+from unum_entry.retention import Ledger, Retention, store_retention
 from unum_entry.stores.memory import MemoryStore
 
 pytestmark = pytest.mark.unit
@@ -18,8 +18,8 @@ SET = "s-join"
 
 def join_all(store: MemoryStore, width: int, order: list[int]) -> list[int]:
     """Join every slot in `order`; returns the slots whose join saw the set complete."""
-    return [slot for slot in order
-            if fanin.join(store, SET, width, slot, f"c-{slot}", workflow="wf", expires_at=2**31)]
+    ledger = Ledger("wf", 2**31, store_retention(store))
+    return [slot for slot in order if fanin.join(store, ledger, SET, width, slot, f"c-{slot}")]
 
 
 @pytest.mark.parametrize("width", [1, 2, 15, 16, 17, 256, 257, 4097])

@@ -7,6 +7,7 @@ import time
 
 import pytest
 
+from tests.support.expiry import ttl_from_now
 from unum_entry.errors import StoreError, StoreMisuse
 from unum_entry.stores.base import Kind, SetState
 from unum_entry.stores.memory import MemoryStore
@@ -26,8 +27,8 @@ class Clock:
 
 def test_create_winner_and_loser() -> None:
     store = MemoryStore()
-    assert store.create("c-1", b"first", workflow="wf") == (b"first", True)
-    assert store.create("c-1", b"second", workflow="wf") == (b"first", False)
+    assert store.create("c-1", b"first", workflow="wf", expires_at=ttl_from_now(store)) == (b"first", True)
+    assert store.create("c-1", b"second", workflow="wf", expires_at=ttl_from_now(store)) == (b"first", False)
     assert store.get("c-1") == b"first"
 
 
@@ -38,7 +39,7 @@ def test_concurrent_creates_agree_on_one_winner() -> None:
 
     def racer(i: int) -> None:
         barrier.wait()
-        results.append(store.create("c-race", f"v{i}".encode(), workflow="wf"))
+        results.append(store.create("c-race", f"v{i}".encode(), workflow="wf", expires_at=ttl_from_now(store)))
 
     threads = [threading.Thread(target=racer, args=(i,)) for i in range(8)]
     for t in threads:
@@ -50,18 +51,19 @@ def test_concurrent_creates_agree_on_one_winner() -> None:
 
 
 def add(store: MemoryStore, key: str, slot: int, member: str, size: int = 2, **kwargs) -> SetState:
+    kwargs.setdefault("expires_at", ttl_from_now(store))
     return store.add_to_set(key, slot, member, size=size, workflow="wf", **kwargs)
 
 
 def test_get_many_delete_and_recreate() -> None:
     store = MemoryStore()
-    store.create("c-a", b"A", workflow="wf")
-    store.create("r-b", b"B", workflow="wf", kind=Kind.RESULT)
+    store.create("c-a", b"A", workflow="wf", expires_at=ttl_from_now(store))
+    store.create("r-b", b"B", workflow="wf", kind=Kind.RESULT, expires_at=ttl_from_now(store))
     add(store, "s-c", 0, "x")
     assert store.get_many(["c-a", "r-b", "s-c", "c-missing", "c-a"]) == {"c-a": b"A", "r-b": b"B"}
     store.delete(["c-a", "c-missing", "s-c"])
     assert store.get("c-a") is None
-    assert store.create("c-a", b"again", workflow="wf") == (b"again", True)
+    assert store.create("c-a", b"again", workflow="wf", expires_at=ttl_from_now(store)) == (b"again", True)
     assert add(store, "s-c", 1, "y") == SetState(size=2, members={1: "y"})  # a fresh set
 
 
@@ -86,18 +88,18 @@ def test_returned_states_do_not_change_after_later_adds() -> None:
 
 def test_values_and_sets_do_not_mix() -> None:
     store = MemoryStore()
-    store.create("c-1", b"x", workflow="wf")
+    store.create("c-1", b"x", workflow="wf", expires_at=ttl_from_now(store))
     with pytest.raises(StoreError, match="not a set"):
         add(store, "c-1", 0, "a")
     add(store, "s-1", 0, "a", size=1)
     with pytest.raises(StoreMisuse):
-        store.create("s-1", b"v", workflow="wf")
+        store.create("s-1", b"v", workflow="wf", expires_at=ttl_from_now(store))
 
 
 def test_expired_objects_are_absent_recreated_and_swept() -> None:
     clock = Clock()
     store = MemoryStore(ttl_seconds=10, clock=clock)
-    store.create("c-1", b"old", workflow="wf")
+    store.create("c-1", b"old", workflow="wf", expires_at=ttl_from_now(store))
     add(store, "s-1", 0, "old")
     store.create("c-long", b"kept", workflow="wf", expires_at=int(clock.now) + 100)
     clock.now += 11
@@ -105,7 +107,7 @@ def test_expired_objects_are_absent_recreated_and_swept() -> None:
     assert store.get("c-1") is None
     assert [record.key for record in store.records()] == ["c-long"]
     assert store.sweep() == 2
-    assert store.create("c-1", b"new", workflow="wf") == (b"new", True)
+    assert store.create("c-1", b"new", workflow="wf", expires_at=ttl_from_now(store)) == (b"new", True)
     assert add(store, "s-1", 1, "new") == SetState(size=2, members={1: "new"})
 
 
@@ -113,7 +115,7 @@ def test_large_values_are_stored_by_reference_when_a_limit_is_set() -> None:
     store = MemoryStore()
     store.max_value_bytes = 200
     big = bytes(range(256)) * 2
-    assert store.create("c-big", big, workflow="wf") == (big, True)
+    assert store.create("c-big", big, workflow="wf", expires_at=ttl_from_now(store)) == (big, True)
     assert store.get("c-big") == big
     kinds = sorted(record.kind.value for record in store.records())
     assert kinds == ["checkpoint"] + ["chunk"] * 3

@@ -7,6 +7,7 @@ import threading
 
 import pytest
 
+from tests.support.expiry import ttl_from_now
 from unum_entry import naming
 from unum_entry.codec import decode, encode
 from unum_entry.envelope import Envelope
@@ -153,13 +154,13 @@ def test_a_transaction_commits_its_writes_with_its_record_once():
 
 def test_a_transaction_retries_when_its_item_changed_underneath():
     store = MemoryStore()
-    store.transact("t-seed", b"", [AppOp("c", "n", 0, write=True, value=encode(10))], workflow=WF)
+    store.transact("t-seed", b"", [AppOp("c", "n", 0, write=True, value=encode(10))], workflow=WF, expires_at=ttl_from_now(store))
     runs = []
 
     def add(tx):
         value = tx.get("c", "n")
         if not runs:  # another writer commits between our read and our commit, once
-            store.transact("t-other", b"", [AppOp("c", "n", 1, write=True, value=encode(value + 5))], workflow=WF)
+            store.transact("t-other", b"", [AppOp("c", "n", 1, write=True, value=encode(value + 5))], workflow=WF, expires_at=ttl_from_now(store))
         runs.append(value)
         tx.put("c", "n", value + 1)
         return value + 1
@@ -173,10 +174,10 @@ def test_memory_store_transaction_is_all_or_nothing():
     store = MemoryStore()
     ops = [AppOp("t", "a", 0, write=True, value=b"1"), AppOp("t", "b", 3, write=True, value=b"2")]
     with pytest.raises(TransactionConflict):
-        store.transact("t-x", b"v", ops, workflow=WF)
+        store.transact("t-x", b"v", ops, workflow=WF, expires_at=ttl_from_now(store))
     assert store.get("t-x") is None and store.app_read("t", ["a", "b"]) == {}
-    store.transact("t-x", b"v", ops[:1], workflow=WF)
-    assert store.transact("t-x", b"other", [AppOp("t", "a", 1, write=True, value=b"9")], workflow=WF) == (b"v", False)
+    store.transact("t-x", b"v", ops[:1], workflow=WF, expires_at=ttl_from_now(store))
+    assert store.transact("t-x", b"other", [AppOp("t", "a", 1, write=True, value=b"9")], workflow=WF, expires_at=ttl_from_now(store)) == (b"v", False)
     assert store.app_read("t", ["a"])["a"].value == b"1"
 
 
@@ -188,13 +189,13 @@ def test_memory_store_transaction_is_all_or_nothing():
 ])
 def test_memory_store_guards(guard, holds):
     store = MemoryStore()
-    store.create("c-in", b"x", workflow=WF)
-    store.add_to_set("s-set", 0, "1", size=2, workflow=WF)
+    store.create("c-in", b"x", workflow=WF, expires_at=ttl_from_now(store))
+    store.add_to_set("s-set", 0, "1", size=2, workflow=WF, expires_at=ttl_from_now(store))
     if holds:
-        assert store.transact("t-g", b"v", [], workflow=WF, guards=[guard]) == (b"v", True)
+        assert store.transact("t-g", b"v", [], workflow=WF, guards=[guard], expires_at=ttl_from_now(store)) == (b"v", True)
     else:
         with pytest.raises(GuardFailed):
-            store.transact("t-g", b"v", [], workflow=WF, guards=[guard])
+            store.transact("t-g", b"v", [], workflow=WF, guards=[guard], expires_at=ttl_from_now(store))
         assert store.get("t-g") is None
 
 
@@ -209,7 +210,7 @@ def test_a_step_whose_guard_fails_escapes_the_handler_as_stale():
 
 def test_a_fresh_step_after_the_workflow_ended_is_refused():
     store = MemoryStore()
-    store.create(naming.result_key(WF, (Envelope(workflow=WF).top,)), b"r", workflow=WF, kind=Kind.RESULT)
+    store.create(naming.result_key(WF, (Envelope(workflow=WF).top,)), b"r", workflow=WF, kind=Kind.RESULT, expires_at=ttl_from_now(store))
     ran = []
     with pytest.raises(HookRaised):
         journal(store).step("a", lambda: ran.append(1), (), {}, None)
@@ -263,7 +264,7 @@ def test_a_step_completing_after_the_abort_compensates_itself_and_stops_the_hand
     store, invoker = MemoryStore(), Recorder()
     journal(store, invoker=invoker).step("early", lambda: 1, (), {}, undo)
     journal(store, "c-other").step("late", lambda: 1, (), {}, None)  # died before registering
-    store.create(naming.failure_key(WF), b"f", workflow=WF, kind=Kind.FAILURE)
+    store.create(naming.failure_key(WF), b"f", workflow=WF, kind=Kind.FAILURE, expires_at=ttl_from_now(store))
     start_compensations(store, invoker, WF)
     with pytest.raises(Aborted):
         journal(store, "c-other", invoker=invoker).step("late", lambda: 1, (), {}, undo)
@@ -274,7 +275,7 @@ def test_a_step_completing_after_the_abort_compensates_itself_and_stops_the_hand
 def test_after_success_later_registrations_are_skipped():
     store = MemoryStore()
     journal(store).step("a", lambda: 1, (), {}, undo)
-    store.create(naming.result_key(WF, (Envelope(workflow=WF).top,)), b"r", workflow=WF, kind=Kind.RESULT)
+    store.create(naming.result_key(WF, (Envelope(workflow=WF).top,)), b"r", workflow=WF, kind=Kind.RESULT, expires_at=ttl_from_now(store))
     kinds = sorted(r.kind.value for r in store.records(WF))
     assert append_compensation(store, WF, encode({"e": "x"}), "x") == (-1, False)
     assert sorted(r.kind.value for r in store.records(WF)) == kinds  # the log kept for its TTL, nothing added

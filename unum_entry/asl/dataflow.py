@@ -431,6 +431,11 @@ def _jsonata_problems(value: Any, field: str, *, result: bool = False, error_out
     elif isinstance(value, list):
         for index, item in enumerate(value):
             found.extend(_jsonata_problems(item, f"{field}[{index}]", result=result, error_output=error_output))
+    elif isinstance(value, str) and value.startswith(jsonata_mode.OPEN) and jsonata_mode.CLOSE not in value[2:]:
+        # AWS rejects a string that opens an expression and never closes it ("{% 10 %"); one that
+        # closes it and goes on ("{% 1 %} x") is a literal
+        found.append((field, f"malformed JSONata expression {value!r}: it starts with "
+                             f"'{jsonata_mode.OPEN}' and has no closing '{jsonata_mode.CLOSE}'"))
     elif jsonata_mode.is_expression(value):
         _add(found, field, jsonata_mode.expression_problem(value))
         if not result and not error_output and _STATES_RESULT.search(value):

@@ -29,6 +29,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from unum_entry.asl import map_limits
 from unum_entry.errors import StatesRuntimeError
 
 Resolve = Callable[[Any, str], Any]  # (template or value, field name) -> resolved value
@@ -80,12 +81,7 @@ def read_items(reader: Mapping[str, Any], resolve: Resolve, *, s3: Any = None) -
     """The items an ItemReader names (module docstring). Raises StatesRuntimeError."""
     params = resolve(reader.get("Parameters", reader.get("Arguments", {})), "ItemReader.Parameters") or {}
     config = dict(reader.get("ReaderConfig", {}))
-    for key in ("MaxItems", "MaxItemsPath"):
-        if key in config:
-            config["MaxItems"] = resolve(config[key], f"ItemReader.ReaderConfig.{key}")
-    limit = config.get("MaxItems")
-    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
-        raise StatesRuntimeError("States.Runtime", f"ItemReader MaxItems must be an integer >= 0, found {limit!r}")
+    limit = map_limits.max_items(config, lambda key: resolve(config[key], f"ItemReader.ReaderConfig.{key}"))
     client = s3 if s3 is not None else s3_client()
     try:
         if _action(reader.get("Resource")) == LIST_OBJECTS:
@@ -120,7 +116,10 @@ def _parse(data: bytes, config: Mapping[str, Any], client: Any) -> list[Any]:
         rows = list(csv.reader(io.StringIO(text), delimiter=delimiter))
         headers: list[Any] = (list(config.get("CSVHeaders") or []) if config.get("CSVHeaderLocation") == "GIVEN"
                               else (rows.pop(0) if rows else []))
-        return [dict(zip(headers, row)) for row in rows if row]
+        if len(set(headers)) < len(headers):
+            raise StatesRuntimeError(READ_FAILED, "CSV headers cannot contain duplicates.")
+        # AWS: a row shorter than the header gets "" for the missing columns
+        return [{h: row[i] if i < len(row) else "" for i, h in enumerate(headers)} for row in rows if row]
     manifest = json.loads(text)  # MANIFEST: an S3 Inventory manifest
     schema = [name.strip() for name in str(manifest.get("fileSchema", "Bucket, Key")).split(",")]
     bucket = str(manifest.get("destinationBucket", "")).removeprefix("arn:aws:s3:::")
@@ -147,11 +146,13 @@ def _list_objects(client: Any, params: Mapping[str, Any], limit: int | None) -> 
 
 @dataclass(frozen=True)
 class MapRun:
-    """Who writes: the state machine's ARN, the Map's name, the joining invocation (for the id)."""
+    """Who writes: the state machine's ARN, the Map's name, the joining invocation (for the id),
+    and the Map's `Label`, which names the map run in its ARN instead of the state's name (AWS)."""
 
     state_machine_arn: str
     map_name: str
     invocation: str
+    label: str | None = None
 
     @property
     def id(self) -> str:
@@ -161,7 +162,7 @@ class MapRun:
     @property
     def arn(self) -> str:
         base = self.state_machine_arn.replace(":stateMachine:", ":mapRun:", 1)
-        return f"{base}/{self.map_name}:{self.id}"
+        return f"{base}/{self.label or self.map_name}:{self.id}"
 
 
 def write_results(writer: Mapping[str, Any], results: Sequence[Any], failed: Sequence[int], run: MapRun,

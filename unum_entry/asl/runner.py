@@ -33,9 +33,10 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import Any
 
-from unum_entry.asl import dataflow, paths
+from unum_entry.asl import dataflow, paths, timing
 from unum_entry.asl.retry import matches, retry_delay
 from unum_entry.errors import ConditionEvaluationError, StatesRuntimeError
+from unum_entry.timers import TIMER, timers_of
 
 MARK = "__unum_asl__"
 END = "__end__"
@@ -44,6 +45,7 @@ MAX_STEPS = 25_000  # Step Functions' history limit: a Pass/Choice loop without 
 FRAGMENT_VERSION = 1
 DATA_LIMIT = 256 * 1024  # Step Functions' payload quota (UTF-8 bytes of the JSON text)
 DATA_LIMIT_EXCEEDED = "States.DataLimitExceeded"
+NESTED = "__unum_nested__"  # a Parallel that runs a nested state machine (unum_entry/asl/nested.py)
 
 
 @dataclass(frozen=True)
@@ -162,6 +164,8 @@ class _Runner:
     # ---- entering ------------------------------------------------------------------------
 
     def start(self, event: Any) -> dict[str, Any]:
+        if isinstance(event, Mapping) and TIMER in event:  # a durable timer fired (unum_entry/asl/timing.py)
+            return self._timer(event[TIMER])
         if self.f.join:
             return self._join(event)
         if isinstance(event, Mapping) and "__unum_asl_resume__" in event:  # a task-token callback (unum_entry/callbacks.py)
@@ -175,11 +179,9 @@ class _Runner:
         elif isinstance(event, Mapping) and event.get(MARK) == 1:
             th = _Thread(event["input"], dict(event["vars"]), list(event["stack"]), event["exec"])
         else:  # the workflow's own input
-            execution = {"Id": self.context.workflow_id, "Name": self.context.workflow_id,
-                         "StartTime": _iso(self.services.now()), "RoleArn": "", "RedriveCount": 0}
-            if self.f.carry_input:
-                execution["Input"] = event
-            th = _Thread(event, {}, [], execution)
+            from unum_entry.asl import context_object
+            th = _Thread(event, {}, [], context_object.execution(self.f.machine, self.context.workflow_id, event,
+                                                                  _iso(self.services.now()), self.f.carry_input))
         return self._walk(self.f.head, th)
 
     # ---- walking the states --------------------------------------------------------------
@@ -242,13 +244,10 @@ class _Runner:
 
     def _scope(self, name: str, th: _Thread, *, retry_count: int = 0, item: Any = None,
                variables: Mapping[str, Any] | None = None) -> dataflow.Scope:
+        from unum_entry.asl import context_object
         state = self.f.states.get(name, {})
-        context: dict[str, Any] = {
-            "Execution": th.exec,
-            "State": {"Name": name, "EnteredTime": _iso(self.services.now()), "RetryCount": retry_count},
-            "StateMachine": dict(self.f.machine),
-            "Task": {},
-        }
+        context = context_object.for_state(th.exec, self.f.machine, name, state.get("Type"),
+                                           _iso(self.services.now()), retry_count)
         if item is not None:
             context["Map"] = {"Item": item}
         scope = dataflow.Scope(context=context, variables=th.vars if variables is None else variables,
@@ -304,8 +303,9 @@ class _Runner:
             output, variables = dataflow.state_output(state, th.input, effective, scope)
         except StatesRuntimeError as exc:
             return self._fail(th, exc.error, exc.cause)
-        self.services.pause(delay)
-        return self._checked(name, state, replace(th, input=output, vars={**th.vars, **variables}))
+        th = replace(th, input=output, vars={**th.vars, **variables})
+        waited = self._delay("wait", name, th, delay)
+        return waited if waited is not None else self._checked(name, state, th)
 
     def _wait_seconds(self, state: Mapping[str, Any], raw: Any, scope: dataflow.Scope) -> float:
         for key in ("Seconds", "SecondsPath", "Timestamp", "TimestampPath"):
@@ -315,6 +315,12 @@ class _Runner:
             if key.startswith("Seconds"):
                 # AWS: the number of seconds must be a non-negative integer (1.5 fails the state).
                 integral = isinstance(value, int) or (isinstance(value, float) and value.is_integer())
+                if key == "SecondsPath" and (isinstance(value, bool) or not integral or value < 0):
+                    shown = value if isinstance(value, str) else paths.short_json(value)
+                    problem = ("references a negative value" if integral and not isinstance(value, bool)
+                               else "cannot be parsed as a long value")
+                    raise StatesRuntimeError("States.Runtime", f"The SecondsPath parameter {problem}: "
+                                             f"{state[key]} == {shown}")  # AWS's wording
                 if isinstance(value, bool) or not integral or value < 0:
                     raise StatesRuntimeError("States.Runtime", f"The value {paths.short_json(value)} of the field "
                                              f"'{key}' is not a non-negative integer: a Wait waits whole seconds")
@@ -364,10 +370,12 @@ class _Runner:
                 return self._fail(th, "States.Runtime", f"the Task {name!r} waits for a task token but its fan-out "
                                   "position is unknown (compile the state machine again)")
             token = callbacks.issue(self.context, frames)
-            scope.context["Task"]["Token"] = token.text()
+            scope = replace(scope, context={**scope.context, "Task": {"Token": token.text()}})  # AWS: only with a token
         try:
             effective = dataflow.state_input(state, th.input, scope)
             timeout = self._timeout(state, th.input, scope)
+            heartbeat = None if token is None else timing.seconds_field(
+                state, "HeartbeatSeconds", lambda key: dataflow.resolve(state[key], th.input, scope, field=key))
         except StatesRuntimeError as exc:
             return self._catch(name, state, th, exc.error, exc.cause)
         invoke_api = state.get("Resource", "").startswith("arn:aws:states:::lambda:invoke")
@@ -385,9 +393,17 @@ class _Runner:
                 delay = retry_delay(state.get("Retry", []), exc.error, counts, self.services.random or _random)
                 if delay is None:
                     return self._catch(name, state, th, exc.error, exc.cause)
-                self.services.pause(delay)
+                waited = self._delay("retry", name, th, delay, counts)
+                if waited is not None:
+                    return waited
         if token is not None:  # the call is made: this function stops here until the callback resumes it
-            return callbacks.wait_decision(name, th.transfer(), token, timeout, counts)
+            decision = callbacks.wait_decision(name, th.transfer(), token, timeout, counts,
+                                               deadline=getattr(self.context, "deadline", 0))
+            timers = timers_of(self.context)
+            if timers is not None:  # TimeoutSeconds / HeartbeatSeconds fire when they elapse
+                timing.arm_task_timers(timers, decision["wait"], timeout=timeout, heartbeat=heartbeat,
+                                       scale=self.services.time_scale)
+            return decision
         result = lambda_payload(result)
         exceeded = self._too_large(name, result)
         if exceeded is not None:
@@ -416,8 +432,10 @@ class _Runner:
             delay = None
             if outcome["error"] != "States.Runtime":
                 delay = retry_delay(state.get("Retry", []), outcome["error"], counts, self.services.random or _random)
+            waited = None if delay is None else self._delay("retry", name, th, delay, counts)
+            if waited is not None:
+                return waited
             if delay is not None:
-                self.services.pause(delay)
                 step = self._task(name, state, th, counts)
             else:
                 step = self._catch(name, state, th, outcome["error"], outcome["cause"])
@@ -428,6 +446,45 @@ class _Runner:
                 step = self._catch(name, state, th, exc.error, exc.cause)
             else:
                 step = self._checked(name, state, replace(th, input=output, vars={**th.vars, **variables}), catch=True)
+        return step if isinstance(step, dict) else self._walk(*step)
+
+    def _delay(self, purpose: str, name: str, th: _Thread, seconds: float,
+               retries: list[int] | None = None) -> dict[str, Any] | None:
+        """Wait `seconds` (scaled) before going on from state `name` with `th`: None after
+        sleeping here when the wait is short (timing.IN_PROCESS_SECONDS) or there is no runtime
+        to arm a timer; else the timer wait decision to commit (unum_entry/asl/timing.py)."""
+        scaled = seconds * self.services.time_scale
+        timers = timers_of(self.context)
+        if timers is None or scaled <= timing.IN_PROCESS_SECONDS:
+            self.services.pause(seconds)
+            return None
+        try:
+            return timing.suspend(timers, purpose, name, th.transfer(), scaled, ran_task=self.ran_task,
+                                  retries=retries)
+        except StatesRuntimeError as exc:
+            return self._fail(th, exc.error, exc.cause)
+
+    def _timer(self, timer: Mapping[str, Any]) -> dict[str, Any]:
+        """A timer's delivery: continue after the Wait, re-run the Task (or re-fan the Parallel or
+        Map) after a Retry back-off, or resume a waiting Task with its callback's or timeout's
+        outcome. Raises TimerNotDue (re-armed) when it came early."""
+        timers = timers_of(self.context)
+        if timers is None:
+            raise StatesRuntimeError("States.Runtime", "a timer was delivered to a function running without a runtime")
+        fired = timing.fired(timers, timer)
+        if fired.resume is not None:
+            return self._resumed(fired.resume)
+        wait = fired.wait or {}
+        name, t = wait["state"], wait["transfer"]
+        th = _Thread(t["input"], dict(t["vars"]), list(t["stack"]), t["exec"])
+        state = self.f.states[name]
+        self.ran_task = bool(wait.get("ran"))
+        if wait["timer"] == "wait":
+            step = self._checked(name, state, th)
+        elif state["Type"] == "Task":
+            step = self._task(name, state, th, list(wait["retries"]))
+        else:  # a Parallel or Map retried after its branches failed
+            step = self._fan_out(name, state, th, list(wait["retries"]))
         return step if isinstance(step, dict) else self._walk(*step)
 
     def _position(self, th: _Thread) -> list[list[int]] | None:
@@ -513,6 +570,12 @@ class _Runner:
             at = {"at": self._position_after_hop()} if self.f.positions else {}
             if state["Type"] == "Parallel":
                 effective = dataflow.state_input(state, th.input, scope)
+                if NESTED in state:  # a nested state machine: one branch, the child's own execution
+                    from unum_entry.asl import nested
+                    child_input, child = nested.start(state[NESTED], effective, self.context.invocation, name,
+                                                      self.services.now())
+                    return {"__next__": name, "fanout": {"input": child_input, "vars": {}, "stack": th.stack,
+                                                         "exec": child, "parent": {**parent, "child": child}, **at}}
                 return {"__next__": name, "fanout": {"input": effective, "vars": th.vars, "stack": th.stack,
                                                      "exec": th.exec, "parent": parent, **at}}
             inputs = self._map_inputs(name, state, th, scope)
@@ -527,13 +590,15 @@ class _Runner:
         return {"__next__": name, "items": items, "max_concurrency": limit}
 
     def _max_concurrency(self, state: Mapping[str, Any], raw: Any, scope: dataflow.Scope) -> int:
-        for key in ("MaxConcurrency", "MaxConcurrencyPath"):
-            if key in state:
-                value = dataflow.resolve(state[key], raw, scope, field=key)
-                if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                    raise StatesRuntimeError("States.Runtime", f"{key} must be an integer >= 0, found {value!r}")
-                return value
-        return 0
+        """MaxConcurrency(Path), checked with AWS's causes (and the tolerated-failure limits, which
+        AWS checks when the Map starts, before any iteration runs)."""
+        from unum_entry.asl import map_limits
+
+        def resolve(key: str) -> Any:
+            return dataflow.resolve(state[key], raw, scope, field=key)
+        if state["Type"] == "Map":
+            map_limits.tolerated(state, resolve)
+        return map_limits.max_concurrency(state, resolve)
 
     def _map_inputs(self, name: str, state: Mapping[str, Any], th: _Thread, scope: dataflow.Scope) -> list[Any]:
         """The input of each Map iteration: InputPath, ItemsPath/Items, ItemSelector (per item,
@@ -569,6 +634,10 @@ class _Runner:
         parent = ends[0]["stack"][-1]["parent"]
         th = _Thread(parent["raw"], dict(parent["vars"]), list(ends[0]["stack"][:-1]), parent["exec"])
         failed = [(i, e["error"]) for i, e in enumerate(ends) if e["__next__"] == FAIL]
+        nested_marker = state.get(NESTED) if state["Type"] == "Parallel" else None
+        if nested_marker is not None and failed:  # the child failed: the Task fails with States.TaskFailed
+            from unum_entry.asl import nested
+            failed = [(0, nested.failure(nested_marker, parent.get("child", {}), failed[0][1], self.services.now()))]
         if failed and not self._tolerated(state, th, len(failed), len(ends)):
             error = failed[0][1]
             if error["Error"] == "States.Runtime" or not isinstance(error["Error"], str):
@@ -576,11 +645,13 @@ class _Runner:
             retries = list(parent.get("retries", []))
             delay = retry_delay(state.get("Retry", []), error["Error"], retries, self.services.random or _random)
             if delay is not None:
-                self.services.pause(delay)
-                return self._fan_out(name, state, th, retries)
+                return self._delay("retry", name, th, delay, retries) or self._fan_out(name, state, th, retries)
             step = self._catch(name, state, th, error["Error"], error["Cause"])
         else:
-            results = [e["output"] if e["__next__"] == END else e["error"] for e in ends]
+            results: Any = [e["output"] if e["__next__"] == END else e["error"] for e in ends]
+            if nested_marker is not None:  # AWS's DescribeExecution shape of the child's end
+                from unum_entry.asl import nested
+                results = nested.result(nested_marker, parent.get("child", {}), results[0], self.services.now())
             step = self._complete(name, state, th, results, failed=[i for i, _ in failed])
         if isinstance(step, dict):
             return step
@@ -589,12 +660,9 @@ class _Runner:
     def _tolerated(self, state: Mapping[str, Any], th: _Thread, failures: int, total: int) -> bool:
         if state["Type"] != "Map":
             return False
+        from unum_entry.asl import map_limits
         scope = self._scope(self.f.head, th)
-        limits = {}
-        for key in ("ToleratedFailureCount", "ToleratedFailurePercentage"):
-            for field_name in (key, f"{key}Path"):
-                if field_name in state:
-                    limits[key] = dataflow.resolve(state[field_name], th.input, scope, field=field_name)
+        limits = map_limits.tolerated(state, lambda key: dataflow.resolve(state[key], th.input, scope, field=key))
         if not limits:
             return False
         count_ok = failures <= limits.get("ToleratedFailureCount", 0) if "ToleratedFailureCount" in limits else False
@@ -606,7 +674,9 @@ class _Runner:
         try:
             if state["Type"] == "Map" and "ResultWriter" in state:  # export to S3 (unum_entry/asl/item_io.py)
                 from unum_entry.asl import item_io
-                run_id = item_io.MapRun(self.f.machine.get("Id", ""), name, self.context.invocation)
+                from unum_entry.asl import context_object
+                run_id = item_io.MapRun(context_object.machine(self.f.machine)["Id"], name, self.context.invocation,
+                                        state.get("Label"))
                 results = item_io.write_results(state["ResultWriter"], results, failed, run_id,
                                                 lambda v, f: dataflow.resolve(v, th.input, scope, field=f))
             output, variables = dataflow.state_output(state, th.input, results, scope)
@@ -636,14 +706,8 @@ def _guarded(handler: Handler, event: Any, ctx: LambdaContext) -> Any:
 
 def _batches(batcher: Mapping[str, Any], items: list[Any], resolve: Callable[[str], Any]) -> list[Any]:
     """Group Map items as ItemBatcher says: `{"Items": [...], "BatchInput": ...}` per batch."""
-    max_items = None
-    for key in ("MaxItemsPerBatch", "MaxItemsPerBatchPath"):
-        if key in batcher:
-            max_items = int(resolve(key))
-    max_bytes = None
-    for key in ("MaxInputBytesPerBatch", "MaxInputBytesPerBatchPath"):
-        if key in batcher:
-            max_bytes = int(resolve(key))
+    from unum_entry.asl import map_limits
+    max_items, max_bytes = map_limits.batch_limits(batcher, resolve)
     batch_input = resolve("BatchInput") if "BatchInput" in batcher else None
     batches: list[list[Any]] = []
     size = 0

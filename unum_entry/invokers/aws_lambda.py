@@ -5,6 +5,10 @@ URL: `lambda://?prefix=STACK-&region=us-east-1&endpoint=http://127.0.0.1:PORT&li
   name functions `${AWS::StackName}-<function>` and set `prefix=${AWS::StackName}-`).
 - `endpoint`: another Invoke endpoint (the local stack's); dummy credentials when none are set.
 - `limit`: event size above which envelopes go by reference (default 255 KB).
+- `schedule_role`: the IAM role ARN EventBridge Scheduler invokes timers' targets with; without
+  it `invoke_at` is a ConfigurationError (the SAM template sets it). `schedule_group`: the
+  schedule group (default `default`; deploy uses one per stack). `scheduler_endpoint`: another
+  Scheduler endpoint (the local stack's moto). See `unum_entry.invokers.eventbridge_scheduler`.
 """
 
 from __future__ import annotations
@@ -13,31 +17,43 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from unum_entry.errors import ConfigurationError, InvokeError
+from unum_entry.errors import ConfigurationError, InvokeError, TimersUnavailable
+from unum_entry.invokers.eventbridge_scheduler import DEFAULT_GROUP, EventBridgeTimers
 from unum_entry.invokers.lambda_event import DEFAULT_EVENT_LIMIT, to_event
 from unum_entry.stores.base import Store
 from unum_entry.urls import parse_resource_url
 
-_OPTIONS = ("prefix", "region", "endpoint", "limit")
+_OPTIONS = ("prefix", "region", "endpoint", "limit", "schedule_role", "schedule_group", "scheduler_endpoint")
 
 
 class LambdaInvoker:
     """Asynchronous Lambda invokes through one boto3 Lambda client (thread-safe)."""
 
     def __init__(self, client: Any, *, prefix: str = "", store: Store | None = None,
-                 limit: int = DEFAULT_EVENT_LIMIT) -> None:
+                 limit: int = DEFAULT_EVENT_LIMIT, timers: EventBridgeTimers | None = None) -> None:
         self.client = client
         self.prefix = prefix
         self.store = store
         self.limit = limit
+        self.timers = timers
 
     @classmethod
-    def from_url(cls, url: str, *, store: Store | None = None, client: Any = None) -> LambdaInvoker:
+    def from_url(cls, url: str, *, store: Store | None = None, client: Any = None,
+                 scheduler_client: Any = None) -> LambdaInvoker:
         options = parse_invoker_url(url)
         if client is None:
             client = build_client(endpoint=options.get("endpoint"), region=options.get("region"))
         limit = int(options["limit"]) if "limit" in options else DEFAULT_EVENT_LIMIT
-        return cls(client, prefix=options.get("prefix", ""), store=store, limit=limit)
+        invoker = cls(client, prefix=options.get("prefix", ""), store=store, limit=limit)
+        if "schedule_role" in options:
+            region = client.meta.region_name
+            endpoint = options.get("scheduler_endpoint")
+            invoker.timers = EventBridgeTimers(
+                role_arn=options["schedule_role"], prefix=invoker.prefix, region=region,
+                group=options.get("schedule_group", DEFAULT_GROUP), store=store, limit=limit,
+                invoke_now=invoker.invoke, client=scheduler_client,
+                client_factory=lambda: build_client(endpoint=endpoint, region=region, service="scheduler"))
+        return invoker
 
     def function_name(self, function: str) -> str:
         return self.prefix + function
@@ -56,6 +72,15 @@ class LambdaInvoker:
         if status != 202:
             raise InvokeError(f"invoke of Lambda function {name!r}: expected status 202 (queued), got {status}")
 
+    def invoke_at(self, when: float, function: str, payload: Mapping[str, Any], *, name: str) -> None:
+        """A durable timer: an EventBridge Scheduler one-time schedule named `name` that invokes
+        the function with `payload` at `when` (`unum_entry.invokers.eventbridge_scheduler`)."""
+        if self.timers is None:
+            raise TimersUnavailable(f"timer {name} for {function!r}: this Lambda invoker has no scheduler role "
+                                     "(add schedule_role=arn:aws:iam::ACCOUNT:role/NAME to UNUM_INVOKER; "
+                                     "python -m builder deploy --target aws sets it)")
+        self.timers.arm(when, function, payload, name=name)
+
 
 def parse_invoker_url(url: str) -> dict[str, str]:
     """Options of a `lambda://` URL. Raises ConfigurationError naming the bad part."""
@@ -67,8 +92,9 @@ def parse_invoker_url(url: str) -> dict[str, str]:
     return options
 
 
-def build_client(*, endpoint: str | None, region: str | None) -> Any:
-    """A boto3 Lambda client; against a local endpoint without credentials, dummy ones.
+def build_client(*, endpoint: str | None, region: str | None, service: str = "lambda") -> Any:
+    """A boto3 client of `service` (Lambda by default); against a local endpoint without
+    credentials, dummy ones.
     The read timeout covers slow emulators; retries stay botocore's standard mode."""
     import boto3  # type: ignore[import-untyped]  # heavy (~200 ms): only where a client is built
     from botocore.config import Config  # type: ignore[import-untyped]
@@ -81,4 +107,4 @@ def build_client(*, endpoint: str | None, region: str | None) -> Any:
         kwargs["endpoint_url"] = endpoint
         if not (os.environ.get("AWS_ACCESS_KEY_ID") or os.environ.get("AWS_PROFILE")):
             kwargs.update(aws_access_key_id="testing", aws_secret_access_key="testing")
-    return boto3.client("lambda", **kwargs)
+    return boto3.client(service, **kwargs)

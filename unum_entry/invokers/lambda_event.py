@@ -12,7 +12,6 @@ Three forms, chosen by the sender (`to_event`) and understood by the receiver (`
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 from collections.abc import Mapping
@@ -22,6 +21,7 @@ from unum_entry.codec import decode, encode
 from unum_entry.envelope import Envelope
 from unum_entry.errors import EnvelopeError, StaleInvocation
 from unum_entry.frozen import Frozen, frozen
+from unum_entry.retention import Ledger, store_retention
 from unum_entry.stores.base import Kind, Store
 
 LAMBDA_ASYNC_LIMIT = 256 * 1024
@@ -56,8 +56,9 @@ def to_event(wire: Mapping[str, Any], *, store: Store | None, limit: int = DEFAU
         raise EnvelopeError(f"envelope for workflow {wire.get('workflow')!r} is {len(body)} bytes, over the "
                             f"{limit}-byte event limit, and no store is configured to send it by reference")
     packed = encode(dict(wire), what="envelope")
-    key = "e-" + hashlib.blake2b(packed, digest_size=16).hexdigest()
-    store.create(key, packed, workflow=str(wire["workflow"]), kind=Kind.CHECKPOINT)
+    ledger = Ledger.bounded(str(wire["workflow"]), wire.get("deadline") or 0, store_retention(store))
+    key = ledger.envelope(packed)
+    ledger.create(store, key, packed, Kind.CHECKPOINT)
     return json.dumps({BY_REF: key, "workflow": wire["workflow"]}).encode()
 
 

@@ -9,6 +9,9 @@ URL: `pubsub://PROJECT?prefix=unum-chain-&limit=BYTES&timeout=SECONDS`
   Pub/Sub's limit is 10 MB). The envelope is stored under a content-derived `e-…` key and the
   message carries `{"unum_envelope_ref": key, "workflow": …}`; the receiver deletes it when done.
 - `timeout`: seconds to wait for Pub/Sub to accept one publish (default 60).
+- `tasks_queue` (`projects/P/locations/L/queues/Q`) and `tasks_sa` (a service account email):
+  durable timers (`invoke_at`) as Cloud Tasks tasks that publish to the function's topic when
+  due (`unum_entry.invokers.cloud_tasks`). Without `tasks_queue`, `invoke_at` is a ConfigurationError.
 
 Message data is the msgpack of the envelope's wire form (values may be bytes). Ordering is not
 assumed and nothing relies on it; duplicate and redelivered messages are absorbed by the
@@ -18,7 +21,6 @@ forks after loading (gunicorn) never shares a channel across the fork.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 import threading
@@ -26,8 +28,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from unum_entry.codec import encode
-from unum_entry.errors import ConfigurationError, EnvelopeError, InvokeError
+from unum_entry.errors import ConfigurationError, EnvelopeError, InvokeError, TimersUnavailable
+from unum_entry.invokers.cloud_tasks import TASK_MESSAGE_LIMIT, CloudTasksTimers
 from unum_entry.invokers.lambda_event import BY_REF
+from unum_entry.retention import Ledger, store_retention
 from unum_entry.stores.base import Kind, Store
 from unum_entry.urls import parse_resource_url
 
@@ -36,7 +40,7 @@ DEFAULT_MESSAGE_LIMIT = PUBSUB_MESSAGE_LIMIT - 64 * 1024  # headroom for attribu
 DEFAULT_PUBLISH_TIMEOUT = 60.0
 ATTRIBUTE_FUNCTION = "unum_function"
 ATTRIBUTE_WORKFLOW = "unum_workflow"
-_OPTIONS = ("prefix", "limit", "timeout")
+_OPTIONS = ("prefix", "limit", "timeout", "tasks_queue", "tasks_sa")
 # Pub/Sub resource names: start with a letter, 3-255 of these, not starting with "goog".
 _RESOURCE_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9._~+%-]{2,254}$")
 
@@ -64,7 +68,7 @@ class PubSubInvoker:
 
     def __init__(self, project: str, *, prefix: str = "", store: Store | None = None,
                  limit: int = DEFAULT_MESSAGE_LIMIT, timeout: float = DEFAULT_PUBLISH_TIMEOUT,
-                 publisher: Any = None) -> None:
+                 publisher: Any = None, tasks_queue: str = "", tasks_sa: str = "", tasks_client: Any = None) -> None:
         if not project:
             raise ConfigurationError("Pub/Sub invoker: no project (use pubsub://PROJECT?prefix=… "
                                      "or set GOOGLE_CLOUD_PROJECT)")
@@ -75,11 +79,20 @@ class PubSubInvoker:
         self.timeout = timeout
         self._publisher = publisher
         self._lock = threading.Lock()
+        self.timers: CloudTasksTimers | None = None
+        if tasks_queue:
+            self.timers = CloudTasksTimers(
+                queue=tasks_queue, project=project, service_account=tasks_sa, client=tasks_client,
+                topic=lambda function: topic_name(self.prefix, function), publish_now=self.invoke,
+                message=lambda payload, workflow: self._message_data(payload, workflow, limit=TASK_MESSAGE_LIMIT))
 
     @classmethod
-    def from_url(cls, url: str, *, store: Store | None = None, publisher: Any = None) -> PubSubInvoker:
+    def from_url(cls, url: str, *, store: Store | None = None, publisher: Any = None,
+                 tasks_client: Any = None) -> PubSubInvoker:
         project, options = parse_invoker_url(url)
         return cls(project, prefix=options.get("prefix", ""), store=store, publisher=publisher,
+                   tasks_queue=options.get("tasks_queue", ""), tasks_sa=options.get("tasks_sa", ""),
+                   tasks_client=tasks_client,
                    limit=int(options.get("limit", DEFAULT_MESSAGE_LIMIT)),
                    timeout=float(options.get("timeout", DEFAULT_PUBLISH_TIMEOUT)))
 
@@ -99,6 +112,15 @@ class PubSubInvoker:
             raise InvokeError(f"publish to Pub/Sub topic {topic!r} (function {function!r}, workflow "
                               f"{workflow}) failed: {type(exc).__name__}: {exc}") from exc
 
+    def invoke_at(self, when: float, function: str, payload: Mapping[str, Any], *, name: str) -> None:
+        """A durable timer: a Cloud Tasks task named `name` that publishes `payload` to the
+        function's topic at `when` (`unum_entry.invokers.cloud_tasks`). Raises InvokeError."""
+        if self.timers is None:
+            raise TimersUnavailable(f"timer {name} for {function!r}: this Pub/Sub invoker has no Cloud Tasks queue "
+                                     "(add tasks_queue=projects/P/locations/L/queues/Q&tasks_sa=EMAIL to "
+                                     "UNUM_INVOKER; the deploy script sets them)")
+        self.timers.arm(when, function, payload, name=name)
+
     def publisher(self) -> Any:
         """The PublisherClient, created on first use."""
         with self._lock:
@@ -114,15 +136,17 @@ class PubSubInvoker:
         if publisher is not None and hasattr(publisher, "stop"):
             publisher.stop()
 
-    def _message_data(self, payload: Mapping[str, Any], workflow: str) -> bytes:
+    def _message_data(self, payload: Mapping[str, Any], workflow: str, *, limit: int | None = None) -> bytes:
+        limit = self.limit if limit is None else min(limit, self.limit)
         packed = encode(dict(payload), what="envelope")
-        if len(packed) <= self.limit:
+        if len(packed) <= limit:
             return packed
         if self.store is None:
             raise EnvelopeError(f"envelope for workflow {workflow!r} is {len(packed)} bytes, over the "
-                                f"{self.limit}-byte message limit, and no store is configured to send it by reference")
-        key = "e-" + hashlib.blake2b(packed, digest_size=16).hexdigest()
-        self.store.create(key, packed, workflow=workflow, kind=Kind.CHECKPOINT)
+                                f"{limit}-byte message limit, and no store is configured to send it by reference")
+        ledger = Ledger.bounded(workflow, payload.get("deadline") or 0, store_retention(self.store))
+        key = ledger.envelope(packed)
+        ledger.create(self.store, key, packed, Kind.CHECKPOINT)
         return encode({BY_REF: key, "workflow": workflow})
 
 

@@ -14,21 +14,22 @@ worker thread. Orchestration stays in each function's runtime, exactly as in the
 
 from __future__ import annotations
 
-import heapq
 import logging
 import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+import contextlib
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from unum_entry.codec import decode, encode
-from unum_entry.envelope import Envelope
+from unum_entry.envelope import Envelope, is_watchdog
 from unum_entry.errors import EnvelopeError, RedeliveriesExhausted, UnumError, WorkflowTimeout
 from unum_entry.local.faults import FaultInjector, InjectedCrash
+from unum_entry.local.queue import Delivery, DeliveryQueue, MemoryQueue
 from unum_entry.outcome import RunResult, read_outcome
 from unum_entry.platforms.common import DeliveryStatus, RetryPolicy, deliver, record_failure
 from unum_entry.runtime import Handler, Runtime, RuntimeConfig, load_handler, new_workflow
@@ -66,13 +67,6 @@ class Progress:
     functions: tuple[FunctionProgress, ...] = ()
 
 
-@dataclass(frozen=True)
-class _Delivery:
-    function: str
-    payload: bytes
-    failures: int = 0  # consecutive failed deliveries (crashes, transient errors) before this one
-
-
 class _LocalInvoker:
     """The Invoker every runtime gets: queue a delivery on the platform."""
 
@@ -93,13 +87,17 @@ class LocalPlatform:
     seconds): before a failed handler's next attempt (n = its attempt) and before redelivering
     a transient error or a bug (n = the delivery's consecutive failures so far); an injected
     crash is redelivered after `retry_delay`. `max_redeliveries` bounds the consecutive
-    redeliveries of one delivery (at most `BUG_REDELIVERIES` when it fails with a bug)."""
+    redeliveries of one delivery (at most `BUG_REDELIVERIES` when it fails with a bug).
+
+    `queue` holds the deliveries accepted and not yet done (default: a `MemoryQueue`; a
+    `SQLiteQueue` keeps them across processes and `recover` re-drives what a killed process
+    left). A delivery leaves it only once its processing ended, after whatever it re-queued."""
 
     def __init__(self, workflow: Workflow, store: Store, *, workers: int = 4,
                  faults: FaultInjector | None = None, config: RuntimeConfig | None = None,
                  wrap: HandlerWrapper | None = None, invoke_latency: float = 0.0,
                  retry_delay: float = 0.001, max_redeliveries: int = MAX_REDELIVERIES,
-                 max_backoff: float = MAX_BACKOFF) -> None:
+                 max_backoff: float = MAX_BACKOFF, queue: DeliveryQueue | None = None) -> None:
         self.workflow = workflow
         self.store = store
         self.faults = faults
@@ -115,18 +113,23 @@ class LocalPlatform:
         self._backoff = RetryPolicy(base=retry_delay, cap=max(max_backoff, retry_delay))
         self._stats_lock = threading.Lock()
         self._wall_clock: Callable[[], float] = getattr(store, "_clock", time.time)  # timers' `when`
-        # Deliveries not yet taken: a heap of (ready_at, seq, delivery) (seq: FIFO among equals).
-        # With faults, those already due move to `_ready`, from which the injector picks any.
-        self._queue: list[tuple[float, int, _Delivery]] = []
-        self._ready: list[_Delivery] = []
-        self._seq = 0
+        # Deliveries not yet taken, by due time (epoch seconds). With faults, those already due
+        # move to `_ready`, from which the injector picks any.
+        self.queue: DeliveryQueue = queue if queue is not None else MemoryQueue()
+        self._ready: list[Delivery] = []
+        # Deliveries queued or running, except timers while queued (they may be days ahead):
+        # a timer counts from when it is taken. `wait_idle` waits for queued timers due before
+        # it gives up, never for a deadline watchdog's (`Delivery.background`).
         self._outstanding = 0
+        self._timer_names: set[str] = set()  # timers queued: one armed twice is queued once
         self._lock = threading.Lock()
         self._work_cv = threading.Condition(self._lock)  # workers: a delivery was queued, or stop
         self._idle_cv = threading.Condition(self._lock)  # wait_idle: nothing is outstanding any more
         self._stopping = False
         self._executor = ThreadPoolExecutor((config or RuntimeConfig()).dispatch_workers, thread_name_prefix="unum-dispatch")
         invoker = _LocalInvoker(self)
+        if not workflow.watchdog:  # the workflow's manifest turned its deadline watchdog off
+            config = replace(config or RuntimeConfig(), watchdog=False)
         self.runtimes: dict[str, Runtime] = {}
         for name, spec in workflow.functions.items():
             handler = load_handler(spec.folder, spec.ir.handler, function=name)
@@ -159,9 +162,37 @@ class LocalPlatform:
 
     def wait_idle(self, timeout: float) -> None:
         """Block until no delivery is queued or running. Raises WorkflowTimeout."""
+        deadline = time.time() + timeout
         with self._lock:
-            if not self._idle_cv.wait_for(lambda: not self._outstanding, timeout):
+            if not self._idle_cv.wait_for(lambda: self._idle(deadline), timeout):
                 raise WorkflowTimeout(f"{self._outstanding} deliveries still in flight after {timeout:.0f} s")
+
+    def _idle(self, deadline: float) -> bool:
+        """Nothing running or queued, but timers due after `deadline` or a watchdog's (lock held)."""
+        if self._outstanding:
+            return False
+        if not self._timer_names and not self._ready:  # the common case: nothing queued at all
+            return True
+        due = self.next_timer(lock=False)
+        return not self._ready and (due is None or due > deadline)
+
+    def next_timer(self, *, lock: bool = True) -> float | None:
+        """When the earliest queued timer is due (epoch seconds; a watchdog's excepted), or None."""
+        with self._lock if lock else contextlib.nullcontext():
+            due = [at for at, d in self.queue.snapshot() if d.timer is not None and not d.background] \
+                if self._timer_names else []
+            return min(due, default=None)
+
+    def recover(self, workflow_id: str) -> int:
+        """Queue again the deliveries and timers of `workflow_id` that a previous process left
+        unfinished in a durable queue (none in memory); returns how many."""
+        found = self.queue.recover(workflow_id)
+        with self._lock:
+            for ready_at, delivery in found:
+                self.queue.restore(delivery, ready_at)
+                self._count_queued(delivery)
+            self._work_cv.notify_all()
+        return len(found)
 
     def close(self) -> None:
         if self._cancelled:
@@ -173,6 +204,7 @@ class LocalPlatform:
         for thread in self._workers:
             thread.join(timeout=5)
         self._executor.shutdown(wait=True)
+        self.queue.close()
 
     # ---- progress and cancellation (`builder run`) -------------------------------------
 
@@ -199,6 +231,7 @@ class LocalPlatform:
             self._cancelled = True
             self._work_cv.notify_all()
             self._idle_cv.notify_all()
+        self.queue.close()  # what the journal holds now stays; what abandoned executions do later is redone
 
     def __enter__(self) -> LocalPlatform:
         return self
@@ -214,51 +247,74 @@ class LocalPlatform:
             time.sleep(self.invoke_latency)
         data = encode(payload, what="envelope")  # a copy on the wire: no shared mutable state
         self._count("invokes")
-        self._enqueue(_Delivery(function, data), delay)
+        self._enqueue(Delivery(_workflow_of(payload), function, data), delay)
 
     def submit_at(self, when: float, function: str, payload: dict[str, Any], *, name: str) -> None:
         """Accept one durable timer (`Invoker.invoke_at`): deliver at or after `when` (epoch
-        seconds on the store's clock). In-memory for now: the timer lives as long as the
-        platform (the embedded engine's durable queue keeps it across processes)."""
+        seconds on the store's clock). It lives as long as the platform's queue: across
+        processes in a durable one. A timer armed again while queued (same `name`) is queued once."""
         self._count("timers")
-        self.submit(function, payload, delay=max(0.0, when - self._wall_clock()))
+        delay = max(0.0, when - self._wall_clock())
+        data = encode(payload, what="envelope")
+        with self._lock:
+            if name in self._timer_names:
+                return
+        self._enqueue(Delivery(_workflow_of(payload), function, data, timer=name, background=is_watchdog(payload)),
+                      delay)
 
-    def _enqueue(self, delivery: _Delivery, delay: float) -> None:
+    def _enqueue(self, delivery: Delivery, delay: float) -> None:
         """Queue `delivery` (copies and extra delays as the fault injector plans) after `delay`."""
         delays = self.faults.plan_delivery().delays if self.faults else (0.0,)
-        now = time.monotonic()
+        now = time.time()
         with self._lock:
-            for extra in delays:
-                self._seq += 1
-                heapq.heappush(self._queue, (now + delay + extra, self._seq, delivery))
-                self._outstanding += 1
-                self._in_flight[delivery.function] += 1
+            for i, extra in enumerate(delays):
+                copy = delivery if i == 0 else Delivery(delivery.workflow, delivery.function, delivery.payload,
+                                                        delivery.failures, delivery.timer, background=delivery.background)
+                self.queue.push(copy, now + delay + extra)
+                self._count_queued(copy)
             if delay or any(delays):
                 self._work_cv.notify_all()  # sleeping workers recompute when the next one is due
             else:
                 self._work_cv.notify(len(delays))
 
-    def _take(self) -> _Delivery | None:
+    def _take(self) -> Delivery | None:
         """The next due delivery (the earliest; with faults, any due one the injector picks);
         blocks until one is due. None once the platform is closing. O(log n) per delivery."""
-        queue = self._queue
+        queue = self.queue
         with self._lock:
             while not self._stopping:
-                now = time.monotonic()
+                now = time.time()
                 if self.faults is None:
-                    if queue and queue[0][0] <= now:
-                        return heapq.heappop(queue)[2]
+                    if (delivery := queue.pop_due(now)) is not None:
+                        return self._taken(delivery)
                 else:
                     ready = self._ready
-                    while queue and queue[0][0] <= now:
-                        ready.append(heapq.heappop(queue)[2])
+                    while (delivery := queue.pop_due(now)) is not None:
+                        ready.append(delivery)
                     if ready:
                         i = self.faults.pick(len(ready))
                         ready[i], ready[-1] = ready[-1], ready[i]
-                        return ready.pop()
-                wait = queue[0][0] - now if queue else 0.05
+                        return self._taken(ready.pop())
+                due = queue.next_due()
+                wait = due - now if due is not None else 0.05
                 self._work_cv.wait(max(0.0005, min(wait, 0.05)))
             return None
+
+    def _count_queued(self, delivery: Delivery) -> None:
+        """Count a delivery just queued (lock held): a timer only from when it is taken."""
+        if delivery.timer is None:
+            self._outstanding += 1
+            self._in_flight[delivery.function] += 1
+        else:
+            self._timer_names.add(delivery.timer)
+
+    def _taken(self, delivery: Delivery) -> Delivery:
+        """A timer counts as in flight from when it is taken (lock held)."""
+        if delivery.timer is not None:
+            self._timer_names.discard(delivery.timer)
+            self._outstanding += 1
+            self._in_flight[delivery.function] += 1
+        return delivery
 
     def _work(self) -> None:
         while (delivery := self._take()) is not None:
@@ -269,13 +325,14 @@ class LocalPlatform:
                 self._dead_letter(f"{delivery.function}: internal error in the local platform: "
                                   f"{type(exc).__name__}: {exc}")
             finally:
+                self.queue.finish(delivery)  # after whatever it re-queued: a crash until here redelivers it
                 with self._lock:
                     self._outstanding -= 1
                     self._in_flight[delivery.function] -= 1
                     if not self._outstanding:
                         self._idle_cv.notify_all()
 
-    def _process(self, delivery: _Delivery) -> None:
+    def _process(self, delivery: Delivery) -> None:
         self._count("deliveries")
         try:
             env = Envelope.from_wire(decode(delivery.payload))
@@ -305,7 +362,7 @@ class LocalPlatform:
         else:
             self._redeliver(delivery, runtime, env, outcome.cause)
 
-    def _redeliver(self, delivery: _Delivery, runtime: Runtime, env: Envelope, error: BaseException) -> None:
+    def _redeliver(self, delivery: Delivery, runtime: Runtime, env: Envelope, error: BaseException) -> None:
         """Deliver `delivery` again after the backoff, or dead-letter it once it failed
         `max_redeliveries` times in a row (recording the workflow's failure if the store lets us)."""
         failures = delivery.failures + 1
@@ -321,7 +378,8 @@ class LocalPlatform:
             else:  # the store or invoker is struggling (or a bug): back off
                 self._count("redeliveries")
                 delay = self._backoff.delay(failures - 1)
-            self._enqueue(_Delivery(delivery.function, delivery.payload, failures), delay)
+            self._enqueue(Delivery(delivery.workflow, delivery.function, delivery.payload, failures, delivery.timer,
+                                   background=delivery.background), delay)
             return
         gave_up = RedeliveriesExhausted(delivery.function, failures, error)
         self._dead_letter(f"{delivery.function}: workflow {env.workflow}: {gave_up}")
@@ -337,6 +395,12 @@ class LocalPlatform:
         self._count("dead_letters")
         with self._lock:
             self.dead_letters.append(message)
+
+
+def _workflow_of(payload: dict[str, Any]) -> str:
+    """The workflow id an envelope names ("" if it names none: it is dead-lettered when taken)."""
+    workflow = payload.get("workflow") if isinstance(payload, dict) else None
+    return workflow if isinstance(workflow, str) else ""
 
 
 @contextmanager

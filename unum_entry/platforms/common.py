@@ -11,6 +11,7 @@ and the local stack set the others):
 - `UNUM_INLINE_LIMIT` (bytes, optional): values larger than this travel by reference.
 - `UNUM_RETRY_BASE_DELAY` (seconds, optional): the base of the handler-retry backoff.
 - `UNUM_INVOCATION_LOG` (optional): `0` turns off the JSON line per delivery (unum_entry.invocation_log).
+- `UNUM_WATCHDOG` (optional): `0` starts workflows without a deadline watchdog (unum_entry.watchdog).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import logging
 import os
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -66,6 +67,8 @@ class FunctionSettings:
                 config = RuntimeConfig(inline_limit=int(raw_limit))
             except ValueError:
                 raise ConfigurationError(f"UNUM_INLINE_LIMIT: expected a number of bytes, found {raw_limit!r}") from None
+        if environ.get("UNUM_WATCHDOG", "1") == "0":
+            config = replace(config, watchdog=False)
         return cls(function_dir=Path(environ.get("UNUM_FUNCTION_DIR") or DEFAULT_FUNCTION_DIR),
                    store_url=environ["UNUM_STORE"], invoker_url=environ["UNUM_INVOKER"], config=config)
 

@@ -15,12 +15,15 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import field
-from typing import Any, NoReturn, Protocol
+from typing import TYPE_CHECKING, Any, NoReturn, Protocol
 
 from unum_entry.context import InvocationContext
 from unum_entry.errors import StepError
 from unum_entry.errors import WorkflowAborted as Aborted
 from unum_entry.frozen import frozen
+
+if TYPE_CHECKING:
+    from unum_entry.timers import Timers
 
 
 
@@ -130,11 +133,12 @@ class StepContext(InvocationContext, StepsAPI):
     _journal: Journal | None = field(default=None, repr=False, compare=False)
 
     def __init__(self, workflow_id: str, function_name: str, invocation: str, attempt: int, index: int, size: int,
-                 iteration: int, _journal: Journal | None = None) -> None:
+                 iteration: int, deadline: int = 0, _journal: Journal | None = None, timers: Timers | None = None) -> None:
         self.__dict__.update(workflow_id=workflow_id, function_name=function_name, invocation=invocation,
-                             attempt=attempt, index=index, size=size, iteration=iteration, _journal=_journal)
+                             attempt=attempt, index=index, size=size, iteration=iteration, deadline=deadline,
+                             timers=timers, _journal=_journal)
 
     @classmethod
     def extending(cls, base: InvocationContext, journal: Journal | None) -> StepContext:
         return cls(base.workflow_id, base.function_name, base.invocation, base.attempt, base.index, base.size,
-                   base.iteration, _journal=journal)
+                   base.iteration, base.deadline, _journal=journal, timers=base.timers)

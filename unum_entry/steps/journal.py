@@ -29,13 +29,13 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from unum_entry import naming
 from unum_entry.codec import UnencodableValue, decode, encode
 from unum_entry.errors import GuardFailed, StaleInvocation, StepError, TransactionConflict
 from unum_entry.frozen import Frozen, frozen
 from unum_entry.hooks import Hooks, StepPoint
 from unum_entry.invokers import Invoker
 from unum_entry.outcome import Ending
+from unum_entry.retention import Ledger, store_retention
 from unum_entry.steps.api import Aborted, is_durable
 from unum_entry.steps.saga import append_compensation, compensation_envelope
 from unum_entry.steps.transaction import Transaction
@@ -117,10 +117,14 @@ class Journal:
     """The steps of one execution of one invocation, numbered in call order."""
 
     def __init__(self, env: StepEnv, workflow: str, invocation: str, *, guard: bool = True,
-                 recheck: Callable[[], None] | None = None, guards: Sequence[Guard] = ()) -> None:
+                 recheck: Callable[[], None] | None = None, guards: Sequence[Guard] = (),
+                 deadline: int = 0) -> None:
         self.env = env
         self.workflow = workflow
         self.invocation = invocation
+        # Keys and expiries of step records and compensations (`deadline`: the workflow's; 0 for
+        # a compensation request, which carries none: the ledger's bound then).
+        self.ledger = Ledger.bounded(workflow, deadline, store_retention(env.store))
         # Before running a step afresh, make sure the workflow has not ended and (`recheck`,
         # the runtime's ingress check again) that this invocation has not committed and been
         # collected meanwhile (see `_lookup`); off for compensations, which run because it ended.
@@ -193,9 +197,9 @@ class Journal:
         """Record a step (with its application writes), under the guards when there are any."""
         store = self.env.store
         if not ops and not self.guards:
-            return store.create(key, value, workflow=self.workflow, kind=Kind.STEP)[0]
+            return self.ledger.create(store, key, value, Kind.STEP)[0]
         try:
-            return store.transact(key, value, ops, workflow=self.workflow, guards=self.guards)[0]
+            return self.ledger.transact(store, key, value, ops, guards=self.guards)[0]
         except GuardFailed as exc:
             raise HookRaised(StaleInvocation(f"{self.invocation}: {exc}")) from exc
 
@@ -241,7 +245,7 @@ class Journal:
                                 "function of the handler's module (it runs later, in this function's code)")
         seq = self.steps
         self.steps += 1
-        return seq, naming.step_key(self.invocation, seq)
+        return seq, self.ledger.step(self.invocation, seq)
 
     def _run(self, seq: int, fn: Callable[..., Any], args: Sequence[Any], kwargs: Mapping[str, Any]) -> Any:
         self.current = self.step_id(seq)
@@ -275,7 +279,8 @@ class Journal:
         except UnencodableValue as exc:
             raise StepError(f"function {self.env.function!r}, step {name!r}: a step with a compensation needs "
                             f"recordable arguments: {exc}") from exc
-        index, aborted = append_compensation(self.env.store, self.workflow, data, effect)
+        index, aborted = append_compensation(self.env.store, self.workflow, data, effect,
+                                             deadline=self.ledger.deadline)
         if aborted and index >= 0:
             # The workflow aborted while this step ran: its compensation chain may not include
             # us, so compensate our own step now (still exactly once: compensations are steps).

@@ -57,7 +57,8 @@ class StepsLayer:
         if self.env.durable:
             store = self.env.store
             journal = Journal(self.env, env.workflow, base.invocation,
-                              recheck=lambda: committed_meanwhile(store, checkpoint), guards=witnesses(env, checkpoint))
+                              recheck=lambda: committed_meanwhile(store, checkpoint), guards=witnesses(env, checkpoint),
+                              deadline=env.deadline)
         return StepContext.extending(base, journal)
 
     def call(self, run: Callable[[], Any]) -> Any:

@@ -21,16 +21,19 @@ from unum_entry.envelope import DataRef, Envelope
 from unum_entry.frozen import Frozen, frozen
 from unum_entry.invokers import Invoker
 from unum_entry.outcome import Ending, record_failure
+from unum_entry.retention import Ledger, store_retention
 from unum_entry.stores.base import Kind, Store
 
 COMPENSATION_FIELD = "$unum_compensation"
 _PROBE = 16                  # at most this many compensation-log keys per batch read (1, 2, 4, … 16)
 
 
-def append_compensation(store: Store, workflow: str, data: bytes, identity: str) -> tuple[int, bool]:
+def append_compensation(store: Store, workflow: str, data: bytes, identity: str, *,
+                        deadline: int = 0) -> tuple[int, bool]:
     """Append a compensation entry (for the effect `identity`) to the workflow's log, once.
     Returns (index, aborted?); index -1 when the workflow already succeeded (nothing will ever
-    be compensated, nothing is appended).
+    be compensated, nothing is appended). Entries are stamped by the workflow's ledger
+    (`deadline`: the workflow's, 0 when not known: unum_entry.retention.Ledger.bounded).
 
     The log is the keys `compensation_key(workflow, 0, 1, …)` filled by create-if-absent in
     order, so the filled keys form a prefix and index order is a completion order. An entry for
@@ -68,8 +71,8 @@ def append_compensation(store: Store, workflow: str, data: bytes, identity: str)
         start, size = start + size, min(2 * size, _PROBE)
     index = gap
     while True:
-        stored, created = store.create(naming.compensation_key(workflow, index), data, workflow=workflow,
-                                       kind=Kind.COMPENSATION)
+        stored, created = _ledger(store, workflow, deadline).create(store, naming.compensation_key(workflow, index),
+                                                                    data, Kind.COMPENSATION)
         if created:
             after = store.get_many([failure, result])
             if result in after and failure not in after:
@@ -169,4 +172,9 @@ def advance(store: Store, invoker: Invoker, workflow: str, request: Compensation
         raw = found.get(key)
         if raw is not None and passed not in found:
             invoker.invoke(decode(raw)["f"], compensation_envelope(workflow, older, request.stop, request.top).to_wire())
-            store.create(passed, b"", workflow=workflow, kind=Kind.STEP)
+            _ledger(store, workflow, 0).create(store, passed, b"", Kind.STEP)
+
+
+def _ledger(store: Store, workflow: str, deadline: int) -> Ledger:
+    """The workflow's ledger; compensation requests carry no deadline, so there (0) its bound."""
+    return Ledger.bounded(workflow, deadline, store_retention(store))

@@ -158,21 +158,24 @@ class Store(ABC):
     ordered_sets: bool = True
 
     def __init__(self, ttl_seconds: int = DEFAULT_TTL_SECONDS, clock=time.time) -> None:
+        # The deployment's TTL (workflow start + TTL = its deadline) and the store's clock, read by
+        # unum_entry.retention.store_retention; never a default expiry: every write states its own.
         self.ttl_seconds = ttl_seconds
         self._clock = clock
 
     # ---- the public contract (used by ingress/egress) -------------------------------------
 
     def create(self, key: str, value: bytes, *, workflow: str, kind: Kind = Kind.CHECKPOINT,
-               expires_at: int | None = None) -> tuple[bytes, bool]:
+               expires_at: int) -> tuple[bytes, bool]:
         """Create `key` holding `value` unless it exists. Returns (stored value, created?).
 
         The first writer wins; every later writer gets the winner's value back, so all
         executions of one invocation continue with the same output. `expires_at` (epoch
-        seconds; default now + `ttl_seconds`) is when the record stops existing; an expired
-        record counts as absent, so a create after its expiry creates it afresh.
+        seconds, required: the writer's ledger stamps it, unum_entry.retention) is when the
+        record stops existing; an expired record counts as absent, so a create after its
+        expiry creates it afresh.
         """
-        expiry = self._expiry() if expires_at is None else int(expires_at)
+        expiry = _expiry(key, expires_at)
         stored = self._by_reference(key, bytes(value), workflow, expiry)
         existing = self._create(Record(key=key, kind=kind, workflow=workflow, expires_at=expiry, value=stored))
         if existing is None:
@@ -202,11 +205,11 @@ class Store(ABC):
             self._delete(wanted)
 
     def add_to_set(self, key: str, slot: int, member: str, *, size: int, workflow: str,
-                   expires_at: int | None = None) -> SetState:
+                   expires_at: int) -> SetState:
         """Put `member` in `slot` of the set `key` and return the set right after the add.
 
         An upsert: a set that does not exist (or has expired) is created with `size` slots,
-        `workflow` and `expires_at` (default now + `ttl_seconds`); a set that exists keeps its
+        `workflow` and `expires_at` (required, as on every write); a set that exists keeps its
         own size, workflow and expiry. A slot keeps its first member, so adding again (with the
         same or another member) changes nothing. Atomic: concurrent adds to different slots all
         land, and the add that fills the last empty slot sees the set full (others may too).
@@ -217,7 +220,7 @@ class Store(ABC):
             raise StoreMisuse(f"set {key!r} needs a size >= 1, got {size}")
         if slot < 0:
             raise StoreMisuse(f"set {key!r}: slot {slot} is negative")
-        expiry = self._expiry() if expires_at is None else int(expires_at)
+        expiry = _expiry(key, expires_at)
         state = self._add_to_set(Record(key=key, kind=Kind.SET, workflow=workflow, expires_at=expiry, size=size),
                                  slot, member)
         if self.ordered_sets and state.full:
@@ -239,8 +242,9 @@ class Store(ABC):
 
     def transact(self, key: str, value: bytes, ops: Iterable[AppOp], *, workflow: str,
                  kind: Kind = Kind.STEP, guards: Iterable[Guard] = (),
-                 expires_at: int | None = None) -> tuple[bytes, bool]:
-        """Create `key` holding `value` AND apply the application writes in `ops`, atomically:
+                 expires_at: int) -> tuple[bytes, bool]:
+        """Create `key` holding `value` (until `expires_at`, required as on every write) AND
+        apply the application writes in `ops`, atomically:
         all or nothing, even if the caller dies half-way. Returns (stored value, created?).
 
         If `key` already exists nothing is written and its value comes back (created=False):
@@ -248,7 +252,7 @@ class Store(ABC):
         its expected version, nothing is written and TransactionConflict is raised (re-read and
         retry); if a guard does not hold, nothing is written and GuardFailed is raised.
         """
-        expiry = self._expiry() if expires_at is None else int(expires_at)
+        expiry = _expiry(key, expires_at)
         stored = self._by_reference(key, bytes(value), workflow, expiry)
         record = Record(key=key, kind=kind, workflow=workflow, expires_at=expiry, value=stored)
         existing = self._transact(record, list(ops), list(guards))
@@ -349,9 +353,6 @@ class Store(ABC):
         """Release clients and handles. Idempotent."""
 
     # ---- helpers -------------------------------------------------------------------------
-
-    def _expiry(self) -> int:
-        return int(self._clock()) + self.ttl_seconds
 
     def _by_reference(self, key: str, value: bytes, workflow: str, expires_at: int) -> bytes:
         """What the record `key` stores for `value`: the value itself, or (too long, or starting
@@ -468,7 +469,7 @@ class StoreWrapper(Store):
         self.max_value_bytes = inner.max_value_bytes  # informational: `inner` stores by reference
 
     def create(self, key: str, value: bytes, *, workflow: str, kind: Kind = Kind.CHECKPOINT,
-               expires_at: int | None = None) -> tuple[bytes, bool]:
+               expires_at: int) -> tuple[bytes, bool]:
         return self.inner.create(key, value, workflow=workflow, kind=kind, expires_at=expires_at)
 
     def get(self, key: str) -> bytes | None:
@@ -484,7 +485,7 @@ class StoreWrapper(Store):
         self.inner.delete(keys)
 
     def add_to_set(self, key: str, slot: int, member: str, *, size: int, workflow: str,
-                   expires_at: int | None = None) -> SetState:
+                   expires_at: int) -> SetState:
         return self.inner.add_to_set(key, slot, member, size=size, workflow=workflow, expires_at=expires_at)
 
     def sweep(self, now: float | None = None) -> int:
@@ -495,7 +496,7 @@ class StoreWrapper(Store):
 
     def transact(self, key: str, value: bytes, ops: Iterable[AppOp], *, workflow: str,
                  kind: Kind = Kind.STEP, guards: Iterable[Guard] = (),
-                 expires_at: int | None = None) -> tuple[bytes, bool]:
+                 expires_at: int) -> tuple[bytes, bool]:
         return self.inner.transact(key, value, ops, workflow=workflow, kind=kind, guards=guards,
                                    expires_at=expires_at)
 
@@ -534,6 +535,14 @@ def chunk_key_of(key: str, digest: bytes, expires_at: int, index: int) -> str:
     manifest: a writer with another expiry writes chunks of its own)."""
     payload = msgpack.packb(["chunk", key, digest, expires_at, index], use_bin_type=True)
     return CHUNK_PREFIX + hashlib.blake2b(payload, digest_size=16).hexdigest()
+
+
+def _expiry(key: str, expires_at: int) -> int:
+    """A write's expiry (epoch seconds); StoreMisuse for anything else (None included: every
+    write states its expiry, unum_entry.retention)."""
+    if isinstance(expires_at, bool) or not isinstance(expires_at, (int, float)):
+        raise StoreMisuse(f"write of {key!r}: expires_at must be epoch seconds, got {expires_at!r}")
+    return int(expires_at)
 
 
 def _is_manifest(record: Record) -> bool:

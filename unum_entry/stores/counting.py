@@ -24,7 +24,7 @@ class CountingStore(StoreWrapper):
             self.counts[kind] += n
 
     def create(self, key: str, value: bytes, *, workflow: str, kind: Kind = Kind.CHECKPOINT,
-               expires_at: int | None = None) -> tuple[bytes, bool]:
+               expires_at: int) -> tuple[bytes, bool]:
         """Counted as one `create_<kind>` (a value stored by reference also writes its chunks
         inside `inner`; those are not counted here)."""
         self._count(f"create_{kind.value}")
@@ -49,7 +49,7 @@ class CountingStore(StoreWrapper):
         self.inner.delete(wanted)
 
     def add_to_set(self, key: str, slot: int, member: str, *, size: int, workflow: str,
-                   expires_at: int | None = None) -> SetState:
+                   expires_at: int) -> SetState:
         self._count("add_to_set")
         return self.inner.add_to_set(key, slot, member, size=size, workflow=workflow, expires_at=expires_at)
 
@@ -64,7 +64,7 @@ class CountingStore(StoreWrapper):
 
     def transact(self, key: str, value: bytes, ops: Iterable[AppOp], *, workflow: str,
                  kind: Kind = Kind.STEP, guards: Iterable[Guard] = (),
-                 expires_at: int | None = None) -> tuple[bytes, bool]:
+                 expires_at: int) -> tuple[bytes, bool]:
         """Counted as one `transact` plus one `transact_item` per item it touches (DynamoDB
         bills transactional writes at twice the normal rate, per item)."""
         ops, guards = list(ops), list(guards)

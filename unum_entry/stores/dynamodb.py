@@ -523,6 +523,16 @@ def _message(exc: ClientError) -> str:
 def _parse_url(url: str) -> tuple[str, dict[str, str]]:
     name, options = parse_resource_url(url, scheme="dynamodb", allowed=_URL_OPTIONS, usage="dynamodb://TABLE?endpoint=URL&region=REGION&create=1",
                                        error=lambda message: StoreError(f"DynamoDB store {message}"))
+    endpoint = options.get("endpoint")
+    if endpoint:
+        try:
+            parts = urlsplit(endpoint)
+            parts.port  # noqa: B018 - raises ValueError on a port that is not a number 0-65535
+        except ValueError:
+            raise StoreError(f"DynamoDB store URL {url!r}: endpoint {endpoint!r} has no valid port (a number "
+                             "0-65535, e.g. http://127.0.0.1:5001)") from None
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise StoreError(f"DynamoDB store URL {url!r}: endpoint {endpoint!r} is not an http(s)://HOST:PORT URL")
     return name, options
 
 

@@ -1,9 +1,12 @@
 """Firestore store: the five primitives over one collection, through a `google.cloud.firestore.Client`.
 
 Every rule (TTL stamping, expiry on read, what "full" means) lives in `Store`; this module only
-turns each primitive into Firestore single-document writes. No transactions: Firestore (and,
-much sooner, its emulator) aborts transactions that contend on one document, while `create`,
-`delete` and `update` with `ArrayUnion` are single atomic writes that never abort each other.
+turns each primitive into Firestore single-document writes. Coordination uses no transactions:
+Firestore (and, much sooner, its emulator) aborts transactions that contend on one document,
+while `create`, `delete` and `update` with `ArrayUnion` are single atomic writes that never abort
+each other. Only a step transaction (`Store.transact`: exactly-once steps and task tokens,
+unum_entry.steps) is a Firestore transaction, retried with backoff a bounded number of times
+when it is aborted (`_TX_ATTEMPTS`; then a StoreError: transient, the delivery comes again).
 
 Collection layout: one document per object; the document id is the key.
 
@@ -40,6 +43,11 @@ Requests (fault-free): `create` is one commit (a losing create adds one read); `
 one commit and one read; `get_many` one BatchGetDocuments per 300 keys. A value stored by
 reference adds one commit per 900 KB chunk and reading it one BatchGetDocuments.
 
+Application tables (transactional steps) are other collections of the same database, one per
+table, that the user owns: one document per item, id the item's key, fields ``v`` (bytes) and
+``ver`` (its version, an integer >= 1). A step transaction reads the step record, its guards and
+its items, then writes the step record and the items, all in one Firestore transaction.
+
 Deploy the TTL policy with
 `gcloud firestore fields ttls update expire_at --collection-group=COLLECTION --enable-ttl`
 (`python -m builder deploy --target gcp` emits it).
@@ -57,17 +65,21 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-from unum_entry.errors import StoreError
-from unum_entry.stores.base import ClientStore, Kind, Record, SetState
+from unum_entry.errors import GuardFailed, StoreError, TransactionConflict
+from unum_entry.stores.base import AppOp, ClientStore, Guard, Kind, Record, SetState, Versioned
 from unum_entry.urls import parse_resource_url
 
 # Field names (see the module docstring).
 WORKFLOW, KIND, VALUE, SIZE, MEMBERS, EXPIRE_AT = "w", "t", "v", "n", "m", "expire_at"
+VERSION = "ver"  # an application item's version
 
 DEFAULT_COLLECTION = "unum"
 _BATCH_LIMIT = 500  # writes per WriteBatch commit
 _GET_CHUNK = 300  # documents per BatchGetDocuments call
 _CREATE_ROUNDS = 5
+_TX_ATTEMPTS = 12       # a step transaction aborted by contention is run again at most this often,
+_TX_BACKOFF = 0.02      # after base * 2**attempt seconds (jittered, at most _TX_BACKOFF_CAP)
+_TX_BACKOFF_CAP = 1.0
 _URL_OPTIONS = ("project", "database")
 # Firestore ids: no '/', not '.' or '..', not __reserved__, at most 1500 bytes.
 _COLLECTION_NAME = re.compile(r"^[A-Za-z0-9_.~+%-]{1,1500}$")
@@ -184,6 +196,82 @@ class FirestoreStore(ClientStore):
                              f"expiry {record.expires_at} is already past")
         return SetState(size=found.size, members=found.members)
 
+    def _app_read(self, table: str, keys: list[str]) -> dict[str, Versioned]:
+        found: dict[str, Versioned] = {}
+        for start in range(0, len(keys), _GET_CHUNK):
+            refs = [self._app_ref(table, key) for key in keys[start:start + _GET_CHUNK]]
+            with self._mapped(f"get_all ({table})", refs[0].id):
+                snapshots = list(self.client.get_all(refs))
+            for snapshot in snapshots:
+                if snapshot.exists:
+                    found[snapshot.id] = _versioned(table, snapshot)
+        return found
+
+    def _transact(self, record: Record, ops: list[AppOp], guards: list[Guard]) -> Record | None:
+        # One Firestore transaction: read the step record, the guarded keys and the items, decide,
+        # then write the step record and the items; Firestore commits all or nothing and aborts
+        # it if any document read changed meanwhile. A concurrent execution of the same step
+        # reads the record the first one committed (created=False). Contention aborts (the
+        # emulator's lock timeouts come much sooner than Firestore's) are run again, bounded.
+        import random
+        import time
+
+        from google.cloud.firestore import transactional  # lazy: the client package is heavy
+
+        @transactional
+        def attempt(transaction: Any) -> Record | None:
+            return self._decide(transaction, record, ops, guards)
+
+        aborted: BaseException | None = None
+        for round_ in range(_TX_ATTEMPTS):
+            with self._mapped("transaction", record.key):
+                try:
+                    return attempt(self.client.transaction(max_attempts=1))
+                except self._errors.Aborted as exc:  # a read inside the transaction lost its lock
+                    aborted = exc
+                except ValueError as exc:  # the commit was aborted (the client's "failed to commit")
+                    if not isinstance(exc.__cause__, self._errors.Aborted):
+                        raise
+                    aborted = exc.__cause__
+            time.sleep(min(_TX_BACKOFF_CAP, _TX_BACKOFF * 2 ** round_) * random.uniform(0.5, 1.0))
+        raise StoreError(f"Firestore transaction of step {record.key!r} in collection {self.collection!r} was "
+                         f"aborted {_TX_ATTEMPTS} times by contention: {aborted}")
+
+    def _decide(self, transaction: Any, record: Record, ops: list[AppOp], guards: list[Guard]) -> Record | None:
+        """The body of a step transaction (`_transact`): reads, checks, writes."""
+        ref = self._ref(record.key)
+        guard_refs = [self._ref(guard.key) for guard in guards]
+        op_refs = [self._app_ref(op.table, op.key) for op in ops]
+        wanted = list({r.path: r for r in (ref, *guard_refs, *op_refs)}.values())  # each document once
+        snapshots = {snapshot.reference.path: snapshot
+                     for snapshot in self.client.get_all(wanted, transaction=transaction)}
+        now = self._clock()
+        existing = snapshots.get(ref.path)
+        if existing is not None and existing.exists:
+            found = self._record(existing)
+            if found.expires_at > now:
+                return found
+        for guard, guard_ref in zip(guards, guard_refs, strict=True):
+            snapshot = snapshots.get(guard_ref.path)
+            held = self._record(snapshot) if snapshot is not None and snapshot.exists else None
+            if not _guard_holds(guard, held, now):
+                raise GuardFailed(f"step {record.key!r}: guard on {guard.key!r} does not hold")
+        for op, op_ref in zip(ops, op_refs, strict=True):
+            snapshot = snapshots.get(op_ref.path)
+            version = _versioned(op.table, snapshot).version if snapshot is not None and snapshot.exists else 0
+            if version != op.expected:
+                raise TransactionConflict(f"application item {op.table}/{op.key} changed since it was read "
+                                          f"(version {version}, expected {op.expected})")
+        transaction.set(ref, _document(record))
+        for op, op_ref in zip(ops, op_refs, strict=True):
+            if not op.write:
+                continue
+            if op.value is None:
+                transaction.delete(op_ref)
+            else:
+                transaction.set(op_ref, {VALUE: op.value, VERSION: op.expected + 1})
+        return None
+
     def _sweep(self, now: float) -> int:
         # Query the expired documents, then delete each only if it is unchanged since the query
         # (a precondition on its update time): a document recreated or added to meanwhile
@@ -230,6 +318,15 @@ class FirestoreStore(ClientStore):
                              "(no '/', not '.' or '..', not __name__, at most 1500 bytes)")
         return self.client.collection(self.collection).document(key)
 
+    def _app_ref(self, table: str, key: str) -> Any:
+        if not _COLLECTION_NAME.match(table) or table in (".", "..") or _reserved(table):
+            raise StoreError(f"application table {table!r} cannot be a Firestore collection name: use letters, "
+                             "digits and _ . ~ + % -")
+        if not key or "/" in key or key in (".", "..") or _reserved(key) or len(key.encode()) > 1500:
+            raise StoreError(f"application item key {key!r} cannot be a Firestore document id "
+                             "(no '/', not '.' or '..', not __name__, at most 1500 bytes)")
+        return self.client.collection(table).document(key)
+
     def _record(self, snapshot: Any) -> Record:
         doc = snapshot.to_dict() or {}
         try:
@@ -259,6 +356,24 @@ def _document(record: Record) -> dict[str, Any]:
     if record.value is not None:
         doc[VALUE] = record.value
     return doc
+
+
+def _versioned(table: str, snapshot: Any) -> Versioned:
+    doc = snapshot.to_dict() or {}
+    try:
+        return Versioned(bytes(doc[VALUE]), int(doc[VERSION]))
+    except (KeyError, ValueError, TypeError) as exc:
+        raise StoreError(f"document {snapshot.id!r} in application table {table!r} is not an application item "
+                         f"(fields {sorted(doc)}; expected {VALUE!r} bytes and {VERSION!r} a version)") from exc
+
+
+def _guard_holds(guard: Guard, found: Record | None, now: float) -> bool:
+    """Whether a step transaction's guard holds, given the guarded key's record (None: absent)."""
+    if found is not None and found.expires_at <= now:
+        found = None
+    if guard.slot is not None:
+        return found is not None and found.kind is Kind.SET and found.size is not None and guard.slot not in found.members
+    return (found is not None) == guard.present
 
 
 def _timestamp(epoch: float) -> datetime.datetime:

@@ -3,7 +3,8 @@ behind the local asynchronous Invoke endpoint, with DynamoDB on moto.
 
 `lambda_stack(folder)` builds the workflow's images (once per session), and starts a
 `LocalLambdaStack` whose containers are testcontainers `LambdaFunctionContainer`s, with its own
-DynamoDB table. Stacks live for the session.
+DynamoDB table and its own EventBridge Scheduler group on the same moto (durable timers, fired
+by the stack's `SchedulerFiringLoop`). Stacks live for the session.
 """
 
 from __future__ import annotations
@@ -70,7 +71,8 @@ def lambda_stack(built_images, aws_moto) -> Iterator[Callable[[str | Path], Loca
             stack = LocalLambdaStack(workflow, built_images(folder), endpoint=endpoint,
                                      store_url=f"dynamodb://{table}?endpoint={aws_moto.endpoint}&region=us-east-1",
                                      start_container=lambda config: LambdaFunctionContainer(config).start(),
-                                     environment={"UNUM_RETRY_BASE_DELAY": "0.05", "UNUM_LOG_LEVEL": "WARNING"})
+                                     environment={"UNUM_RETRY_BASE_DELAY": "0.05", "UNUM_LOG_LEVEL": "WARNING"},
+                                     scheduler_endpoint=aws_moto.endpoint)  # durable timers: moto + firing loop
             stacks[key] = stack.start()
         return stacks[key]
 

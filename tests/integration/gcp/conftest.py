@@ -15,6 +15,7 @@ from collections.abc import Iterator
 import pytest
 
 from builder.local_stack.gcp import FirestoreEmulator, PubSubEmulator
+from builder.local_stack.gcp.cloud_tasks import CloudTasksEmulator
 from unum_entry.stores.firestore import FirestoreStore
 
 
@@ -27,6 +28,12 @@ def firestore_emulator() -> Iterator[FirestoreEmulator]:
 @pytest.fixture(scope="session")
 def pubsub_emulator() -> Iterator[PubSubEmulator]:
     with PubSubEmulator() as emulator, _environment(emulator.env()):
+        yield emulator
+
+
+@pytest.fixture(scope="session")
+def cloud_tasks_emulator() -> Iterator[CloudTasksEmulator]:
+    with CloudTasksEmulator() as emulator, _environment(emulator.env()):
         yield emulator
 
 

@@ -93,6 +93,18 @@ def test_the_script_deploys_every_function_with_least_privilege(tmp_path: Path) 
         {f"unum-parallel-{f}" for f in functions} | {"unum-parallel-dead-letter"}
     project_roles = {arg for c in _calls(calls, "projects", "add-iam-policy-binding") for arg in c if arg.startswith("--role=")}
     assert project_roles == {"--role=roles/datastore.user"}
+    # Timers: one Cloud Tasks queue; the runtime account may enqueue there and act as itself only
+    # (a due task publishes to the workflow's topics with its token), nothing project-wide.
+    queue = _calls(calls, "tasks", "queues", "create", "unum-parallel-timers")
+    assert len(queue) == 1 and queue[0][queue[0].index("--location") + 1] == "us-central1"
+    enqueue = _calls(calls, "tasks", "queues", "add-iam-policy-binding", "unum-parallel-timers")
+    assert len(enqueue) == 1 and "--role=roles/cloudtasks.enqueuer" in enqueue[0]
+    assert "--member=serviceAccount:unum-parallel-run@proj-1.iam.gserviceaccount.com" in enqueue[0]
+    act_as = _calls(calls, "iam", "service-accounts", "add-iam-policy-binding")
+    assert len(act_as) == 1 and act_as[0][act_as[0].index("add-iam-policy-binding") + 1] == \
+        "unum-parallel-run@proj-1.iam.gserviceaccount.com" and "--role=roles/iam.serviceAccountUser" in act_as[0]
+    assert ("&tasks_queue=projects/proj-1/locations/us-central1/queues/unum-parallel-timers"
+            "&tasks_sa=unum-parallel-run@proj-1.iam.gserviceaccount.com") in env
     # Services exist before subscriptions point at them.
     order = [i for i, c in enumerate(calls) if "deploy" in c or ("subscriptions" in c and "create" in c)]
     assert all("deploy" in calls[i] for i in order[:len(functions)])

@@ -11,6 +11,7 @@ import time
 import pytest
 
 from tests.integration import test_store_contract as contract
+from tests.support.expiry import ttl_from_now
 from unum_entry.errors import StoreError
 from unum_entry.stores import Kind, open_store
 from unum_entry.stores.firestore import EXPIRE_AT, FirestoreStore
@@ -33,8 +34,8 @@ def store(firestore_store: FirestoreStore) -> FirestoreStore:
 
 
 def test_every_object_carries_the_ttl_policy_timestamp(store: FirestoreStore) -> None:
-    store.create("c-1", b"x", workflow="wf")
-    store.add_to_set("s-1", 0, "a", size=2, workflow="wf")
+    store.create("c-1", b"x", workflow="wf", expires_at=ttl_from_now(store))
+    store.add_to_set("s-1", 0, "a", size=2, workflow="wf", expires_at=ttl_from_now(store))
     collection = store.client.collection(store.collection)
     for key in ("c-1", "s-1"):
         stamp = collection.document(key).get().to_dict()[EXPIRE_AT]
@@ -45,7 +46,7 @@ def test_every_object_carries_the_ttl_policy_timestamp(store: FirestoreStore) ->
 def test_keys_that_cannot_be_document_ids_are_refused(store: FirestoreStore) -> None:
     for key in ("c-a/b", "..", "__x__"):
         with pytest.raises(StoreError, match="document id"):
-            store.create(key, b"x", workflow="wf")
+            store.create(key, b"x", workflow="wf", expires_at=ttl_from_now(store))
 
 
 def test_a_document_that_is_not_a_unum_record_is_named(store: FirestoreStore) -> None:
@@ -55,9 +56,9 @@ def test_a_document_that_is_not_a_unum_record_is_named(store: FirestoreStore) ->
 
 
 def test_add_to_a_value_is_refused_and_keeps_the_value(store: FirestoreStore) -> None:
-    store.create("c-1", b"x", workflow="wf", kind=Kind.CHECKPOINT)
+    store.create("c-1", b"x", workflow="wf", kind=Kind.CHECKPOINT, expires_at=ttl_from_now(store))
     with pytest.raises(StoreError, match="not a set"):
-        store.add_to_set("c-1", 0, "a", size=1, workflow="wf")
+        store.add_to_set("c-1", 0, "a", size=1, workflow="wf", expires_at=ttl_from_now(store))
     assert store.get("c-1") == b"x" and [r.kind for r in store.records()] == [Kind.CHECKPOINT]
 
 
@@ -90,23 +91,23 @@ def rpcs(store: FirestoreStore, monkeypatch):
 
 
 def test_requests_per_create_and_per_add(store: FirestoreStore, rpcs) -> None:
-    assert store.create("c-1", b"winner", workflow="wf") == (b"winner", True)
+    assert store.create("c-1", b"winner", workflow="wf", expires_at=ttl_from_now(store)) == (b"winner", True)
     assert rpcs == ["commit"]
     rpcs.clear()
-    assert store.create("c-1", b"loser", workflow="wf") == (b"winner", False)
+    assert store.create("c-1", b"loser", workflow="wf", expires_at=ttl_from_now(store)) == (b"winner", False)
     assert rpcs == ["commit", "batch_get_documents"]  # the conflict, then the winner
     rpcs.clear()
     for slot in range(16):
-        state = store.add_to_set("s-1", slot, f"c-{slot}", size=16, workflow="wf")
+        state = store.add_to_set("s-1", slot, f"c-{slot}", size=16, workflow="wf", expires_at=ttl_from_now(store))
     assert state.full and rpcs == ["commit", "batch_get_documents"] * 16  # one upsert, one read each
 
 
 def test_a_value_over_a_document_is_stored_by_reference(store: FirestoreStore, rpcs) -> None:
     big = os.urandom(2 * 1024 * 1024)
-    assert store.create("c-big", big, workflow="wf") == (big, True)
+    assert store.create("c-big", big, workflow="wf", expires_at=ttl_from_now(store)) == (big, True)
     assert rpcs == ["commit"] * 4  # three 900 KB chunks, then the checkpoint's manifest
     assert store.get("c-big") == big
-    assert store.create("c-big", b"loser", workflow="wf") == (big, False)
+    assert store.create("c-big", b"loser", workflow="wf", expires_at=ttl_from_now(store)) == (big, False)
 
 
 def test_the_emulator_enforces_the_document_size_limit(store: FirestoreStore) -> None:
@@ -123,7 +124,7 @@ def test_open_store_by_url(firestore_emulator) -> None:
     store = open_store(f"firestore://unum-url-test?project={firestore_emulator.project}")
     try:
         assert isinstance(store, FirestoreStore) and store.collection == "unum-url-test"
-        assert store.create("c-url", b"v", workflow="wf") == (b"v", True)
+        assert store.create("c-url", b"v", workflow="wf", expires_at=ttl_from_now(store)) == (b"v", True)
         assert store.get("c-url") == b"v"
     finally:
         store.close()
@@ -142,8 +143,8 @@ def test_bad_urls_are_named(url: str, problem: str) -> None:
 
 
 def test_listing_workflows_reads_no_values(store: FirestoreStore) -> None:
-    store.create("r-1", os.urandom(1000), workflow="wf", kind=Kind.RESULT)
-    store.add_to_set("s-1", 0, "c-a", size=2, workflow="wf")
+    store.create("r-1", os.urandom(1000), workflow="wf", kind=Kind.RESULT, expires_at=ttl_from_now(store))
+    store.add_to_set("s-1", 0, "c-a", size=2, workflow="wf", expires_at=ttl_from_now(store))
     listed = {record.key: record for record in store._scan_keys()}  # what `workflows` reads
     assert listed["r-1"].value is None and listed["r-1"].kind is Kind.RESULT
     assert listed["s-1"].size == 2 and dict(listed["s-1"].members) == {0: "c-a"}

@@ -36,6 +36,17 @@ def region() -> str:
     return os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"
 
 
+def client_config() -> Any:
+    """botocore's settings for integration calls. No client-side parameter validation: a null or
+    missing member reaches the service, which answers with its own validation error, as on AWS.
+    No checksums the SDK would add on its own (their members would show in the result, and AWS
+    does not return them)."""
+    from botocore.config import Config
+
+    return Config(parameter_validation=False, request_checksum_calculation="when_required",
+                  response_checksum_validation="when_required")
+
+
 class IntegrationHandler:
     """Calls one integration: `handler(parameters, context) -> result` (raises TaskFailed)."""
 
@@ -49,7 +60,8 @@ class IntegrationHandler:
             if self._client is None:
                 import boto3  # lazy: heavy (ssl, botocore's models); only integration Tasks need it
 
-                self._client = boto3.client(boto_service(self.integration), region_name=region())
+                self._client = boto3.client(boto_service(self.integration), region_name=region(),
+                                            config=client_config())
             return self._client
 
     def __call__(self, parameters: Any, context: Any = None) -> Any:
@@ -67,6 +79,14 @@ def call(integration: Integration, client: Any, parameters: Any) -> Any:
                                            f"found {type(parameters).__name__}")
     params = _request(integration, dict(parameters))
     operation = _operation(integration, client)
+    input_shape = client.meta.service_model.operation_model(_model_name(client, operation)).input_shape
+    members = list(input_shape.members) if input_shape is not None else []
+    unknown = sorted(set(params) - set(members))
+    if unknown:  # a name the API does not have (values are the service's to judge, names are not)
+        raise TaskFailed("States.TaskFailed", f"{integration.resource}: invalid parameters: unknown parameter "
+                                              f"{unknown[0]!r}; the API takes {', '.join(members) or 'none'}")
+    if integration.sdk:
+        params = _blobs(input_shape, params)
     try:
         response = getattr(client, operation)(**params)
     except ClientError as exc:
@@ -75,7 +95,14 @@ def call(integration: Integration, client: Any, parameters: Any) -> Any:
         raise TaskFailed("States.TaskFailed", f"{integration.resource}: invalid parameters: {exc}") from exc
     except BotoCoreError as exc:  # no connection, no credentials, ...
         raise TaskFailed("States.TaskFailed", f"{integration.resource}: {exc}") from exc
-    return _result(integration, response)
+    except (TypeError, ValueError, AttributeError, KeyError) as exc:  # a value botocore cannot serialize
+        raise TaskFailed("States.TaskFailed", f"{integration.resource}: invalid parameters: {exc}") from exc
+    result = _result(integration, response)
+    if (integration.service, integration.action) == ("events", "putEvents") and not integration.sdk \
+            and (result.get("FailedEntryCount") or 0) > 0:
+        # AWS: the optimized integration fails the Task when any entry failed; the cause is the response
+        raise TaskFailed("EventBridge.FailedEntry", _compact(result))
+    return result
 
 
 def _operation(integration: Integration, client: Any) -> str:
@@ -93,7 +120,10 @@ def _operation(integration: Integration, client: Any) -> str:
 
 
 def _request(integration: Integration, params: dict[str, Any]) -> dict[str, Any]:
-    """Step Functions' conveniences: a message body or event detail given as JSON is sent as text."""
+    """Step Functions' conveniences: a message body or event detail given as JSON is sent as text.
+    A null member is a member not set (the Java SDK's null): it is left out of the request, so
+    the service reports it missing with its own error."""
+    params = _without_nulls(params)
     key = JSON_BODY.get((integration.service, integration.action)) if not integration.sdk else None
     if key is not None and key in params and not isinstance(params[key], str):
         params[key] = _compact(params[key])
@@ -101,6 +131,41 @@ def _request(integration: Integration, params: dict[str, Any]) -> dict[str, Any]
         params["Entries"] = [{**e, "Detail": _compact(e["Detail"])} if isinstance(e, Mapping) and "Detail" in e
                              and not isinstance(e["Detail"], str) else e for e in params["Entries"]]
     return params
+
+
+def _without_nulls(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {k: _without_nulls(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [_without_nulls(v) for v in value]
+    return value
+
+
+def _model_name(client: Any, operation: str) -> str:
+    """The API name (`PutObject`) of a boto3 method name (`put_object`)."""
+    from botocore import xform_name
+
+    for name in client.meta.service_model.operation_names:
+        if xform_name(name) == operation:
+            return str(name)
+    raise TaskFailed("States.Runtime", f"unknown operation {operation!r}")  # pragma: no cover - _operation found it
+
+
+def _blobs(shape: Any, value: Any) -> Any:
+    """AWS's aws-sdk serialization of blob members: any JSON value is sent as its JSON text (a
+    string with its quotes, `{"Dict":"Value"}`, `false`, `0`), walking the request's shapes."""
+    if shape is None or value is None:
+        return value
+    kind = shape.type_name
+    if kind == "blob":
+        return _compact(value).encode("utf-8")
+    if kind == "structure" and isinstance(value, Mapping):
+        return {k: _blobs(shape.members.get(k), v) for k, v in value.items()}
+    if kind == "list" and isinstance(value, list):
+        return [_blobs(shape.member, v) for v in value]
+    if kind == "map" and isinstance(value, Mapping):
+        return {k: _blobs(shape.value, v) for k, v in value.items()}
+    return value
 
 
 def _result(integration: Integration, response: Mapping[str, Any]) -> dict[str, Any]:
@@ -115,21 +180,42 @@ def _result(integration: Integration, response: Mapping[str, Any]) -> dict[str, 
     return result
 
 
+# The Java SDK v1 class of an optimized integration's errors that its model does not name
+# (a DynamoDB ValidationException is `DynamoDB.AmazonDynamoDBException` on AWS).
+GENERIC_V1 = {"DynamoDB": "AmazonDynamoDBException", "SQS": "AmazonSQSException", "SNS": "AmazonSNSException",
+              "EventBridge": "AmazonEventBridgeException"}
+
+
 def _service_error(integration: Integration, client: Any, exc: Any) -> TaskFailed:
+    """The service's error as Step Functions names it: `<Service>.<Code>Exception` when the
+    service's model declares the error (the SDK has a class for it), else the SDK's generic class
+    (`DynamoDB.AmazonDynamoDBException` for the optimized integrations' Java SDK v1,
+    `DynamoDb.DynamoDbException` for aws-sdk's v2); the cause in that SDK's wording."""
     error = exc.response.get("Error", {})
     meta = exc.response.get("ResponseMetadata", {})
-    code = exception_name(str(error.get("Code") or "Unknown"))
+    raw_code = str(error.get("Code") or "Unknown")
+    code = exception_name(raw_code)
+    modeled = code.removesuffix("Exception") in _modeled_errors(client) or code in _modeled_errors(client)
     message = str(error.get("Message") or exc)
     status = meta.get("HTTPStatusCode", 400)
     request_id = meta.get("RequestId", "")
     spec = integration.optimized
     if spec is not None:
-        cause = (f"{message} (Service: {spec.java_service}; Status Code: {status}; Error Code: {error.get('Code')}; "
+        cause = (f"{message} (Service: {spec.java_service}; Status Code: {status}; Error Code: {raw_code}; "
                  f"Request ID: {request_id}; Proxy: null)")
-        return TaskFailed(f"{spec.error_prefix}.{code}", cause)
-    service_id = client.meta.service_model.service_id
-    cause = f"{message} (Service: {str(service_id).replace(' ', '')}, Status Code: {status}, Request ID: {request_id})"
-    return TaskFailed(f"{sdk_error_prefix(str(service_id))}.{code}", cause)
+        name = code if modeled else GENERIC_V1.get(spec.error_prefix, code)
+        return TaskFailed(f"{spec.error_prefix}.{name}", cause)
+    prefix = sdk_error_prefix(str(client.meta.service_model.service_id))
+    cause = f"{message} (Service: {prefix}, Status Code: {status}, Request ID: {request_id}"
+    if prefix == "S3":
+        host_id = meta.get("HostId") or meta.get("HTTPHeaders", {}).get("x-amz-id-2") or "null"
+        cause += f", Extended Request ID: {host_id}"
+    return TaskFailed(f"{prefix}.{code if modeled else prefix + 'Exception'}", cause + ")")
+
+
+def _modeled_errors(client: Any) -> set[str]:
+    """The error shapes the service's model declares (`ConditionalCheckFailedException`, `NoSuchKey`)."""
+    return {str(shape.name) for shape in client.meta.service_model.error_shapes}
 
 
 def exception_name(code: str) -> str:

@@ -1,0 +1,209 @@
+"""`python -m builder inspect WF --history [--json]` and `inspect WF --value KEY`: a workflow's
+execution history read from the store (unum_entry.history), as a table or as JSON.
+
+The text form prints the workflow's status, start, end, duration and input, then one line per
+event (numbered like a Step Functions execution history: docs/history.md); `--json` prints the
+same as one document (`events` and `steps`). Values longer than the inline limit show as
+`{"$ref": KEY, "bytes": N}`; `--value KEY` prints one of them whole.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from builder.commands.io import to_json
+
+if TYPE_CHECKING:
+    from unum_entry.history import History, Step
+    from unum_entry.stores.base import Store
+
+DETAIL_CHARS = 100  # one event's detail in the text form is cut to this many characters
+
+
+def add_history_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--history", action="store_true",
+                        help="print the execution history: every invocation in order with its input, output or "
+                             "error, attempts and times (events numbered as Step Functions numbers them)")
+    parser.add_argument("--json", action="store_true", help="with --history: one JSON document")
+    parser.add_argument("--value", metavar="KEY",
+                        help="print the whole value the history shows by reference ({\"$ref\": KEY})")
+
+
+def iso_ms(epoch_ms: int | None) -> str | None:
+    """Epoch milliseconds as ISO 8601 UTC with milliseconds (Step Functions' timestamps)."""
+    if epoch_ms is None:
+        return None
+    from datetime import UTC, datetime
+
+    return datetime.fromtimestamp(epoch_ms / 1000, UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+
+
+def machine_states(folder: str | None) -> dict[str, list[tuple[str, str, str]]]:
+    """For a compiled state machine's workflow folder (or its state machine file): the states each
+    function runs as `(name, Type, role)`, from its head following `Next` through Pass and Wait
+    states up to the Task it hosts or a Map/Parallel it fans out (role "enter"); a join function
+    starts with the Map/Parallel it completes (role "exit"). A Choice ends the walk (the rule
+    taken is not recorded). Empty for a hand-written IR workflow or an unknown folder."""
+    if not folder:
+        return {}
+    if Path(folder).is_file():  # a state machine run compiled on the fly: compile it again, aside
+        import tempfile
+
+        from builder.compiler import compile_state_machine
+        from unum_entry.errors import UnumError
+
+        with tempfile.TemporaryDirectory(prefix="unum-history-") as scratch:
+            try:
+                compile_state_machine(folder, Path(scratch) / "machine")
+            except (UnumError, OSError):
+                return {}
+            return machine_states(str(Path(scratch) / "machine"))
+    found: dict[str, list[tuple[str, str, str]]] = {}
+    for path in sorted(Path(folder).glob("*/unum-asl.json")):
+        try:
+            doc = json.loads(path.read_text())
+            states, name = doc["states"], doc["head"]
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        walk: list[tuple[str, str, str]] = []
+        seen: set[str] = set()
+        while isinstance(name, str) and name not in seen and isinstance(states.get(name), dict):
+            seen.add(name)
+            kind = str(states[name].get("Type"))
+            if kind in ("Map", "Parallel") and not (doc.get("join") and not walk):
+                walk.append((name, kind, "enter"))
+                break
+            walk.append((name, kind, "exit" if kind in ("Map", "Parallel") else "both"))
+            if kind not in ("Pass", "Wait", "Map", "Parallel") and not (kind == "Task" and name != doc.get("task")):
+                break
+            if kind == "Task" and name != doc.get("task"):
+                walk.pop()
+                break
+            name = states[name].get("Next")
+        found[str(doc.get("function", path.parent.name))] = walk
+    return found
+
+
+def state_view(value: Any) -> Any:
+    """A compiled state machine's value as its states see it: the state input inside the
+    runner's transfer object, the state output inside a function's decision (unum_entry.asl.
+    runner); anything else as it is."""
+    if isinstance(value, list):
+        return [state_view(v) for v in value]
+    if not isinstance(value, dict):
+        return value
+    if value.get("__unum_asl__") == 1 and "input" in value:
+        return value["input"]
+    if "__next__" in value:
+        if "output" in value:
+            return value["output"]
+        if "error" in value:
+            return value["error"]
+        if isinstance(value.get("fanout"), dict):
+            return value["fanout"].get("input")
+        if isinstance(value.get("items"), list):
+            return [state_view(item) for item in value["items"]]
+        if isinstance(value.get("transfer"), dict):
+            return value["transfer"].get("input")
+    return value
+
+
+def step_json(step: Step, history: History, by_key: dict[str, Step]) -> dict[str, Any]:
+    from unum_entry.history import input_of
+
+    shown: dict[str, Any] = {"key": step.key, "function": step.function,
+                             "position": [list(f) for f in step.position], "attempts": step.attempts,
+                             "started": iso_ms(step.started_ms), "committed": iso_ms(step.ended_ms),
+                             "duration_ms": step.duration_ms, "input": input_of(step, by_key, history)}
+    if len(step.position) > 1:
+        shown["index"], shown["size"] = step.position[-1][0], step.position[-1][1]
+    if step.error is not None:
+        shown["error"] = step.error
+    else:
+        shown["output"] = step.output
+    return shown
+
+
+def history_document(store: Store, workflow_id: str, status: str, failure: dict[str, Any] | None,
+                     folder: str | None) -> dict[str, Any]:
+    """What `inspect --history --json` prints (also the UI's History tab)."""
+    from unum_entry.history import events, read_history
+
+    history = read_history(store, workflow_id)
+    by_key = {s.key: s for s in history.steps}
+    states = machine_states(folder)
+    numbered = events(history, status, states=states, failure=failure)
+    steps = [step_json(s, history, by_key) for s in history.steps]
+    for event in numbered:
+        event["timestamp"] = iso_ms(event["timestamp"])
+        event.pop("key", None)
+        event.pop("step", None)
+    if states:  # a compiled state machine: show values as its states see them
+        for shown in (*(e.get("details", {}) for e in numbered), *steps):
+            for field in ("input", "output"):
+                if field in shown:
+                    shown[field] = state_view(shown[field])
+    return {"workflow": workflow_id, "status": status, "input": history.input,
+            "started": iso_ms(history.started_ms),
+            "ended": iso_ms(history.ended_ms) if status not in ("running", "waiting") else None,
+            "duration_ms": history.duration_ms if status not in ("running", "waiting") else None,
+            "events": numbered, "steps": steps}
+
+
+def history_text(document: dict[str, Any]) -> str:
+    """The text form: a header, then one line per event."""
+    lines = [f"workflow {document['workflow']}: {document['status']}",
+             f"  started {document['started'] or '-'}   ended {document['ended'] or '-'}   "
+             f"duration {_ms(document['duration_ms'])}",
+             f"  input {_cut(document['input'])}", "",
+             f"{'id':>4} {'prev':>4}  {'+ms':>7}  {'type':<26} {'function':<22} {'ms':>6} {'att':>3}  detail"]
+    origin = document["events"][0]["timestamp"] if document["events"] else None
+    for event in document["events"]:
+        where = event.get("function") or ""
+        if "index" in event:
+            where += f"[{event['index']}/{event['size']}]"
+        if "state" in event:
+            where = f"{event['state']} ({where})"
+        detail = event.get("details") or {}
+        lines.append(f"{event['id']:>4} {event['previousEventId']:>4}  {_offset(origin, event['timestamp']):>7}  "
+                     f"{event['type']:<26} {where:<22} {_ms_cell(event):>6} {event.get('attempts', ''):>3}  "
+                     f"{_cut(detail) if detail else ''}")
+    return "\n".join(lines)
+
+
+def _offset(origin: str | None, when: str | None) -> str:
+    from datetime import datetime
+
+    if origin is None or when is None:
+        return "-"
+    delta = datetime.fromisoformat(when.replace("Z", "+00:00")) - datetime.fromisoformat(origin.replace("Z", "+00:00"))
+    return str(int(delta.total_seconds() * 1000))
+
+
+def _ms_cell(event: dict[str, Any]) -> str:
+    value = event.get("durationMs")
+    return "" if value is None or not event["type"].endswith(("Succeeded", "Failed")) else str(value)
+
+
+def _ms(value: int | None) -> str:
+    return "-" if value is None else f"{value} ms"
+
+
+def _cut(value: Any) -> str:
+    text = json.dumps(value, ensure_ascii=False, default=str, separators=(",", ":"))
+    return text if len(text) <= DETAIL_CHARS else text[:DETAIL_CHARS - 1] + "…"
+
+
+def print_history(store: Store, workflow_id: str, status: str, failure: dict[str, Any] | None,
+                  folder: str | None, *, as_json: bool) -> None:
+    document = history_document(store, workflow_id, status, failure, folder)
+    print(to_json(document, compact=False) if as_json else history_text(document))
+
+
+def print_value(store: Store, workflow_id: str, key: str) -> None:
+    from unum_entry.history import value
+
+    print(to_json(value(store, workflow_id, key), compact=False))

@@ -1,0 +1,54 @@
+"""What the web UI may change: actions are POSTs that a page from another origin cannot forge
+through the user's browser.
+
+Two checks, both required (`check`): the request's `Origin` is the UI's own
+(`http://127.0.0.1:PORT`; a browser always sends it with a POST, and a page elsewhere cannot
+set it), and its form carries this server's session token, a random value made when the server
+starts and written only into its own pages (another origin cannot read them). Today's action:
+`stop` (unum_entry.outcome.stop_workflow, as `python -m builder stop`).
+"""
+
+from __future__ import annotations
+
+import hmac
+import secrets
+from collections.abc import Mapping
+
+from unum_entry.errors import UnumError
+from unum_entry.stores.base import Store
+
+TOKEN_FIELD = "token"
+
+
+class Forbidden(UnumError):
+    """A POST that is not from the UI's own page (403)."""
+
+
+def new_token() -> str:
+    return secrets.token_urlsafe(24)
+
+
+def check(headers: Mapping[str, str], form: Mapping[str, list[str]], *, origin: str, token: str) -> None:
+    """Raise Forbidden unless the request came from this UI's page: its Origin and its token."""
+    sent = headers.get("Origin")
+    if sent != origin:
+        raise Forbidden(f"origin {sent!r} is not this page's ({origin})")
+    given = (form.get(TOKEN_FIELD) or [""])[0]
+    if not given or not hmac.compare_digest(given, token):
+        raise Forbidden("missing or wrong session token (reload the page)")
+
+
+def run_action(store: Store, action: str, form: Mapping[str, list[str]]) -> str:
+    """Perform `action` on the workflow the form names; returns the workflow id. Raises UnumError
+    with one line for what cannot be done (an unknown action, a workflow that already ended)."""
+    from unum_entry.outcome import WorkflowStatus, read_outcome, stop_workflow
+
+    workflow = (form.get("w") or [""])[0]
+    if not workflow:
+        raise UnumError("no workflow named (w=)")
+    if action != "stop":
+        raise UnumError(f"unknown action {action!r} (this page can: stop)")
+    if read_outcome(store, workflow).status is not WorkflowStatus.RUNNING or not stop_workflow(
+            store, workflow, error=(form.get("error") or [""])[0] or None, cause=(form.get("cause") or [""])[0] or None):
+        raise UnumError(f"workflow {workflow} has already ended: nothing to stop")
+    return workflow

@@ -1,0 +1,117 @@
+"""The embedded platform's durable delivery queue (unum_entry.local.queue) on a real SQLite file:
+what is journaled, what a later process recovers, timers far ahead that `wait_idle` does not wait
+for, and the driver records of `unum_entry.local.runs`."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from unum_entry.local.platform import LocalPlatform
+from unum_entry.local.queue import Delivery, SQLiteQueue
+from unum_entry.local.runs import Runs, run_state
+from unum_entry.runtime import new_workflow
+from unum_entry.stores.file import FileStore
+from unum_entry.workflow import load_workflow
+
+pytestmark = pytest.mark.integration
+
+
+def rows(path: Path) -> list[tuple[str, str | None]]:
+    with sqlite3.connect(path) as conn:
+        return conn.execute("SELECT function, timer FROM unum_queue ORDER BY function").fetchall()
+
+
+def one_function(folder: Path) -> Path:
+    (folder / "A").mkdir(parents=True)
+    (folder / "unum-workflow.json").write_text(json.dumps({"unum_workflow": 1, "name": "one", "entry": "A"}))
+    (folder / "A" / "app.py").write_text("def handler(event, context):\n    return event\n")
+    (folder / "A" / "unum-ir.json").write_text(json.dumps({"unum_ir": 1, "function": "A", "handler": "app.handler",
+                                                           "instructions": []}))
+    return folder
+
+
+def test_a_delivery_stays_journaled_until_its_processing_ended(tmp_path: Path) -> None:
+    path = tmp_path / "q.db"
+    queue = SQLiteQueue(path)
+    kept, done = Delivery("wf", "Kept", b"x"), Delivery("wf", "Done", b"y")
+    queue.push(kept, time.time())
+    queue.push(done, time.time())
+    queue.flush()
+    assert rows(path) == [("Done", None), ("Kept", None)]
+    assert queue.pop_due(time.time()) is kept and queue.pop_due(time.time()) is done
+    queue.finish(done)
+    queue.close()
+    assert rows(path) == [("Kept", None)]  # taken but not finished: a crash now redelivers it
+    again = SQLiteQueue(path)
+    [(_, recovered)] = again.recover("wf")
+    assert (recovered.function, recovered.payload, recovered.id) == ("Kept", b"x", kept.id)
+    assert again.recover("another-workflow") == []
+    again.close()
+
+
+def test_accepted_and_finished_within_one_batch_never_reaches_the_disk(tmp_path: Path) -> None:
+    path = tmp_path / "q.db"
+    queue = SQLiteQueue(path, batch_interval=0.5)
+    queue.flush()
+    hot = Delivery("wf", "Hot", b"x")
+    queue.push(hot, time.time())
+    queue.finish(hot)
+    queue.flush()
+    writes = sqlite3.connect(path).execute("SELECT count(*) FROM unum_queue").fetchone()[0]
+    queue.close()
+    assert writes == 0
+
+
+def test_a_far_timer_does_not_hold_wait_idle_and_outlives_the_process(tmp_path: Path) -> None:
+    """A timer a day ahead: `wait_idle` returns (nothing else is in flight), `next_timer` says
+    when; a second platform on the same database recovers it, and one due now is delivered."""
+    workflow = load_workflow(one_function(tmp_path / "wf"))
+    store = FileStore(tmp_path / "store")
+    env = new_workflow({"n": 1}, "wf-timer").to_wire()
+    when = time.time() + 86400
+    with LocalPlatform(workflow, store, queue=SQLiteQueue(tmp_path / "q.db")) as platform:
+        platform.submit_at(when, "A", env, name="m-" + "1" * 32)
+        platform.submit_at(when, "A", env, name="m-" + "1" * 32)  # armed twice: queued once
+        started = time.monotonic()
+        platform.wait_idle(30)
+        assert time.monotonic() - started < 1.0
+        assert platform.next_timer() == pytest.approx(when, abs=1.0)
+    assert rows(tmp_path / "q.db") == [("A", "m-" + "1" * 32)]
+    assert platform.outcome("wf-timer").results == []
+    with LocalPlatform(workflow, store, queue=SQLiteQueue(tmp_path / "q.db")) as later:
+        assert later.recover("wf-timer") == 1
+        assert later.next_timer() == pytest.approx(when, abs=1.0)
+        later.submit_at(time.time(), "A", env, name="m-" + "2" * 32)  # due now: delivered
+        later.wait_idle(30)
+        assert later.outcome("wf-timer").result == {"n": 1}
+
+
+def test_the_driver_record_tells_a_live_run_from_a_killed_one(tmp_path: Path) -> None:
+    path = tmp_path / "q.db"
+    runs = Runs(path)
+    assert runs.acquire("wf-1") is None
+    assert runs.acquire("wf-1") is None  # this process already drives it
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        with sqlite3.connect(path) as conn:  # another (live) process records itself as wf-2's driver
+            from unum_entry.local.runs import _process_started
+            import socket
+            conn.execute("INSERT INTO unum_runs VALUES ('wf-2', ?, ?, ?, ?)",
+                         (socket.gethostname(), other.pid, _process_started(other.pid), time.time()))
+        found = runs.acquire("wf-2")
+        assert found is not None and found.pid == other.pid and found.alive()
+        state = run_state(FileStore(tmp_path), "wf-2")
+        assert state is None  # a file store keeps its queue in queue.db, not in q.db
+    finally:
+        other.kill()
+        other.wait()
+    assert runs.acquire("wf-2") is None  # its driver died: taken over
+    runs.release("wf-2")
+    assert runs.owner("wf-2") is None

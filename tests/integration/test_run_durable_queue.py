@@ -1,0 +1,172 @@
+"""The embedded engine's durable delivery queue, through the real CLI in subprocesses and a real
+SQLite store file: `run` killed with SIGKILL at random instants is resumed by running it again
+with the same `--workflow-id` (the pending deliveries are re-driven, not just the entry), ends
+with the fault-free result, and `inspect` agrees; a killed, Ctrl-C'd or SIGTERM'd run shows as
+`interrupted` in `list` and `inspect`; two `run` processes with one id both exit 0 with the one
+result; a workflow with only a far timer left makes `run` return, saying until when it waits."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.integration
+
+REPO = Path(__file__).resolve().parents[2]
+MAX_RUNS = 40              # runs of one workflow id (each killed at random, or the last) before giving up
+STEP = 0.2                 # seconds each handler works: kills land inside executions and between them
+
+
+def cli(*args: str | Path, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "builder", *map(str, args)], cwd=REPO, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def spawn(*args: str | Path) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "-m", "builder", *map(str, args)], cwd=REPO, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+def write_workflow(folder: Path, entry: str, functions: dict[str, tuple[str, list[dict[str, object]]]]) -> Path:
+    folder.mkdir(parents=True)
+    (folder / "unum-workflow.json").write_text(json.dumps({"unum_workflow": 1, "name": folder.name, "entry": entry}))
+    for name, (code, instructions) in functions.items():
+        (folder / name).mkdir()
+        (folder / name / "app.py").write_text(code)
+        (folder / name / "unum-ir.json").write_text(json.dumps({"unum_ir": 1, "function": name, "handler": "app.handler",
+                                                                "instructions": instructions}))
+    return folder
+
+
+def chain(folder: Path, length: int = 12) -> Path:
+    """S0 → S1 → … → S{length-1}: each appends its name after working STEP seconds."""
+    def code(i: int) -> str:
+        return f"import time\n\ndef handler(event, context):\n    time.sleep({STEP})\n    return event + ['S{i}']\n"
+
+    return write_workflow(folder, "S0", {f"S{i}": (code(i), [{"op": "invoke", "function": f"S{i + 1}"}] if i + 1 < length else [])
+                                         for i in range(length)})
+
+
+def map_sum(folder: Path, width: int = 24, step: float = 3 * STEP) -> Path:
+    """Split → a map of `width` Squares → Sum (fan-in)."""
+    return write_workflow(folder, "Split", {
+        "Split": (f"def handler(event, context):\n    return list(range({width}))\n",
+                  [{"op": "create_set", "function": "Sum", "shape": "aggregate"}, {"op": "map", "function": "Square"}]),
+        "Square": (f"import time\n\ndef handler(event, context):\n    time.sleep({step})\n    return event * event\n",
+                   [{"op": "fan_in", "function": "Sum"}]),
+        "Sum": ("def handler(event, context):\n    return {'sum': sum(event), 'n': len(event)}\n", []),
+    })
+
+
+def run_killed_until_done(folder: Path, store: Path, workflow_id: str, inputs: str, rng: random.Random,
+                           kill_window: float) -> tuple[subprocess.CompletedProcess[str] | tuple[str, str], int]:
+    """Run `run` of one id again and again, each SIGKILLed at a random instant in `kill_window`
+    seconds after it started, until one ends by itself (at most MAX_RUNS). Returns its output
+    (stdout, stderr) and how many runs were killed."""
+    args = ("run", folder, "--input", inputs, "--store", store, "--workflow-id", workflow_id, "--compact")
+    for kills in range(MAX_RUNS):
+        proc = spawn(*args)
+        try:
+            out, err = proc.communicate(timeout=rng.uniform(0.3, kill_window))  # ~0.3 s: the interpreter, unum
+        except subprocess.TimeoutExpired:
+            proc.send_signal(signal.SIGKILL)
+            proc.communicate(timeout=60)
+            continue
+        assert proc.returncode == 0, err
+        return (out, err), kills
+    raise AssertionError(f"{workflow_id} did not complete after {MAX_RUNS} runs")
+
+
+@pytest.mark.parametrize("example", ["chain", "map"])
+def test_run_killed_at_random_instants_resumes_to_the_fault_free_result(tmp_path: Path, example: str) -> None:
+    """The short campaign (UNUM_KILL_ROUNDS rounds per example, default 3; the long one in
+    docs: 100): every round SIGKILLs runs of one workflow id until one completes."""
+    folder = (chain if example == "chain" else map_sum)(tmp_path / example)
+    inputs = "[]" if example == "chain" else "null"
+    clean = cli("run", folder, "--input", inputs, "--store", tmp_path / "clean.db", "--compact")
+    assert clean.returncode == 0, clean.stderr
+    expected = json.loads(clean.stdout)
+    rng = random.Random(f"kill-9:{example}")
+    kills = []
+    for round_ in range(int(os.environ.get("UNUM_KILL_ROUNDS", "3"))):
+        store, workflow_id = tmp_path / f"killed-{round_}.db", f"wf-{example}-{round_}"
+        (out, err), killed = run_killed_until_done(folder, store, workflow_id, inputs, rng, kill_window=2.5)
+        assert json.loads(out) == expected, err
+        kills.append(killed)
+        shown = cli("inspect", workflow_id, "--store", store)
+        assert shown.returncode == 0, shown.stderr
+        assert json.loads(shown.stdout)["status"] == "succeeded"
+        listed = cli("list", "--json", "--store", store)
+        assert listed.returncode == 0, listed.stderr
+        assert [row["status"] for row in json.loads(listed.stdout) if row["workflow"] == workflow_id] == ["succeeded"]
+    print(f"{example}: SIGKILLs per round {kills}")
+    assert sum(kills) >= len(kills), f"the kills must hit live runs: {kills}"
+
+
+def test_a_killed_run_is_interrupted_and_resuming_re_drives_its_pending_deliveries(tmp_path: Path) -> None:
+    """Killed while the middle of a chain runs: `list` and `inspect` say interrupted (not
+    running); running again re-drives the pending delivery (not only the entry)."""
+    started = tmp_path / "B-started"
+    folder = write_workflow(tmp_path / "slow", "A", {
+        "A": ("def handler(event, context):\n    return 1\n", [{"op": "invoke", "function": "B"}]),
+        "B": (f"import os, time\n\ndef handler(event, context):\n    open({str(started)!r}, 'w').close()\n"
+              f"    if not os.path.exists({str(tmp_path / 'fast')!r}):\n        time.sleep(30)\n    return 2\n",
+              [{"op": "invoke", "function": "C"}]),
+        "C": ("def handler(event, context):\n    return event + 40\n", []),
+    })
+    store = tmp_path / "s.db"
+    proc = spawn("run", folder, "--store", store, "--workflow-id", "wf-k")
+    deadline = time.monotonic() + 30
+    while not started.exists() and time.monotonic() < deadline:  # B runs: A committed, B's delivery journaled
+        time.sleep(0.05)
+    assert started.exists()
+    time.sleep(0.1)
+    proc.send_signal(signal.SIGKILL)
+    proc.communicate(timeout=30)
+    shown = cli("inspect", "wf-k", "--store", store)
+    assert "interrupted" in shown.stdout, shown.stdout
+    assert "--resume" in shown.stdout, shown.stdout
+    listed = cli("list", "--json", "--store", store)
+    assert [r["status"] for r in json.loads(listed.stdout) if r["workflow"] == "wf-k"] == ["interrupted"]
+    (tmp_path / "fast").touch()
+    done = cli("run", folder, "--store", store, "--workflow-id", "wf-k", "--resume")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == 42
+    assert "resuming: " in done.stderr
+
+
+@pytest.mark.parametrize("how", [signal.SIGINT, signal.SIGTERM])
+def test_a_stopped_run_prints_how_to_resume_and_is_interrupted(tmp_path: Path, how: signal.Signals) -> None:
+    folder = write_workflow(tmp_path / "wf", "A", {
+        "A": ("import time\n\ndef handler(event, context):\n    time.sleep(30)\n    return 1\n", []),
+    })
+    store = tmp_path / "s.db"
+    proc = spawn("run", folder, "--store", store, "--workflow-id", "wf-s")
+    time.sleep(2.0)
+    proc.send_signal(how)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == (130 if how == signal.SIGINT else 143), err
+    assert f"--workflow-id wf-s --resume --store {store}" in err, err
+    listed = cli("list", "--json", "--store", store)
+    assert [r["status"] for r in json.loads(listed.stdout) if r["workflow"] == "wf-s"] == ["interrupted"]
+
+
+def test_two_runs_of_one_workflow_id_both_print_the_one_result(tmp_path: Path) -> None:
+    folder = map_sum(tmp_path / "map", width=16, step=1.0)  # 2 s of work on 8 workers
+    store = tmp_path / "s.db"
+    args = ("run", folder, "--store", store, "--workflow-id", "wf-two", "--compact")
+    first = spawn(*args)
+    time.sleep(1.2)
+    second = spawn(*args)
+    outs = [p.communicate(timeout=120) for p in (first, second)]
+    assert [first.returncode, second.returncode] == [0, 0], outs
+    assert json.loads(outs[0][0]) == json.loads(outs[1][0]) == {"sum": sum(i * i for i in range(16)), "n": 16}
+    assert any("is being run by process" in err for _, err in outs), outs

@@ -1,0 +1,327 @@
+"""The SQLite store beyond the shared contract (tests/integration/test_store_contract.py runs that
+on it): several processes racing on one database file, kill -9 at random instants never losing a
+write that returned, what each durability setting fsyncs (strace), group commit, and every bad
+database file as one line through the real CLI with nothing lost.
+
+Power loss cannot be simulated here; what synchronous=FULL in WAL mode guarantees is SQLite's
+documented behaviour (unum_entry/stores/sqlite.py cites it), and `test_*_fsyncs_*` checks that
+the store really asks for it: with `full` every commit syncs the WAL before the write returns."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import re
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from unum_entry.errors import StoreError
+from unum_entry.stores import open_store
+from unum_entry.stores.sqlite import SCHEMA_VERSION, SQLiteStore
+
+pytestmark = pytest.mark.integration
+
+REPO = Path(__file__).resolve().parents[2]
+EXPIRY = int(time.time()) + 7 * 24 * 3600
+
+
+def python(script: str, *args: object, **kwargs) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "-c", textwrap.dedent(script), *map(str, args)], cwd=REPO, text=True,
+                            **kwargs)
+
+
+# ---- several processes on one file ---------------------------------------------------------
+
+RACER = """
+    import json, sys, time
+    from unum_entry.stores.sqlite import SQLiteStore
+    path, (me, processes, keys), start = sys.argv[1], map(int, sys.argv[2:5]), float(sys.argv[5])
+    expiry = int(sys.argv[6])
+    store = SQLiteStore.open(path)
+    while time.time() < start:  # every process starts racing at once
+        time.sleep(0.001)
+    creates, adds = {}, {}
+    for i in range(keys):
+        value, created = store.create(f"c-{i}", f"from-{me}".encode(), workflow="wf", expires_at=expiry)
+        creates[i] = [value.decode(), created]
+        state = store.add_to_set(f"s-{i}", me, f"m-{me}", size=processes, workflow="wf", expires_at=expiry)
+        adds[i] = [state.full, state.completed_by, sorted(state.members)]
+    print(json.dumps({"creates": creates, "adds": adds}))
+"""
+
+
+def test_processes_racing_on_one_file_agree_on_every_winner_and_every_set(tmp_path: Path) -> None:
+    path, processes, keys = tmp_path / "unum.db", 4, 150
+    SQLiteStore.open(path).close()  # the schema exists before the race (creating it concurrently is tested below)
+    start = time.time() + 2
+    racers = [python(RACER, path, me, processes, keys, start, EXPIRY, stdout=subprocess.PIPE)
+              for me in range(processes)]
+    outputs = []
+    for racer in racers:
+        out, _ = racer.communicate(timeout=120)
+        assert racer.returncode == 0
+        outputs.append(json.loads(out))
+
+    store = SQLiteStore.open(path)
+    try:
+        for i in map(str, range(keys)):
+            results = [output["creates"][i] for output in outputs]
+            winners = [value for value, created in results if created]
+            assert len(winners) == 1, results
+            assert {value for value, _ in results} == {winners[0]} == {store.get(f"c-{i}").decode()}
+            adds = [output["adds"][i] for output in outputs]
+            assert any(full for full, _, _ in adds)  # the add that filled the set saw it full
+            assert len({completed_by for full, completed_by, _ in adds if full}) == 1  # and all agree who did
+            assert store.read([f"s-{i}"])[f"s-{i}"].members == {me: f"m-{me}" for me in range(processes)}
+    finally:
+        store.close()
+
+
+def test_processes_opening_a_new_file_at_once_all_get_the_store(tmp_path: Path) -> None:
+    path = tmp_path / "fresh" / "unum.db"
+    start = time.time() + 1.5
+    racers = [python(RACER, path, me, 3, 5, start, EXPIRY, stdout=subprocess.PIPE) for me in range(3)]
+    for racer in racers:
+        racer.communicate(timeout=120)
+        assert racer.returncode == 0
+
+
+# ---- kill -9 -----------------------------------------------------------------------------------
+
+WRITER = """
+    import os, sys, threading
+    from unum_entry.stores.sqlite import SQLiteStore
+    path, durability, tag, expiry = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+    store = SQLiteStore.open(path, durability=durability)
+    log = os.open(sys.argv[5], os.O_WRONLY | os.O_APPEND)
+    def work(thread):
+        for i in range(1_000_000):
+            key = f"c-{tag}-{thread}-{i}"
+            store.create(key, key.encode(), workflow=f"wf-{tag}", expires_at=expiry)
+            state = store.add_to_set(f"s-{tag}-{i}", thread, key, size=8, workflow=f"wf-{tag}", expires_at=expiry)
+            # Logged only once both writes returned: one write(2), so it survives the kill whole or not at all.
+            os.write(log, f"{key} {sorted(state.members)}\\n".encode())
+    for thread in range(8):
+        threading.Thread(target=work, args=(thread,)).start()
+"""
+
+
+@pytest.mark.parametrize("durability", ["full", "off"])
+def test_kill_9_at_random_instants_never_loses_a_write_that_returned(tmp_path: Path, durability: str) -> None:
+    """kill -9 survives with every durability (the page cache outlives the process); only power
+    loss tells `full` from `off` (module docstring)."""
+    path, rounds, rng = tmp_path / "unum.db", 6, random.Random(19)
+    returned = 0
+    for round_ in range(rounds):  # bounded: a few seconds a round
+        log = tmp_path / f"returned-{round_}.log"
+        log.write_text("")
+        writer = python(WRITER, path, durability, round_, EXPIRY, log)
+        deadline = time.monotonic() + 30
+        while log.stat().st_size == 0 and writer.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.01)  # until it writes (the import and open take a while)
+        time.sleep(rng.uniform(0.0, 0.4))
+        writer.send_signal(signal.SIGKILL)
+        writer.wait(timeout=30)
+        assert writer.returncode == -signal.SIGKILL
+
+        lines = log.read_text().splitlines()
+        assert lines, "the writer wrote nothing before it was killed"
+        store = SQLiteStore.open(path)
+        try:
+            keys = [line.split(" ", 1)[0] for line in lines]
+            assert store.get_many(keys) == {key: key.encode() for key in keys}
+            for line in lines:  # every set holds at least the members its adder saw
+                key, seen = line.split(" ", 1)
+                index = key.rsplit("-", 1)[1]
+                members = store.read([f"s-{round_}-{index}"])[f"s-{round_}-{index}"].members
+                assert set(json.loads(seen)) <= set(members)
+            check = store.database.read(lambda conn: conn.execute("PRAGMA integrity_check").fetchone()[0])
+            assert check == "ok"
+        finally:
+            store.close()
+        returned += len(lines)
+    assert returned > rounds * 10
+
+
+# ---- what each durability setting syncs --------------------------------------------------
+
+AUDITED = """
+    import os, sys, threading
+    from unum_entry.stores.sqlite import SQLiteStore
+    path, durability, (threads, per_thread, expiry) = sys.argv[1], sys.argv[2], map(int, sys.argv[3:6])
+    store = SQLiteStore.open(path, durability=durability)
+    store.create("c-warm", b"w", workflow="wf", expires_at=expiry)
+    os.access("/unum-audit-begin", os.F_OK)  # markers in the trace
+    def work(thread):
+        for i in range(per_thread):
+            store.create(f"c-{thread}-{i}", b"v", workflow="wf", expires_at=expiry)
+    workers = [threading.Thread(target=work, args=(t,)) for t in range(threads)]
+    [w.start() for w in workers]
+    [w.join() for w in workers]
+    os.access("/unum-audit-end", os.F_OK)
+"""
+
+
+def wal_syncs(tmp_path: Path, durability: str, threads: int, per_thread: int) -> int:
+    """How many fsync/fdatasync calls on the WAL file the creates made (strace -f -y)."""
+    if shutil.which("strace") is None:
+        pytest.fail("strace is missing: localstack/setup.d/15-strace.sh installs it")
+    trace = tmp_path / f"trace-{durability}-{threads}.txt"
+    path = tmp_path / f"audit-{durability}-{threads}.db"
+    proc = subprocess.run(["strace", "-f", "-y", "-qq", "-e", "trace=fsync,fdatasync,access,faccessat,faccessat2",
+                           "-o", str(trace), sys.executable, "-c", textwrap.dedent(AUDITED), str(path), durability,
+                           str(threads), str(per_thread), str(EXPIRY)], cwd=REPO, capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    text = trace.read_text()
+    begin, end = text.index("/unum-audit-begin"), text.index("/unum-audit-end")
+    return len(re.findall(r"f(?:data)?sync\(\d+<[^>]*-wal>\)", text[begin:end]))
+
+
+def test_full_durability_fsyncs_the_wal_at_every_commit_and_off_never(tmp_path: Path) -> None:
+    creates = 40
+    assert wal_syncs(tmp_path, "full", 1, creates) >= creates  # one thread: one commit per create
+    assert wal_syncs(tmp_path, "normal", 1, creates) == 0      # synced only at checkpoints
+    assert wal_syncs(tmp_path, "off", 1, creates) == 0
+
+
+def test_group_commit_shares_one_fsync_among_concurrent_writers(tmp_path: Path) -> None:
+    threads, per_thread = 16, 40
+    syncs = wal_syncs(tmp_path, "full", threads, per_thread)
+    assert 0 < syncs <= threads * per_thread / 2, syncs
+
+
+# ---- bad database files: one line, exit 2, nothing lost ------------------------------------
+
+def cli(*args: object, **kwargs) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "builder", *map(str, args)], cwd=REPO, capture_output=True,
+                          text=True, timeout=120, **kwargs)
+
+
+def one_line_error(proc: subprocess.CompletedProcess[str]) -> str:
+    assert proc.returncode == 2, (proc.returncode, proc.stderr)
+    assert "Traceback" not in proc.stderr and proc.stdout == ""
+    [line] = [line for line in proc.stderr.splitlines() if not line.startswith("workflow ")]
+    return line
+
+
+def test_a_corrupt_file_is_one_line_and_left_as_it_was(tmp_path: Path) -> None:
+    path = tmp_path / "unum.db"
+    garbage = os.urandom(8192)
+    path.write_bytes(garbage)
+    line = one_line_error(cli("run", "images/chain", "--store", path))
+    assert str(path) in line and "corrupt or not an SQLite database" in line
+    assert path.read_bytes() == garbage
+
+
+def test_a_database_of_a_newer_unum_is_refused_untouched(tmp_path: Path) -> None:
+    path = tmp_path / "unum.db"
+    store = SQLiteStore.open(path)
+    store.create("c-kept", b"kept", workflow="wf", expires_at=EXPIRY)
+    store.close()
+    with sqlite3.connect(path) as conn:
+        conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
+    line = one_line_error(cli("run", "images/chain", "--store", path))
+    assert f"{path} was written by a newer unum" in line and "upgrade unum" in line
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("SELECT value FROM unum_records WHERE key = 'c-kept'").fetchone() == (b"kept",)
+
+
+def test_an_sqlite_file_of_another_program_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "other.db"
+    with sqlite3.connect(path) as conn:
+        conn.execute("CREATE TABLE notes (text TEXT)")
+    assert "not a unum store" in one_line_error(cli("run", "images/chain", "--store", path))
+
+
+def test_a_database_locked_by_another_process_is_one_line_after_the_busy_timeout(tmp_path: Path) -> None:
+    path = tmp_path / "unum.db"
+    SQLiteStore.open(path).close()
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")
+    try:
+        started = time.monotonic()
+        line = one_line_error(cli("run", "images/chain", "--store", f"sqlite://{path}?busy_timeout=1"))
+        assert time.monotonic() - started < 30
+        assert "locked by another process" in line and str(path) in line
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    released = cli("run", "images/chain", "--input", '{"name": "x"}', "--store", path)
+    assert released.returncode == 0, released.stderr  # released: it works
+
+
+@pytest.fixture
+def small_filesystem(tmp_path: Path) -> Iterator[Path]:
+    """A real 256 KiB file system (tmpfs) to fill up or remount read-only; needs root (as CI)."""
+    mountpoint = tmp_path / "fs"
+    mountpoint.mkdir()
+    if os.geteuid() != 0:
+        pytest.skip("mounting a small file system needs root (CI runs as root)")
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(mountpoint)], check=True, timeout=30)
+    try:
+        yield mountpoint
+    finally:
+        subprocess.run(["umount", "-l", str(mountpoint)], check=True, timeout=30)
+
+
+def remount(mountpoint: Path, options: str) -> None:
+    subprocess.run(["mount", "-o", f"remount,{options}", str(mountpoint)], check=True, timeout=30)
+
+
+def test_a_store_on_a_read_only_file_system_is_one_line_and_kept(small_filesystem: Path) -> None:
+    path = small_filesystem / "unum.db"
+    store = SQLiteStore.open(path)
+    store.create("c-kept", b"kept", workflow="wf", expires_at=EXPIRY)
+    store.close()
+    remount(small_filesystem, "ro")
+    line = one_line_error(cli("run", "images/chain", "--input", '{"name": "x"}', "--store", path))
+    assert str(path) in line and "read-only" in line, line
+    remount(small_filesystem, "rw")
+    store = SQLiteStore.open(path)
+    try:
+        assert store.get("c-kept") == b"kept"
+    finally:
+        store.close()
+
+
+def test_a_full_disk_names_the_store_and_loses_nothing_committed(small_filesystem: Path) -> None:
+    """The store's part: every failed write is a StoreError saying the disk is full (the engine
+    decides how to report and resume: unum_entry/local), and what was committed stays intact."""
+    path = small_filesystem / "unum.db"
+    text = json.dumps({"text": " ".join(f"word{i}" for i in range(400))})
+    proc = cli("run", "images/map-aggregate", "--input", text, "--store", path, "--workflow-id", "wf-full-disk")
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    assert f"store {path}: the disk is full: free space" in proc.stderr
+    remount(small_filesystem, "size=16m")
+    store = SQLiteStore.open(path)
+    try:
+        check = store.database.read(lambda conn: conn.execute("PRAGMA integrity_check").fetchone()[0])
+        assert check == "ok"
+        assert any(record.workflow == "wf-full-disk" for record in store.records())
+    finally:
+        store.close()
+
+
+def test_open_store_picks_sqlite_for_db_paths_and_urls(tmp_path: Path) -> None:
+    for url in (str(tmp_path / "a.db"), f"sqlite://{tmp_path}/b.db?durability=normal",
+                f"sqlite://{tmp_path}/c.sqlite3"):
+        store = open_store(url)
+        try:
+            assert isinstance(store, SQLiteStore)
+        finally:
+            store.close()
+    with pytest.raises(StoreError, match="unknown durability 'fast'"):
+        open_store(f"sqlite://{tmp_path}/d.db?durability=fast")
+    with pytest.raises(StoreError, match="unknown option"):
+        open_store(f"sqlite://{tmp_path}/d.db?sync=1")

@@ -1,0 +1,286 @@
+"""The embedded platform's delivery queue: deliveries (and timers) accepted but not yet done.
+
+`DeliveryQueue` is what `LocalPlatform` schedules from: a heap of deliveries by the wall-clock
+instant they are due. `MemoryQueue` is that heap alone (it dies with the process). `SQLiteQueue`
+also journals every accepted delivery to a SQLite database file, and removes it there only once
+its processing ended (done, dropped, failed, or re-queued as a new delivery):
+
+- the journal is written by one thread, in the order the platform made its calls, in batches
+  (one transaction each): a delivery's successors (the invokes its execution made, its retry) are
+  journaled before the delivery is removed, and a batch is atomic, so the file always holds a
+  prefix of the platform's history. A SIGKILL (or, with `synchronous=NORMAL` in WAL mode, a power
+  loss: SQLite loses at most a suffix of the WAL) leaves every delivery whose processing had not
+  ended (plus some that had: at-least-once, absorbed by the runtime's checkpoints);
+- a delivery accepted and finished within one batch never reaches the disk (its put and its
+  removal cancel), so a hot chain costs the journal almost nothing;
+- `recover(workflow)` loads what a dead process left, to be delivered again.
+
+Rows carry the workflow id, so one database serves every workflow of a store (the table lives
+next to the SQLite store's tables, or in `queue.db` in a file store's folder: `queue_path`).
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import logging
+import os
+import secrets
+import sqlite3
+import threading
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+from unum_entry.errors import StoreError
+
+log = logging.getLogger("unum.local")
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS unum_queue (
+    id INTEGER PRIMARY KEY,      -- unique across processes (a random base per process + a counter)
+    workflow TEXT NOT NULL,
+    function TEXT NOT NULL,
+    payload BLOB NOT NULL,       -- the envelope as on the wire (msgpack)
+    ready_at REAL NOT NULL,      -- epoch seconds: due at or after
+    failures INTEGER NOT NULL,   -- consecutive failed deliveries before this one
+    timer TEXT,                  -- the timer's name (Invoker.invoke_at), NULL for an invoke
+    background INTEGER NOT NULL  -- 1: a deadline watchdog's timer (nobody waits for it)
+);
+CREATE INDEX IF NOT EXISTS unum_queue_workflow ON unum_queue (workflow);
+CREATE TABLE IF NOT EXISTS unum_runs (
+    workflow TEXT PRIMARY KEY,   -- one `run` process drives a workflow at a time (unum_entry.local.runs)
+    host TEXT NOT NULL,
+    pid INTEGER NOT NULL,
+    pid_started TEXT NOT NULL,   -- the process's start time (/proc), so a reused pid is not mistaken for it
+    since REAL NOT NULL
+);
+"""
+BUSY_TIMEOUT = 30.0      # seconds SQLite waits for another writer's lock before SQLITE_BUSY
+BATCH_INTERVAL = 0.005   # seconds the journal gathers operations before writing them in one transaction
+MAX_BACKOFF = 1.0        # seconds between attempts at a journal write that failed
+
+
+@dataclass(slots=True, eq=False)
+class Delivery:
+    """One accepted delivery: `payload` is the envelope as on the wire; `timer` the timer's name
+    (`Invoker.invoke_at`) or None; `id` names its journal row (0 in a MemoryQueue);
+    `background`: a deadline watchdog's timer, which `LocalPlatform.wait_idle` never waits for."""
+
+    workflow: str
+    function: str
+    payload: bytes
+    failures: int = 0
+    timer: str | None = None
+    id: int = 0
+    background: bool = False
+
+
+class DeliveryQueue(ABC):
+    """Deliveries by due time (epoch seconds). Not thread-safe: the platform calls `push`,
+    `pop_due`, `next_due`, `snapshot` and `__len__` under its lock; `finish`, `recover`, `flush`
+    and `close` are safe from any thread."""
+
+    def __init__(self) -> None:
+        self._heap: list[tuple[float, int, Delivery]] = []
+        self._seq = itertools.count()
+
+    def push(self, delivery: Delivery, ready_at: float) -> None:
+        """Accept `delivery`, due at `ready_at`; a SQLiteQueue journals it first."""
+        heapq.heappush(self._heap, (ready_at, next(self._seq), delivery))
+
+    def pop_due(self, now: float) -> Delivery | None:
+        """The earliest delivery due at `now` (FIFO among equals), or None. It stays journaled
+        until `finish`."""
+        heap = self._heap
+        if heap and heap[0][0] <= now:
+            return heapq.heappop(heap)[2]
+        return None
+
+    def next_due(self) -> float | None:
+        """When the earliest queued delivery is due, or None if nothing is queued."""
+        return self._heap[0][0] if self._heap else None
+
+    def snapshot(self) -> list[tuple[float, Delivery]]:
+        """Every queued delivery with its due time (diagnostics)."""
+        return [(ready_at, d) for ready_at, _, d in self._heap]
+
+    def __len__(self) -> int:
+        return len(self._heap)
+
+    @abstractmethod
+    def finish(self, delivery: Delivery) -> None:
+        """`delivery`'s processing ended (anything it re-queued was pushed before): forget it."""
+
+    @property
+    def durable(self) -> bool:
+        """Whether deliveries outlive the process (a later `recover` finds them)."""
+        return False
+
+    def recover(self, workflow: str) -> list[tuple[float, Delivery]]:
+        """The deliveries of `workflow` a previous process left unfinished (journaled, not in
+        this queue), each with its due time; the caller pushes them back with `restore`."""
+        return []
+
+    def restore(self, delivery: Delivery, ready_at: float) -> None:
+        """Queue a recovered delivery again (it is journaled already)."""
+        heapq.heappush(self._heap, (ready_at, next(self._seq), delivery))
+
+    def flush(self) -> None:
+        """Block until everything pushed or finished so far is on disk (no-op in memory)."""
+
+    def close(self) -> None:
+        """Flush, then stop journaling: later calls change nothing on disk."""
+
+
+class MemoryQueue(DeliveryQueue):
+    """The heap alone: deliveries live as long as the process."""
+
+    def finish(self, delivery: Delivery) -> None:
+        pass
+
+
+class SQLiteQueue(DeliveryQueue):
+    """The heap, journaled to the SQLite database at `path` (module docstring). `synchronous`
+    is SQLite's setting for the journal's connection: NORMAL (WAL) keeps the prefix property
+    across a power loss, which is all redelivery needs."""
+
+    def __init__(self, path: str | os.PathLike[str], *, synchronous: str = "NORMAL",
+                 batch_interval: float = BATCH_INTERVAL) -> None:
+        super().__init__()
+        self.path = os.fspath(path)
+        self._conn = connect(self.path, synchronous=synchronous)
+        self._base = secrets.randbits(29) << 34  # ids unique across the processes sharing the file
+        self._ids = itertools.count(1)
+        self._batch_interval = batch_interval
+        self._lock = threading.Lock()
+        self._cv = threading.Condition(self._lock)
+        self._puts: dict[int, tuple[int, str, str, bytes, float, int, str | None, int]] = {}
+        self._dels: list[int] = []
+        self._submitted = 0   # operations accepted so far (a generation counter for `flush`)
+        self._written = 0     # ... of which are on disk
+        self._closed = False
+        self._error: BaseException | None = None
+        self._writer = threading.Thread(target=self._write_loop, name="unum-queue-journal", daemon=True)
+        self._writer.start()
+
+    @property
+    def durable(self) -> bool:
+        return True
+
+    def push(self, delivery: Delivery, ready_at: float) -> None:
+        if not delivery.id:
+            delivery.id = self._base | next(self._ids)
+        row = (delivery.id, delivery.workflow, delivery.function, delivery.payload, ready_at,
+               delivery.failures, delivery.timer, int(delivery.background))
+        with self._lock:
+            if not self._closed:
+                self._puts[delivery.id] = row
+                self._submitted += 1
+                self._cv.notify()
+        super().push(delivery, ready_at)
+
+    def finish(self, delivery: Delivery) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            if self._puts.pop(delivery.id, None) is None:  # else: accepted and done within one batch
+                self._dels.append(delivery.id)
+            self._submitted += 1
+            self._cv.notify()
+
+    def recover(self, workflow: str) -> list[tuple[float, Delivery]]:
+        self.flush()
+        with self._lock:
+            rows = self._conn.execute("SELECT id, function, payload, ready_at, failures, timer, background "
+                                      "FROM unum_queue WHERE workflow = ?", (workflow,)).fetchall()
+        return [(ready_at, Delivery(workflow, function, bytes(payload), failures, timer, rid, bool(background)))
+                for rid, function, payload, ready_at, failures, timer, background in rows]
+
+    def flush(self) -> None:
+        with self._lock:
+            target = self._submitted
+            self._cv.notify()
+            while self._written < target and not self._closed:
+                if self._error is not None and not self._writer.is_alive():
+                    break
+                self._cv.wait(0.1)
+            if self._written < target and self._error is not None:
+                raise StoreError(f"delivery queue {self.path}: cannot write: {self._error}")
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        try:
+            self.flush()
+        finally:
+            with self._lock:
+                self._closed = True
+                self._cv.notify_all()
+            self._writer.join(timeout=5)
+
+    def _write_loop(self) -> None:
+        failures = 0
+        while True:
+            with self._lock:
+                while not (self._puts or self._dels) and not self._closed:
+                    self._cv.wait()
+                if self._closed and not (self._puts or self._dels):
+                    return
+            time.sleep(self._batch_interval)  # let a burst gather: one transaction for all of it
+            with self._lock:
+                puts, dels, self._puts, self._dels = list(self._puts.values()), self._dels, {}, []
+                target = self._submitted
+            try:
+                with transaction(self._conn):
+                    if puts:
+                        self._conn.executemany("INSERT OR REPLACE INTO unum_queue VALUES (?, ?, ?, ?, ?, ?, ?, ?)", puts)
+                    if dels:
+                        self._conn.executemany("DELETE FROM unum_queue WHERE id = ?", ((i,) for i in dels))
+            except sqlite3.Error as exc:  # disk full, read-only, locked for too long: keep trying, in order
+                failures += 1
+                log.error("delivery queue %s: write failed (%s); retrying", self.path, exc)
+                with self._lock:
+                    self._error = exc
+                    merged = {row[0]: row for row in puts}
+                    merged.update(self._puts)
+                    self._puts = merged
+                    self._dels = dels + self._dels
+                    if self._closed:
+                        return
+                time.sleep(min(MAX_BACKOFF, 0.01 * 2 ** failures))
+                continue
+            failures = 0
+            with self._lock:
+                self._error = None
+                self._written = target
+                self._cv.notify_all()
+
+
+def connect(path: str, *, synchronous: str = "NORMAL") -> sqlite3.Connection:
+    """A connection to the queue database at `path` (created with its tables if absent), in WAL
+    mode, autocommit (transactions explicit), usable from any thread (callers serialize)."""
+    try:
+        conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT, isolation_level=None, check_same_thread=False)
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute(f"PRAGMA synchronous={synchronous}")
+        conn.executescript(SCHEMA)
+    except sqlite3.Error as exc:
+        raise StoreError(f"delivery queue {path}: {exc} (is the folder writable, the disk not full, the file a "
+                         f"SQLite database?)") from exc
+    return conn
+
+
+@contextmanager
+def transaction(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+    """BEGIN IMMEDIATE … COMMIT (ROLLBACK on error): the write lock is taken up front, so a busy
+    database waits `BUSY_TIMEOUT` instead of failing half-way."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield conn
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")

@@ -1,0 +1,89 @@
+"""Durable timers as a handler sees them (`context.timers`): arm a timer that delivers an event to
+an invocation of the same function, on the platform's own scheduler (`Invoker.invoke_at`).
+
+The runtime builds one `Timers` per delivery and hands it to the handler in its context; it does
+no I/O until used. A timer is an invocation like any other: its envelope names the invocation it
+delivers to (by default the *next* invocation of this thread: the same fan-out frames, the
+innermost iteration + 1, exactly where a task-token callback sends its continuation), and its
+name (`naming.timer_name`) is deterministic, so every execution that arms it arms the same one.
+
+A delivered timer must be absorbed whatever the scheduler does: delivered twice (the continuation
+commits once, create-if-absent), late (it just runs later), or early — the receiving handler
+re-arms a timer (a new name: a name is used once, as Cloud Tasks remembers task names after they
+ran) and raises `TimerNotDue`, so the delivery is dropped without a commit (`Runtime.handle`).
+The ASL runner (unum_entry/asl/runner.py) waits on these timers: Wait states, `.waitForTaskToken`
+timeouts and heartbeats, long Retry back-offs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from unum_entry import naming
+from unum_entry.envelope import DataRef, Envelope, Frame
+from unum_entry.errors import StaleInvocation
+
+if TYPE_CHECKING:
+    from unum_entry.invokers import Invoker
+    from unum_entry.stores.base import Record, Store
+
+TIMER = "__unum_timer__"  # the key of a timer's event: {TIMER: {...what the timer is for...}}
+
+
+class TimerNotDue(StaleInvocation):
+    """A timer delivered before its time (or before what it waits on was committed): it has been
+    re-armed, and this delivery is dropped without a commit (the runtime drops a
+    StaleInvocation raised by a handler, or continues as a duplicate if the invocation had
+    committed meanwhile)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Timers:
+    """The timer capability of one delivery: `function` handling `envelope` (its workflow,
+    fan-out frames and deadline), over the function's store, invoker and the store's clock.
+    `latest`: the last instant (store clock) at which a delivery still runs a handler
+    (`deadline - margin`, unum_entry.retention)."""
+
+    store: Store
+    invoker: Invoker
+    function: str
+    envelope: Envelope
+    clock: Callable[[], float]
+    latest: float
+
+    def now(self) -> float:
+        """Epoch seconds on the store's clock (the clock every timer's `when` is on)."""
+        return self.clock()
+
+    @property
+    def workflow(self) -> str:
+        return self.envelope.workflow
+
+    def next_frames(self) -> tuple[Frame, ...]:
+        """The next invocation of this thread: the same frames, the innermost iteration + 1."""
+        *outer, top = self.envelope.frames
+        return (*outer, Frame(top.index, top.size, top.iteration + 1))
+
+    def name(self, purpose: str, *parts: object) -> str:
+        """The timer name for `purpose` and `parts` in this workflow (naming.timer_name)."""
+        return naming.timer_name(self.workflow, purpose, *parts)
+
+    def arm(self, when: float, event: Mapping[str, Any], *, name: str, here: bool = False) -> None:
+        """Deliver `event` (the handler's input) at or after `when` to the next invocation of this
+        thread, or with `here` to this same invocation (an early delivery re-arming itself)."""
+        frames = self.envelope.frames if here else self.next_frames()
+        env = Envelope(workflow=self.workflow, frames=frames, inputs=(DataRef(value=dict(event)),),
+                       deadline=self.envelope.deadline)
+        self.invoker.invoke_at(when, self.function, env.to_wire(), name=name)
+
+    def read(self, keys: Iterable[str]) -> dict[str, Record]:
+        """Committed records by key (absent keys are missing from the result)."""
+        return self.store.read(list(keys))
+
+
+def timers_of(context: Any) -> Timers | None:
+    """The context's Timers, or None where the handler runs without a runtime (unit tests)."""
+    timers = getattr(context, "timers", None)
+    return timers if isinstance(timers, Timers) else None

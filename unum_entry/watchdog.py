@@ -1,0 +1,174 @@
+"""The deadline watchdog: no workflow stays "running" past its deadline, whatever was lost.
+
+- **Armed** (`Watchdog.arm`) by the entry function's runtime on every delivery that starts a
+  workflow (the one that sets its deadline, unum_entry.retention), before the handler runs: one
+  durable timer (`Invoker.invoke_at`) at `fires_at(deadline)` = `deadline - margin`, named
+  `naming.timer_name(workflow, "watchdog")`, so every duplicate of the start arms the same timer.
+  Its delivery is an envelope with `watchdog: true` to the entry function; `Runtime.handle`
+  passes it here before anything else (`Watchdog.fire`). Arming that fails (InvokeError) fails
+  the start delivery, which the platform redelivers: a workflow never runs without its watchdog.
+- **Fires** (`Watchdog.fire`), absorbing what a scheduler may do (twice, early, late):
+  - early (an execution may still legally start: `Retention.check` passes): re-arm at
+    `fires_at(deadline)` under the next name (`timer_name(workflow, "watchdog", n)`: a scheduler
+    may still hold the firing timer's own name) and stop;
+  - the workflow has ended (`outcome.Ending`), or its results cover every fan-out position
+    (per-branch results, no root-level record): nothing;
+  - later than the deadline itself: nothing but a log line (objects may have expired by then,
+    so success and a stall can no longer be told apart: recording a failure could turn a
+    succeeded workflow into a failed one);
+  - otherwise: the failure `Unum.RetentionExpired` is recorded (create-if-absent, the first
+    failure wins), marked `"Watchdog": true`, naming what was pending (`pending_of`: Tasks
+    waiting for their callback, joins not complete, how many checkpoints were committed). It
+    starts no compensation: a branch that started before `deadline - margin` may still commit
+    a result after the record (below), and compensating a workflow that then succeeds would
+    undo its effects.
+- **Which wins, the watchdog or the last commit**: a result seen by the watchdog's read wins (it
+  records nothing). If the last result lands after that read, the store holds both; the rule is
+  then that results covering every position win over a watchdog failure
+  (`outcome.read_outcome` reports SUCCEEDED and no failure). Any other failure record (a
+  handler that failed, a Fail state) still wins over results, as before.
+- **Cost**: one timer per workflow (arming is idempotent by name; each duplicate of the start
+  re-sends it), and at its firing one batch read of the two ending records plus, when the
+  workflow has not ended, one scan of its objects. `RuntimeConfig(watchdog=False)` (workflow
+  json `"watchdog": false`; `UNUM_WATCHDOG=0` in a function image) turns it off; an invoker
+  without `invoke_at` cannot arm it (logged once).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+from unum_entry import naming
+from unum_entry.codec import decode, encode
+from unum_entry.envelope import DataRef, Envelope
+from unum_entry.errors import RetentionExpired, TimersUnavailable
+from unum_entry.outcome import WATCHDOG_FIELD, Ending, covers_every_position, failure_record
+from unum_entry.retention import Ledger, Retention
+from unum_entry.stores.base import Kind, Record, Store
+
+log = logging.getLogger("unum.watchdog")
+
+PURPOSE = "watchdog"
+LISTED = 10  # at most this many waiting tasks and incomplete joins are named in the failure record
+
+
+def fires_at(retention: Retention, deadline: int) -> int:
+    """When the watchdog of a workflow with `deadline` fires: the moment `Retention.check`
+    stops letting executions start (`deadline - margin`, the margin at most half the TTL)."""
+    return deadline - min(retention.margin_seconds, retention.ttl_seconds // 2)
+
+
+def timer_of(workflow: str, rearms: int) -> str:
+    """The timer's name: the first arming's, then one per re-arm (`rearms` = 1, 2, ...)."""
+    return naming.timer_name(workflow, PURPOSE) if rearms == 0 else naming.timer_name(workflow, PURPOSE, rearms)
+
+
+class Watchdog:
+    """The watchdog of the workflows whose entry function is `function` (module docstring)."""
+
+    def __init__(self, function: str, store: Store, invoker: Any, retention: Retention, *,
+                 enabled: bool = True) -> None:
+        self.function = function
+        self.store = store
+        self.retention = retention
+        self._invoke_at = getattr(invoker, "invoke_at", None)
+        self.enabled = enabled and self._invoke_at is not None
+        if enabled and self._invoke_at is None:
+            log.warning("%s: the invoker %s has no invoke_at: workflows started here run without a deadline "
+                        "watchdog", function, type(invoker).__name__)
+
+    def arm(self, env: Envelope) -> None:
+        """Arm the watchdog of the workflow `env` starts (its deadline set). Raises InvokeError
+        when the platform's scheduler refused (the start is then redelivered)."""
+        if self.enabled:
+            try:
+                self._schedule(env.workflow, env.deadline, 0)
+            except TimersUnavailable as exc:  # an invoker without a scheduler configured: as without invoke_at
+                self.enabled = False
+                log.warning("%s: %s: workflows started here run without a deadline watchdog", self.function, exc)
+
+    def fire(self, env: Envelope) -> str:
+        """Handle one delivery of the watchdog timer `env`; returns what it did: "early",
+        "late", "ended", "succeeded" or "recorded" (logs and tests). Raises StoreError /
+        InvokeError on transient trouble (the platform redelivers the timer)."""
+        workflow, deadline = env.workflow, env.deadline
+        now = self.retention.clock()
+        try:
+            self.retention.check(workflow, deadline)
+        except RetentionExpired:
+            pass
+        else:
+            if fires_at(self.retention, deadline) > now:
+                self._schedule(workflow, deadline, env.attempt + 1)
+                return "early"
+        if now >= deadline:
+            log.warning("workflow %s: its watchdog fired %d s after the deadline; objects may have expired, so "
+                        "nothing is recorded", workflow, int(now - deadline))
+            return "late"
+        ending = Ending.of(workflow)
+        if ending.reached(self.store.read(ending.keys)):
+            return "ended"
+        records = list(self.store.records(workflow))
+        results = [decode(r.value) for r in records if r.kind is Kind.RESULT and r.value is not None]
+        if covers_every_position(results):
+            return "succeeded"
+        pending = pending_of(records, workflow)
+        record = failure_record("Unum.RetentionExpired", _cause(workflow, deadline, pending), function=self.function,
+                                invocation=timer_of(workflow, env.attempt), attempts=env.attempt + 1)
+        record.update({WATCHDOG_FIELD: True, "Pending": pending})
+        ledger = Ledger(workflow, deadline, self.retention)
+        if not ledger.create(self.store, ledger.failure(), encode(record), Kind.FAILURE)[1]:
+            return "ended"  # another failure (or a concurrent copy of this timer) was recorded first
+        log.error("workflow %s: no outcome by its deadline: %s", workflow, record["Cause"])
+        return "recorded"
+
+    def _schedule(self, workflow: str, deadline: int, rearms: int) -> None:
+        if self._invoke_at is None:  # not `enabled`: nothing to arm with
+            return
+        timer = Envelope(workflow=workflow, inputs=(DataRef(value=None),), deadline=deadline, attempt=rearms,
+                         watchdog=True)
+        self._invoke_at(fires_at(self.retention, deadline), self.function, timer.to_wire(),
+                        name=timer_of(workflow, rearms))
+
+
+def pending_of(records: Iterable[Record], workflow: str) -> dict[str, Any]:
+    """What a workflow that has not ended was still waiting for, as far as one scan of its
+    objects tells: `Waiting` (Tasks waiting for their task-token callback: state, function,
+    token), `Joins` (fan-in set shards not full: key, members, size), `Checkpoints` (how many
+    invocations committed). At most LISTED entries of each list."""
+    from unum_entry import callbacks  # lazy: the task-token rules, only needed when a workflow stalled
+
+    records = list(records)
+    waiting = callbacks.waiting(_Snapshot(records), workflow)
+    joins = [{"Set": r.key, "Joined": len(r.members), "Of": r.size} for r in records
+             if r.kind is Kind.SET and r.size is not None and len([s for s in r.members if s < r.size]) < r.size]
+    return {
+        "Waiting": [{"State": w.state, "Function": w.function, "Token": w.token} for w in waiting[:LISTED]],
+        "Joins": joins[:LISTED],
+        "Checkpoints": sum(1 for r in records if r.kind is Kind.CHECKPOINT),
+    }
+
+
+def _cause(workflow: str, deadline: int, pending: dict[str, Any]) -> str:
+    parts = []
+    if pending["Waiting"]:
+        states = ", ".join(sorted({str(w["State"]) for w in pending["Waiting"]}))
+        parts.append(f"{len(pending['Waiting'])} task(s) waiting for a callback (state {states})")
+    if pending["Joins"]:
+        parts.append(f"{len(pending['Joins'])} fan-in join(s) incomplete")
+    parts.append(f"{pending['Checkpoints']} invocation(s) committed")
+    return (f"workflow {workflow} has no outcome by its deadline {deadline} (less the margin in which no "
+            f"execution may start): {'; '.join(parts)}")
+
+
+class _Snapshot:
+    """Records already read, served as a store's `records(workflow)` (callbacks.waiting reads
+    nothing else), so the watchdog scans the workflow once."""
+
+    def __init__(self, records: list[Record]) -> None:
+        self._records = records
+
+    def records(self, workflow: str | None = None) -> Iterator[Record]:
+        return iter(self._records)
