@@ -24,7 +24,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("steps layer", ("steps",)),
     ("step functions", ("asl", "callbacks")),
     ("runtime core", ("runtime", "ingress", "egress", "plan", "hooks", "context", "timers")),
-    ("rules", ("checkpoint", "fanin", "retention", "outcome", "history", "watchdog")),
+    ("rules", ("checkpoint", "fanin", "retention", "outcome", "history", "watchdog", "redrive")),
     ("adapters", ("stores", "invokers")),
     ("foundation", ("errors", "codec", "frozen", "naming", "envelope", "ir", "conditions", "workflow", "urls")),
 )

@@ -29,10 +29,13 @@ accepted. Nothing but the store is needed to resume: `complete(token, outcome, s
    exactly once.
 
 A token is expired once the waiting invocation's retention ends (its checkpoint's expiry). A
-callback after the Task's `TimeoutSeconds` resumes the workflow with `States.Timeout` (Retry and
-Catch can take it) and is refused with `TaskTimedOut`. Nothing fires at the timeout by itself:
-there is no timer without a coordinator (docs/step-functions.md). `waiting(store, workflow)`
-lists the tasks of a workflow that wait for their callback (for `run` and `inspect`).
+Task's `TimeoutSeconds` and `HeartbeatSeconds` are durable timers armed when it commits its wait
+(unum_entry/asl/timing.py): a due timer completes the task with `States.Timeout` /
+`States.HeartbeatTimeout` through the same first-wins callback record (`record_outcome`), so
+exactly one of {callback, timer} wins; a callback after the timeout is refused with
+`TaskTimedOut` (and, if the timer is late, records the timeout itself). `task_heartbeat` records
+a heartbeat (SendTaskHeartbeat; `heartbeat_due` reads them). `waiting(store, workflow)` lists the
+tasks of a workflow that wait for their callback (for `run` and `inspect`).
 """
 
 from __future__ import annotations

@@ -12,6 +12,7 @@ crashes anywhere re-runs the same steps over the same committed output.
 
 from __future__ import annotations
 
+import contextvars
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
@@ -165,7 +166,9 @@ def _run_all(executor: Executor, tasks: Sequence[Callable[[], Any]]) -> list[Any
     Returns their results in order. A single task runs on the calling thread."""
     if len(tasks) == 1:
         return [tasks[0]()]
-    futures = [executor.submit(task) for task in tasks]
+    # Each task in a copy of this thread's context (contextvars): the current trace span
+    # (unum_entry.tracing) is the parent of what the task sends.
+    futures = [executor.submit(contextvars.copy_context().run, task) for task in tasks]
     first_error: BaseException | None = None
     for future in futures:
         error = future.exception()

@@ -20,10 +20,14 @@ Wire form (JSON-compatible, so it can be a Lambda event; msgpack on Pub/Sub and 
 - `redelivered`: sent by a duplicate execution: ingress reads its checkpoint before the handler.
 - `watchdog`: the workflow's deadline watchdog timer (unum_entry.watchdog), delivered to the entry
   function; `attempt` counts its re-arms. Needs a `deadline`; never a `start`, never `gathered`.
+- `trace`: the W3C `traceparent` (`00-<trace id>-<span id>-<flags>`) of the span that sent this
+  invocation, set only when tracing is on (unum_entry.tracing): one workflow is one trace across
+  functions and clouds. Absent in older envelopes and when tracing is off.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
@@ -32,6 +36,7 @@ from unum_entry.errors import EnvelopeError
 from unum_entry.frozen import Frozen, frozen
 
 ENVELOPE_VERSION = 2
+_TRACEPARENT = re.compile(r"00-(?!0{32})[0-9a-f]{32}-(?!0{16})[0-9a-f]{16}-[0-9a-f]{2}")  # W3C, version 00
 _MISSING: Any = object()
 
 
@@ -94,13 +99,15 @@ class Envelope(Frozen):
     redelivered: bool = False
     lanes: int = 0  # a map item run in lanes: once committed, invoke the item `lanes` further on
     watchdog: bool = False  # the deadline watchdog's timer (unum_entry.watchdog), not an invocation
+    trace: str | None = None  # W3C traceparent of the sender's span (unum_entry.tracing)
 
     def __init__(self, workflow: str, frames: tuple[Frame, ...] = ROOT, inputs: tuple[DataRef, ...] = (),
                  gathered: bool = False, gather: Gather | None = None, attempt: int = 0, start: bool = False,
-                 deadline: int = 0, redelivered: bool = False, lanes: int = 0, watchdog: bool = False) -> None:
+                 deadline: int = 0, redelivered: bool = False, lanes: int = 0, watchdog: bool = False,
+                 trace: str | None = None) -> None:
         self.__dict__.update(workflow=workflow, frames=frames, inputs=inputs, gathered=gathered, gather=gather,
                              attempt=attempt, start=start, deadline=deadline, redelivered=redelivered, lanes=lanes,
-                             watchdog=watchdog)
+                             watchdog=watchdog, trace=trace)
 
     @property
     def top(self) -> Frame:
@@ -134,6 +141,8 @@ class Envelope(Frozen):
             wire["lanes"] = self.lanes
         if self.watchdog:
             wire["watchdog"] = True
+        if self.trace:
+            wire["trace"] = self.trace
         return wire
 
     @classmethod
@@ -165,9 +174,13 @@ class Envelope(Frozen):
         watchdog = _flag_from_wire(wire, "watchdog")
         if watchdog and (start or gathered or not deadline):
             raise EnvelopeError("envelope.watchdog: a watchdog timer needs a deadline and is neither a start nor gathered")
+        trace = wire.get("trace")
+        if trace is not None and not (isinstance(trace, str) and _TRACEPARENT.fullmatch(trace)):
+            raise EnvelopeError(f"envelope.trace: expected a W3C traceparent 00-<32 hex>-<16 hex>-<2 hex>, "
+                                f"found {trace!r}")
         return cls(workflow=workflow, frames=frames, inputs=inputs, gathered=gathered, gather=gather,
                    attempt=attempt, start=start, deadline=deadline, redelivered=redelivered, lanes=lanes,
-                   watchdog=watchdog)
+                   watchdog=watchdog, trace=trace)
 
 
 def is_watchdog(payload: Any) -> bool:

@@ -7,7 +7,11 @@ value: one msgpack ext object (code `STAMP_EXT`) holding a small map
     {"f": function, "p": [[index, size, iteration], …] (fan-out position, root frame first),
      "a": attempt (from 0), "s": handler start (epoch ms), "c": commit (epoch ms),
      "i": [[ref, item, path], …] (inputs by reference, producers' checkpoints),
-     "g": [set, width] (a fan-in target's join set), "w": the workflow's input (its entry only)}
+     "g": [set, width] (a fan-in target's join set), "gd": 1 (its inputs arrive as a list),
+     "l": lanes (a map item run in lanes), "w": the workflow's input (its entry only),
+     "d": the workflow's deadline (a failure record's stamp only)}
+
+With these an invocation can be sent again as it was (unum_entry.redrive).
 
 A result record that egress writes after a commit carries `end_stamp` instead (`{"f", "c",
 "e": 1}`: when the result was recorded, no invocation of its own).
@@ -34,10 +38,12 @@ if TYPE_CHECKING:
 STAMP_EXT = 72  # msgpack ext type code of a commit's history stamp ("H")
 
 
-def stamp(function: str, env: Envelope, *, started: float | None, committed: float) -> bytes:
+def stamp(function: str, env: Envelope, *, started: float | None, committed: float,
+          with_deadline: bool = False) -> bytes:
     """The stamp appended to the commit of `function`'s invocation `env` (see the module
     docstring). `started`: when this execution's handler started (None: unknown, e.g. a failure
-    recorded by the platform after its last attempt). Never raises for a JSON-like workflow
+    recorded by the platform after its last attempt; `with_deadline`: record the workflow's
+    deadline too, for a failure record that a redrive re-sends). Never raises for a JSON-like workflow
     input; an input msgpack cannot encode is left out (the commit must not fail for history)."""
     meta: dict[str, Any] = {"f": function, "c": int(committed * 1000)}
     if len(env.frames) > 1 or env.frames[0].iteration:
@@ -51,6 +57,12 @@ def stamp(function: str, env: Envelope, *, started: float | None, committed: flo
         meta["i"] = refs
     if env.gather is not None:
         meta["g"] = [env.gather.set, env.gather.width]
+    if env.gathered:
+        meta["gd"] = 1
+    if env.lanes:
+        meta["l"] = env.lanes
+    if with_deadline and env.deadline:
+        meta["d"] = env.deadline
     if env.start and env.inputs and env.inputs[0].inline:
         meta["w"] = env.inputs[0].value
     try:
@@ -115,6 +127,7 @@ class Step:
     gathered: tuple[str, ...]
     output: Any = None
     error: dict[str, Any] | None = None
+    redriven: bool = False  # a failure that a redrive cleared (unum_entry.redrive): the run went on
 
     @property
     def duration_ms(self) -> int | None:
@@ -147,13 +160,19 @@ def read_history(store: Store, workflow: str, *, inline_bytes: int = VALUE_INLIN
     from unum_entry.codec import decode
     from unum_entry.stores.base import Kind
 
+    from unum_entry.naming import redrive_key
+
     records = {record.key: record for record in store.records(workflow)}
+    claims: list[str] = []  # the failure records redrives cleared, each kept under its claim
+    while redrive_key(workflow, len(claims)) in records:
+        claims.append(redrive_key(workflow, len(claims)))
     steps: list[Step] = []
     workflow_input: Any = None
     input_known = False
     last_result: int | None = None
     for record in records.values():
-        if record.value is None or record.kind not in (Kind.CHECKPOINT, Kind.RESULT, Kind.FAILURE):
+        redriven = record.key in claims
+        if record.value is None or (record.kind not in (Kind.CHECKPOINT, Kind.RESULT, Kind.FAILURE) and not redriven):
             continue
         own, meta = split(record.value)
         if meta is None or not isinstance(meta.get("f"), str):
@@ -169,7 +188,7 @@ def read_history(store: Store, workflow: str, *, inline_bytes: int = VALUE_INLIN
             own_size = len(encode_value(value))
         else:
             own_size = len(own)
-        failed = record.kind is Kind.FAILURE
+        failed = record.kind is Kind.FAILURE or redriven
         shown = None if failed else (value if own_size <= inline_bytes else {"$ref": record.key, "bytes": own_size})
         steps.append(Step(
             key=record.key, function=meta["f"],
@@ -177,7 +196,7 @@ def read_history(store: Store, workflow: str, *, inline_bytes: int = VALUE_INLIN
             attempts=int(meta.get("a", 0)) + 1, started_ms=meta.get("s"), ended_ms=int(meta.get("c", 0)),
             inputs=tuple((str(r[0]), r[1], r[2]) for r in meta.get("i", [])),
             gathered=_gathered(records, meta.get("g")), output=shown,
-            error=value if failed and isinstance(value, dict) else None))
+            error=value if failed and isinstance(value, dict) else None, redriven=redriven))
     steps = _causal_order(steps)
     started = next((s.started_ms for s in steps if s.started_ms is not None), None)
     ended = max([s.ended_ms for s in steps] + ([last_result] if last_result is not None else []), default=None)
@@ -289,7 +308,8 @@ def events(history: History, status: str, *, states: Mapping[str, Sequence[tuple
     `<Type>StateExited` when `states` names the states its function ran (a compiled machine:
     `(name, Type, role)`, role "both", "enter" (a Map/Parallel fanning out) or "exit" (its join));
     an ended workflow's last event is `ExecutionSucceeded`, `ExecutionFailed`,
-    `ExecutionAborted` (stopped) or `ExecutionTimedOut`. Ids follow the events' timestamps
+    `ExecutionAborted` (stopped) or `ExecutionTimedOut`; a failure a redrive cleared is followed
+    by `ExecutionRedriven` (unum_entry.redrive). Ids follow the events' timestamps
     (ties: step order, then order within the step); `previousEventId` is the event before in
     the same step, or for a step's first event the last event of the latest producer it
     consumed (1 for the entry)."""
@@ -317,6 +337,8 @@ def events(history: History, status: str, *, states: Mapping[str, Sequence[tuple
         if step.error is not None:
             own.append((ends[step.key], {**done, "type": "LambdaFunctionFailed",
                                         "details": {"error": step.error.get("Error"), "cause": step.error.get("Cause")}}))
+            if step.redriven:  # the workflow failed here, then a redrive re-ran this invocation
+                own.append((ends[step.key], {**base, "type": "ExecutionRedriven"}))
         else:
             own.append((ends[step.key], {**done, "type": "LambdaFunctionSucceeded", "details": {"output": step.output}}))
             for name, kind, role in reversed(walked):

@@ -10,11 +10,16 @@ The line (`line()`), keys always present:
 
     {"log": "unum.invocation", "severity": "INFO", "message": "Hello wf-1 attempt 1: done in 12.3 ms",
      "workflow_id": "wf-1", "function": "Hello", "invocation": "c-…", "attempt": 1,
-     "duration_ms": 12.3, "outcome": "done", "error": null}
+     "duration_ms": 12.3, "outcome": "done", "error": null, "error_type": null,
+     "request_id": "8f1c…", "state": "Hello"}
 
 `attempt` counts from 1 (the failure record's "Attempts"); `outcome` is the delivery policy's
 verdict (`DeliveryStatus` value: done, dropped, retry_handler, redeliver, failed); `error` is
-`"Type: message"` or null; `severity` (Cloud Logging's key) is INFO, WARNING for a retry or
+`"Type: message"` (the user's when the handler raised) or null; `error_type` the type alone — the user's exception type when the
+handler raised (`ValueError`, not `HandlerFailed`), else unum's error class; `request_id` the
+platform's id of the request (Lambda's `aws_request_id`, the CloudEvent / Pub/Sub message id)
+or null; `state` the Step Functions state a compiled function starts at (its Task, or the
+Pass/Map/Parallel/Choice it runs first; from its `unum-asl.json`) or null; `severity` (Cloud Logging's key) is INFO, WARNING for a retry or
 redelivery, ERROR for a failed workflow. Set `UNUM_INVOCATION_LOG=0` to turn the lines off.
 """
 
@@ -49,39 +54,83 @@ class InvocationRecord:
     duration_ms: float
     outcome: enum.Enum       # a DeliveryStatus
     error: BaseException | None = None
+    request_id: str | None = None   # the platform's id of this request
+    state: str | None = None        # the state a compiled function starts at
 
 
     @classmethod
     def of(cls, function: str, env: Envelope, outcome: enum.Enum, error: BaseException | None,
-           duration_ms: float) -> InvocationRecord:
+           duration_ms: float, *, request_id: str | None = None, state: str | None = None) -> InvocationRecord:
         """The record of one delivery of `env` to `function`."""
         from unum_entry.naming import checkpoint_key
 
         return cls(workflow_id=env.workflow, function=function,
                    invocation=checkpoint_key(env.workflow, function, env.frames), attempt=env.attempt + 1,
-                   duration_ms=duration_ms, outcome=outcome, error=error)
+                   duration_ms=duration_ms, outcome=outcome, error=error, request_id=request_id, state=state)
 
 
 def line(record: InvocationRecord) -> str:
     """The record as one JSON line (no newline; see the module docstring for the keys)."""
     outcome = str(record.outcome.value)
-    error = None if record.error is None else f"{type(record.error).__name__}: {record.error}"[:ERROR_TEXT]
+    error = _error_text(record.error)
     duration = round(record.duration_ms, 1)
-    message = f"{record.function} {record.workflow_id} attempt {record.attempt}: {outcome} in {duration} ms"
-    if error is not None:
-        message += f" ({error})"
-    return json.dumps({"log": LOG_NAME, "severity": _SEVERITY.get(outcome, "INFO"), "message": message,
+    return json.dumps({"log": LOG_NAME, "severity": _SEVERITY.get(outcome, "INFO"), "message": message(record),
                        "workflow_id": record.workflow_id, "function": record.function,
                        "invocation": record.invocation, "attempt": record.attempt, "duration_ms": duration,
-                       "outcome": outcome, "error": error}, default=str)
+                       "outcome": outcome, "error": error, "error_type": error_type(record.error),
+                       "request_id": record.request_id, "state": record.state}, default=str)
+
+
+def message(record: InvocationRecord) -> str:
+    """The line's `message`: `Hello wf-1 attempt 1: done in 12.3 ms` (then `(Type: error)`)."""
+    text = (f"{record.function} {record.workflow_id} attempt {record.attempt}: {record.outcome.value} in "
+            f"{round(record.duration_ms, 1)} ms")
+    error = _error_text(record.error)
+    return text if error is None else f"{text} ({error})"
+
+
+def _error_text(error: BaseException | None) -> str | None:
+    """`Type: message`: the user's type and message when the handler raised (HandlerFailed
+    carries both), not `HandlerFailed: function 'F' raised …`."""
+    if error is None:
+        return None
+    text = getattr(error, "message", None) if getattr(error, "error_type", None) else None
+    return f"{error_type(error)}: {text if isinstance(text, str) else error}"[:ERROR_TEXT]
+
+
+def error_type(error: BaseException | None) -> str | None:
+    """The error's type alone: what the user's handler raised (HandlerFailed carries it), else
+    the class of the error."""
+    if error is None:
+        return None
+    return str(getattr(error, "error_type", None) or type(error).__name__)
+
+
+def hosted_state(function_dir: str | None) -> str | None:
+    """The state a compiled state machine's function starts at (`head` of its unum-asl.json:
+    its Task, or the Pass/Map/Parallel/Choice state it runs first), or None (a hand-written IR
+    function, or no such file)."""
+    if not function_dir:
+        return None
+    import os
+
+    try:
+        with open(os.path.join(function_dir, "unum-asl.json"), encoding="utf-8") as handle:
+            doc = json.load(handle)
+            task = doc.get("head") or doc.get("task")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return task if isinstance(task, str) else None
 
 
 @dataclass(frozen=True)
 class InvocationLog:
-    """Writes `line(record)` to `stream` (default: stdout at the time of writing), unless off."""
+    """Writes `line(record)` to `stream` (default: stdout at the time of writing), unless off;
+    with `text`, the line's `message` alone (`run -v` on the embedded engine)."""
 
     stream: TextIO | None = None
     enabled: bool = True
+    text: bool = False
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str]) -> InvocationLog:
@@ -95,7 +144,7 @@ class InvocationLog:
             return
         try:
             stream = self.stream if self.stream is not None else sys.stdout
-            stream.write(line(record) + "\n")
+            stream.write((message(record) if self.text else line(record)) + "\n")
             stream.flush()
         except Exception:  # noqa: BLE001 - a closed or broken stream loses the line, not the delivery
             pass

@@ -64,6 +64,12 @@ def failure_key(workflow: str) -> str:
     return "f-" + _digest("failure", workflow)
 
 
+def redrive_key(workflow: str, number: int) -> str:
+    """The claim of redrive `number` (0, 1, …) of a workflow (unum_entry.redrive): it keeps the
+    failure record that redrive cleared."""
+    return "f-" + _digest("redrive", workflow, number)
+
+
 def start_key(workflow: str) -> str:
     """What `python -m builder run` records when it starts a workflow (its input and folder):
     a kind of its own, never a checkpoint name."""
@@ -86,6 +92,12 @@ def envelope_key(packed: bytes) -> str:
     """An envelope stored by reference because the platform cannot carry it (over its event or
     message limit): named by its bytes, so every send of the same envelope stores one record."""
     return "e-" + _digest("envelope", packed)
+
+
+def durable_log_key(invocation: str, n: int) -> str:
+    """Entry `n` (0, 1, …) of the checkpoint log of the durable execution run by `invocation`
+    (unum_entry.durable.log): each written once, create-if-absent."""
+    return "d-" + _digest("durable-log", invocation, n)
 
 
 # ---- step journal and compensations (unum_entry.steps) ------------------------------------------

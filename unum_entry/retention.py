@@ -23,7 +23,10 @@ An execution that would start after `deadline - margin` (margin: the longest a f
 run) could read objects that expire under it; it does not run, and the workflow ends with the
 failure `Unum.RetentionExpired` instead of stalling silently (see `check`). An add to a set shard
 at or after the shard's expiry is refused the same way (`Ledger.check_join`): the shard has
-expired (or vanished with it), and recreating it would leave a join that never fills.
+expired (or vanished with it), and recreating it would leave a join that never fills. (A shard
+deleted *before* its expiry, which nothing of unum's does, cannot be told from a first add
+without another request per branch; the deadline watchdog, unum_entry.watchdog, ends such a
+workflow at its deadline.)
 
 Clocks differ between hosts. `python -m builder gc` sweeps only what expired `GC_SKEW_SECONDS`
 (default 5 min) before its own clock, so a host whose clock runs fast by less than that cannot
@@ -33,9 +36,7 @@ sweep a set shard that a running workflow may still add to (`sweep_horizon`).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
-
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING
 
 from unum_entry import naming

@@ -34,6 +34,7 @@ from unum_entry.outcome import Ending, failure_record, finished, record_failure,
 from unum_entry.retention import Retention, store_retention
 from unum_entry.stores.base import Record, Store
 from unum_entry.timers import Timers
+from unum_entry.tracing import Tracing
 from unum_entry.watchdog import Watchdog
 
 if TYPE_CHECKING:
@@ -81,7 +82,12 @@ class Runtime:
 
     def __init__(self, ir: FunctionIR, handler: Handler, store: Store, invoker: Invoker, *,
                  config: RuntimeConfig | None = None, hooks: Hooks | None = None,
-                 executor: Executor | None = None, layer: LayerFactory = NoLayer) -> None:
+                 executor: Executor | None = None, layer: LayerFactory = NoLayer,
+                 tracing: Tracing | None = None) -> None:
+        # OpenTelemetry spans (unum_entry.tracing; default: as UNUM_TRACING says, off when unset):
+        # when on, the store and invoker every part below uses are the traced ones.
+        self.tracing = tracing if tracing is not None else Tracing.from_env()
+        store, invoker = self.tracing.store(store), self.tracing.invoker(invoker)
         self.ir = ir
         self.handler = handler
         self.store = store
@@ -113,6 +119,10 @@ class Runtime:
         whatever a hook raises. A handler's `ctx.abort` (WorkflowAborted) ends the workflow in
         failure (returns None).
         """
+        with self.tracing.delivery(self.ir.function, env):  # a no-op unless tracing is on
+            return self._handle(env)
+
+    def _handle(self, env: Envelope) -> EgressReport | None:
         if env.watchdog:  # the deadline watchdog's timer, not an invocation of this function
             self.watchdog.fire(env)
             return None
@@ -126,8 +136,9 @@ class Runtime:
         if allowed is False:
             return None
         checkpoint = commit_key(self.ir, env, invocation)
-        before = (AlreadyCommitted(allowed) if isinstance(allowed, bytes)
-                  else ingress(env, self.store, checkpoint, check_first=self.ir.ingress_check))
+        with self.tracing.span("ingress"):
+            before = (AlreadyCommitted(allowed) if isinstance(allowed, bytes)
+                      else ingress(env, self.store, checkpoint, check_first=self.ir.ingress_check))
         if isinstance(before, AlreadyCommitted):
             stored, created = before.stored, False
         else:
@@ -135,7 +146,8 @@ class Runtime:
             context = self.layer.context(self._context(env, invocation), env, checkpoint)
             started = self.retention.clock()
             try:
-                output = self.layer.call(lambda: self._call_handler(before.event, context))
+                with self.tracing.span("handler"):
+                    output = self.layer.call(lambda: self._call_handler(before.event, context))
             except WorkflowAborted as abort:
                 self._give_up(env, abort, invocation)
                 return None
@@ -152,7 +164,8 @@ class Runtime:
                            if checkpoint is not None else b"")
                 stored, created = commit(self.store, self.ir, self.retention, env, checkpoint, output, stamp=history)
         self.hooks.at(FaultPoint.AFTER_CHECKPOINT, invocation)
-        return egress(self._egress, env, invocation, checkpoint, stored, created)
+        with self.tracing.span("egress"):
+            return egress(self._egress, env, invocation, checkpoint, stored, created)
 
     def _may_run(self, env: Envelope, invocation: str) -> bool | bytes:
         """The retention rule's deadline (unum_entry.retention): past `deadline - margin` no
@@ -212,7 +225,7 @@ class Runtime:
             getattr(error, "error_type", type(error).__name__), getattr(error, "message", str(error)),
             function=self.ir.function, invocation=invocation, attempts=env.attempt + 1,
             trace=getattr(error, "trace", ())),
-            history=stamp(self.ir.function, env, started=None, committed=self.retention.clock()),
+            history=stamp(self.ir.function, env, started=None, committed=self.retention.clock(), with_deadline=True),
             deadline=env.deadline)
 
     def close(self) -> None:
@@ -277,4 +290,6 @@ def load_handler(function_dir: str | Path, spec: str, *, function: str) -> Handl
         names = sorted(n for n, v in vars(module).items() if inspect.isfunction(v) and not n.startswith("_"))
         raise HandlerLoadError(f"function {function!r}: {path.name} is expected to contain a function named "
                                f"{attr!r}. Found: {', '.join(names) or 'no functions'}")
-    return handler
+    from unum_entry.durable.adapter import adapt  # a Lambda durable functions handler runs through its adapter
+
+    return adapt(handler)

@@ -18,12 +18,12 @@ timeouts and heartbeats, long Retry back-offs.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from unum_entry import naming
 from unum_entry.envelope import DataRef, Envelope, Frame
 from unum_entry.errors import StaleInvocation
+from unum_entry.frozen import Frozen, frozen
 
 if TYPE_CHECKING:
     from unum_entry.invokers import Invoker
@@ -39,8 +39,8 @@ class TimerNotDue(StaleInvocation):
     committed meanwhile)."""
 
 
-@dataclass(frozen=True, slots=True)
-class Timers:
+@frozen
+class Timers(Frozen):
     """The timer capability of one delivery: `function` handling `envelope` (its workflow,
     fan-out frames and deadline), over the function's store, invoker and the store's clock.
     `latest`: the last instant (store clock) at which a delivery still runs a handler
@@ -52,6 +52,11 @@ class Timers:
     envelope: Envelope
     clock: Callable[[], float]
     latest: float
+
+    def __init__(self, store: Store, invoker: Invoker, function: str, envelope: Envelope,
+                 clock: Callable[[], float], latest: float) -> None:
+        self.__dict__.update(store=store, invoker=invoker, function=function, envelope=envelope, clock=clock,
+                             latest=latest)
 
     def now(self) -> float:
         """Epoch seconds on the store's clock (the clock every timer's `when` is on)."""

@@ -31,7 +31,7 @@
   re-sends it), and at its firing one batch read of the two ending records plus, when the
   workflow has not ended, one scan of its objects. `RuntimeConfig(watchdog=False)` (workflow
   json `"watchdog": false`; `UNUM_WATCHDOG=0` in a function image) turns it off; an invoker
-  without `invoke_at` cannot arm it (logged once).
+  without a scheduler (no `invoke_at`, or `TimersUnavailable`) cannot arm it (logged once).
 """
 
 from __future__ import annotations
@@ -142,8 +142,12 @@ def pending_of(records: Iterable[Record], workflow: str) -> dict[str, Any]:
 
     records = list(records)
     waiting = callbacks.waiting(_Snapshot(records), workflow)
-    joins = [{"Set": r.key, "Joined": len(r.members), "Of": r.size} for r in records
-             if r.kind is Kind.SET and r.size is not None and len([s for s in r.members if s < r.size]) < r.size]
+    joins = []
+    for r in records:
+        if r.kind is Kind.SET and r.size is not None:
+            joined = sum(1 for slot in r.members if slot < r.size)  # not a claim slot (stores.dynamodb)
+            if joined < r.size:
+                joins.append({"Set": r.key, "Joined": joined, "Of": r.size})
     return {
         "Waiting": [{"State": w.state, "Function": w.function, "Token": w.token} for w in waiting[:LISTED]],
         "Joins": joins[:LISTED],

@@ -73,6 +73,22 @@ class Console:
                 self._status = ""
 
 
+class ConsoleLines:
+    """A text stream whose every line becomes a `Console.message` (so a line written from a
+    worker thread never lands inside the status line)."""
+
+    def __init__(self, console: Console) -> None:
+        self.console = console
+
+    def write(self, text: str) -> int:
+        for line in text.splitlines():
+            self.console.message(line)
+        return len(text)
+
+    def flush(self) -> None:
+        """Every line is flushed as it is written."""
+
+
 REPEATS_SHOWN = 3  # lines of one kind shown (unless verbose): a 2,000-item map failing logs 6,000
 
 

@@ -5,6 +5,8 @@ timers, fired by `builder.local_stack.scheduler_loop`) unless `--moto-endpoint` 
 the asynchronous Invoke endpoint on `--port`, and one Lambda container per function. With
 `--input` it runs one workflow and prints its result like `builder run`; without, it stays up
 (Ctrl-C stops everything) and prints how to invoke the entry function with boto3 or the AWS CLI.
+`UNUM_ASL_TIME_SCALE`, when set, is passed into the function containers (time-scaled Waits and
+timeouts of a compiled state machine).
 """
 
 from __future__ import annotations
@@ -16,6 +18,9 @@ import time
 import uuid
 from contextlib import ExitStack
 from typing import Any
+
+FORWARDED = ("UNUM_ASL_TIME_SCALE",)  # set in the caller's environment: passed into the containers
+
 
 def cmd_local_aws(args: argparse.Namespace) -> int:
     from builder.local_stack.aws_stack import LocalLambdaStack
@@ -43,8 +48,9 @@ def cmd_local_aws(args: argparse.Namespace) -> int:
         endpoint = stack.enter_context(AsyncInvokeEndpoint(retry=retry, port=args.port))
         table = args.table or f"unum-{workflow.name}-{uuid.uuid4().hex[:8]}"
         store_url = f"dynamodb://{table}?endpoint={moto_endpoint}&region=us-east-1"
+        forwarded = {name: os.environ[name] for name in FORWARDED if name in os.environ}
         lambdas = stack.enter_context(LocalLambdaStack(workflow, images, store_url=store_url, endpoint=endpoint,
-                                                       scheduler_endpoint=moto_endpoint))
+                                                       scheduler_endpoint=moto_endpoint, environment=forwarded))
         print(f"local-aws: {len(lambdas.containers)} function containers behind {endpoint.endpoint}; "
               f"store {store_url}", file=sys.stderr)
         if input_value is None and args.input is None:

@@ -30,6 +30,7 @@ from builder.commands.options import (DEFAULT_STORE, TIMEOUT_ENV, WORKERS_ENV, a
                                       env_option, positive_int, positive_seconds, store_options)
 
 if TYPE_CHECKING:
+    from unum_entry.invocation_log import InvocationLog
     from unum_entry.local.platform import LocalPlatform
     from unum_entry.outcome import RunResult
 
@@ -70,7 +71,8 @@ def _run(args: argparse.Namespace, results: TextIO) -> int:
     # Imports every handler before anything is stored: a syntax error or a missing handler is one
     # error line, not a workflow left "running".
     rq = RunQueue.for_store(store)  # deliveries and timers kept in the store's database: a killed run resumes
-    platform = LocalPlatform(workflow, store, workers=args.workers, queue=rq.queue)
+    platform = LocalPlatform(workflow, store, workers=args.workers, queue=rq.queue,
+                             invocation_log=_invocation_log(args, console))
     workflow_id = new_workflow(None, args.workflow_id).workflow
     try:
         start = start_record.claim(store, workflow_id, input_value, folder=os.path.abspath(args.workflow),
@@ -98,6 +100,7 @@ def _run(args: argparse.Namespace, results: TextIO) -> int:
                 if follow(rq.runs, workflow_id, owner, timeout=args.timeout, message=console.message,
                           ended=lambda: read_outcome(store, workflow_id).status in ENDED):
                     platform.close()
+                    rq.close()
                     with contextlib.redirect_stdout(results):
                         return _report(read_outcome(store, workflow_id), args, console, summary=None, store=store)
             recovered = platform.recover(workflow_id)
@@ -125,8 +128,10 @@ def _run(args: argparse.Namespace, results: TextIO) -> int:
         raise
     console.clear_status()
     platform.close()
-    _release(rq, workflow_id)
     outcome = platform.outcome(workflow_id)
+    if rq.runs is not None and outcome.status in ENDED:
+        rq.runs.drop_watchdog(workflow_id)
+    _release(rq, workflow_id)
     if next_timer is not None and outcome.status not in ENDED:
         kept = "" if rq.runs is not None else " (this store keeps no delivery queue: the timer ends with this run)"
         console.message(f"workflow {workflow_id} is waiting until {utc(next_timer)} for a timer{kept}; "
@@ -159,6 +164,20 @@ def _wait(platform: LocalPlatform, timeout: float, console: Console, began: floa
             return
         except WorkflowTimeout:
             console.status(render(platform.progress(), time.monotonic() - began))
+
+
+def _invocation_log(args: argparse.Namespace, console: Console) -> InvocationLog | None:
+    """The function images' line per delivery on stderr: as JSON (`--log-format json`), or its
+    message alone with `-v`; none by default."""
+    from unum_entry.invocation_log import InvocationLog
+
+    from builder.commands.console import ConsoleLines
+
+    if getattr(args, "log_format", "text") == "json":
+        return InvocationLog(stream=ConsoleLines(console))  # type: ignore[arg-type]  # a write/flush stream
+    if getattr(args, "verbose", False):
+        return InvocationLog(stream=ConsoleLines(console), text=True)  # type: ignore[arg-type]
+    return None
 
 
 def _release(rq: RunQueue, workflow_id: str) -> None:
@@ -257,4 +276,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     run.add_argument("--resume", action="store_true",
                      help="continue the workflow --workflow-id with the input it was started with")
     run.add_argument("--compact", action="store_true", help="print the result on one line")
+    run.add_argument("--log-format", choices=("text", "json"), default="text",
+                     help="json: on stderr, the JSON line per delivery the function images write to CloudWatch / "
+                          "Cloud Logging (docs/tracing.md); text (default): none, or each line's message with -v")
     run.set_defaults(func=cmd_run)

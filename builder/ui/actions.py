@@ -4,8 +4,9 @@ through the user's browser.
 Two checks, both required (`check`): the request's `Origin` is the UI's own
 (`http://127.0.0.1:PORT`; a browser always sends it with a POST, and a page elsewhere cannot
 set it), and its form carries this server's session token, a random value made when the server
-starts and written only into its own pages (another origin cannot read them). Today's action:
-`stop` (unum_entry.outcome.stop_workflow, as `python -m builder stop`).
+starts and written only into its own pages (another origin cannot read them). The actions:
+`stop` (unum_entry.outcome.stop_workflow, as `python -m builder stop`) and `redrive`
+(unum_entry.redrive on the embedded engine, as `python -m builder redrive`).
 """
 
 from __future__ import annotations
@@ -46,9 +47,48 @@ def run_action(store: Store, action: str, form: Mapping[str, list[str]]) -> str:
     workflow = (form.get("w") or [""])[0]
     if not workflow:
         raise UnumError("no workflow named (w=)")
+    if action == "redrive":
+        redrive_here(store, workflow)
+        return workflow
     if action != "stop":
-        raise UnumError(f"unknown action {action!r} (this page can: stop)")
+        raise UnumError(f"unknown action {action!r} (this page can: stop, redrive)")
     if read_outcome(store, workflow).status is not WorkflowStatus.RUNNING or not stop_workflow(
             store, workflow, error=(form.get("error") or [""])[0] or None, cause=(form.get("cause") or [""])[0] or None):
         raise UnumError(f"workflow {workflow} has already ended: nothing to stop")
     return workflow
+
+
+def redrive_here(store: Store, workflow: str, *, timeout: float = 600.0) -> None:
+    """Redrive `workflow` (unum_entry.redrive) on the embedded engine in this process, from the
+    folder its run recorded; the re-run goes on in a background thread (the page shows it live).
+    Raises UnumError with one line when it cannot be redriven."""
+    import threading
+
+    from unum_entry import load_workflow
+    from unum_entry.local.platform import LocalPlatform
+    from unum_entry.redrive import redrive
+
+    from builder.commands import start_record
+    from builder.commands.compile import runnable_workflow
+    from builder.commands.redrive import PlatformInvoker
+
+    recorded = start_record.read(store, workflow)
+    if recorded is None or not recorded.folder:
+        raise UnumError(f"the store has no record of where {workflow} was run from: use "
+                        f"python -m builder redrive {workflow} --workflow FOLDER")
+    platform = LocalPlatform(load_workflow(runnable_workflow(recorded.folder)), store, workers=4)
+    try:
+        redrive(store, workflow, PlatformInvoker(platform))
+    except BaseException:
+        platform.close()
+        raise
+
+    def finish() -> None:
+        try:
+            platform.wait_idle(timeout)
+        except UnumError:
+            pass  # still running after `timeout`: abandoned as a crash; the page shows what it left
+        finally:
+            platform.close()
+
+    threading.Thread(target=finish, name=f"unum-redrive-{workflow}", daemon=True).start()

@@ -1,5 +1,6 @@
-"""The list pane of the web UI: a filter form (status, workflow name, started within, id search),
-one page of runs newest first (builder.ui.pages), and links to the other pages. The filter and
+"""The list pane of the web UI: a filter form (status, workflow name, started within, id search;
+drawn once), one page of runs newest first (builder.ui.pages; refreshed), and links to the
+other pages. The filter and
 page travel in the page's own query string (`?status=…&name=…&q=…&since=2d&page=3`), so a
 filtered view is a link that can be shared or reloaded."""
 
@@ -37,25 +38,31 @@ def run_filter(query: Mapping[str, list[str]], *, now: float | None = None) -> R
     return RunFilter(status=status, name=one("name") or None, search=one("q") or None, since=since, page=page)
 
 
-def list_fragment(result: RunPage, query: Mapping[str, list[str]], selected: str) -> str:
-    """The list pane's HTML for one page of runs."""
+def filter_form(names: list[str], query: Mapping[str, list[str]]) -> str:
+    """The filter form (drawn once per page load: the list under it refreshes)."""
     def value(key: str) -> str:
         return html.escape((query.get(key) or [""])[0])
 
     statuses = "".join(f"<option value='{s.value}'{' selected' if value('status') == s.value else ''}>{s.value}</option>"
                        for s in WorkflowStatus if s is not WorkflowStatus.UNKNOWN)
-    names = "".join(f"<option{' selected' if value('name') == html.escape(n) else ''}>{html.escape(n)}</option>"
-                    for n in result.names)
-    parts = ["<h3>Workflows</h3>",
-             "<form id='filter' method='get' action='/'>",
-             f"<input type='hidden' name='w' value='{value('w')}'>",
-             f"<select name='status' id='f-status'><option value=''>any status</option>{statuses}</select> ",
-             f"<select name='name' id='f-name'><option value=''>any workflow</option>{names}</select> ",
-             f"<input name='since' id='f-since' size='4' placeholder='2d' value='{value('since')}' "
-             "title='started within (90s, 15m, 6h, 2d)'> ",
-             f"<input name='q' id='f-q' size='16' placeholder='search id' value='{value('q')}'> ",
-             "<button id='f-apply'>filter</button></form>",
-             f"<p id='count'>{result.total} run(s); page {result.page} of {result.pages}</p>"]
+    options = "".join(f"<option{' selected' if value('name') == html.escape(n) else ''}>{html.escape(n)}</option>"
+                      for n in names)
+    return ("<form id='filter' method='get' action='/'>"
+            f"<input type='hidden' name='w' value='{value('w')}'>"
+            f"<select name='status' id='f-status'><option value=''>any status</option>{statuses}</select> "
+            f"<select name='name' id='f-name'><option value=''>any workflow</option>{options}</select> "
+            f"<input name='since' id='f-since' size='4' placeholder='2d' value='{value('since')}' "
+            "title='started within (90s, 15m, 6h, 2d)'> "
+            f"<input name='q' id='f-q' size='16' placeholder='search id' value='{value('q')}'> "
+            "<button id='f-apply'>filter</button></form>")
+
+
+def list_fragment(result: RunPage, query: Mapping[str, list[str]], selected: str) -> str:
+    """One page of runs: how many match, the table, links to newer and older pages."""
+    def value(key: str) -> str:
+        return html.escape((query.get(key) or [""])[0])
+
+    parts = [f"<p id='count'>{result.total} run(s); page {result.page} of {result.pages}</p>"]
     if not result.rows:
         parts.append("<p id='empty'>No workflows in this store.</p>" if not any(value(k) for k in FILTER_KEYS[:4])
                      else "<p id='empty'>No workflow matches.</p>")

@@ -114,6 +114,11 @@ def _with_starts(store: Store, entries: Sequence[WorkflowEntry], ttl_seconds: in
     return runs
 
 
+def workflow_name(start_record: dict[str, Any]) -> str:
+    """The workflow name of a decoded start record (the folder `run` recorded)."""
+    return _workflow_of(str(start_record.get("folder") or ""))[0]
+
+
 @lru_cache(maxsize=256)
 def _workflow_of(folder: str) -> tuple[str, str | None]:
     """(workflow name, entry function) of the folder (or state machine file) a run recorded."""

@@ -9,7 +9,8 @@ Routes: `/` (the page; `?w=ID` selects a workflow, `&tab=history` its History ta
 `/fragment/list`, `/fragment/workflow?w=ID[&tab=history]` (the HTML pieces the page's script
 swaps in), `/api/workflows` (one page of runs), `/api/workflow?w=ID`, `/api/history?w=ID` (the
 document of `inspect --history --json`), `/api/value?w=ID&k=KEY` (a value the history shows by
-reference); POST `/action/stop` (builder.ui.actions: Origin check and session token).
+reference); POST `/action/stop`, `/action/redrive` (builder.ui.actions: Origin check and
+session token).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from urllib.parse import parse_qs, urlsplit
 
 from builder.graphing.model import Graph, NodeState
 from builder.graphing.style import FILL, STROKE
-from builder.ui.listing import human_age, list_workflows, utc
+from builder.ui.listing import utc
 from unum_entry.errors import UnumError
 from unum_entry.stores.base import Store
 
@@ -92,10 +93,6 @@ class UiServer:
 
         return query_runs(self.store, run_filter(query), ttl_seconds=self.ttl_seconds, starts=self._starts)
 
-    def rows(self) -> list[dict[str, Any]]:
-        return [{**row.as_json(), "age": human_age(row.age_seconds)}
-                for row in list_workflows(self.store, ttl_seconds=self.ttl_seconds)]
-
     def workflow(self, workflow_id: str) -> dict[str, Any]:
         """Status, results, failure and the coloured graph (None when its definition is unknown)."""
         from builder.graphing.status import colour, replay
@@ -116,6 +113,12 @@ class UiServer:
             shown["graph"] = coloured
             shown["nodes"] = {name: state.value for name, state in coloured.states.items()}
         return shown
+
+    def names(self) -> list[str]:
+        """The workflow names of the runs listed so far (from the start records `runs` read)."""
+        from builder.ui.pages import workflow_name
+
+        return sorted({name for name in (workflow_name(r) for r in list(self._starts.values())) if name})
 
     def history(self, workflow_id: str) -> dict[str, Any]:
         """The workflow's execution history (builder.commands.inspect_history.history_document)."""
@@ -171,6 +174,9 @@ def _handler(ui: UiServer) -> type[BaseHTTPRequestHandler]:
                 elif url.path == "/fragment/list":
                     from builder.ui.list_view import list_fragment as list_page
                     self._send("text/html", list_page(ui.runs(query), query, selected))
+                elif url.path == "/fragment/filters":
+                    from builder.ui.list_view import filter_form
+                    self._send("text/html", filter_form(ui.names(), query))
                 elif url.path == "/fragment/workflow" and selected and tab == "history":
                     self._send("text/html", history_fragment(ui.history(selected)))
                 elif url.path == "/fragment/workflow" and selected:
@@ -259,10 +265,16 @@ _SCRIPT = """
 const params = new URLSearchParams(location.search);
 const selected = params.get('w') || '';
 const tab = params.get('tab') || '';
+async function filters() {  // once: a form redrawn every second would lose what the user types
+  const form = await fetch('/fragment/filters' + location.search);
+  if (form.ok) document.getElementById('filters').innerHTML = await form.text();
+}
+let drawn = false;
 async function refresh() {
   try {
     const list = await fetch('/fragment/list' + location.search);
-    if (list.ok) document.getElementById('list').innerHTML = await list.text();
+    if (list.ok) document.getElementById('runs').innerHTML = await list.text();
+    if (list.ok && !drawn) { drawn = true; filters(); }  // after the list: its names are known then
     if (selected) {
       const one = await fetch('/fragment/workflow?w=' + encodeURIComponent(selected) + (tab ? '&tab=' + tab : ''));
       if (one.ok) document.getElementById('detail').innerHTML = await one.text();
@@ -278,22 +290,9 @@ def page(selected: str) -> str:
     """The whole page: empty panes that the script fills and refreshes."""
     hint = "<p>Select a workflow.</p>" if not selected else "<p>Loading…</p>"
     return (f"<!doctype html><html><head><meta charset='utf-8'><title>unum workflows</title>"
-            f"<style>{_STYLE}</style></head><body><div id='list'><p>Loading…</p></div>"
+            f"<style>{_STYLE}</style></head><body><div id='list'><h3>Workflows</h3><div id='filters'></div>"
+            f"<div id='runs'><p>Loading…</p></div></div>"
             f"<div id='detail'>{hint}</div><script>{_SCRIPT}</script></body></html>")
-
-
-def list_fragment(rows: list[dict[str, Any]], selected: str) -> str:
-    if not rows:
-        return "<h3>Workflows</h3><p id='empty'>No workflows in this store.</p>"
-    lines = ["<h3>Workflows</h3><table id='workflows'><tr><th>workflow</th><th>status</th><th>age</th><th>objects</th></tr>"]
-    for row in rows:
-        wid = html.escape(row["workflow"])
-        cls = " class='selected'" if row["workflow"] == selected else ""
-        lines.append(f"<tr{cls} data-workflow='{wid}'><td><a href='/?w={html.escape(_quote(row['workflow']))}'>{wid}</a></td>"
-                     f"<td><span class='status {row['status']}'>{row['status']}</span></td>"
-                     f"<td>{row['age']}</td><td>{row['objects']}</td></tr>")
-    lines.append("</table>")
-    return "".join(lines)
 
 
 def _tabs(workflow: str, on: str) -> str:
@@ -355,6 +354,10 @@ def workflow_fragment(shown: dict[str, Any], *, token: str = "") -> str:
         parts.append(f"<form id='stop' method='post' action='/action/stop'><input type='hidden' name='token' "
                      f"value='{html.escape(token)}'><input type='hidden' name='w' value='{html.escape(shown['workflow'])}'>"
                      "<button id='stop-button'>Stop</button></form>")
+    if token and shown["status"] == "failed":
+        parts.append(f"<form id='redrive' method='post' action='/action/redrive'><input type='hidden' name='token' "
+                     f"value='{html.escape(token)}'><input type='hidden' name='w' value='{html.escape(shown['workflow'])}'>"
+                     "<button id='redrive-button'>Redrive</button></form>")
     graph: Graph | None = shown["graph"]
     if graph is None:
         parts.append("<p id='nograph'>Its workflow definition is unknown here: start the page with "

@@ -216,3 +216,30 @@ def test_long_retry_back_offs_of_a_task_and_a_parallel_wait_on_timers(tmp_path: 
     assert time.monotonic() - began >= 5.0  # 2000 s + 3000 s back-offs x 0.001
     retries = sorted(w["state"] for w in wait_decisions(tmp_path / "store") if w["timer"] == "retry")
     assert retries == ["P", "T"]  # each back-off was a committed retry wait, not a sleep
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_crashes_duplicates_and_delays_around_timers_change_nothing(tmp_path: Path, monkeypatch, seed: int) -> None:
+    """Crashes at every step boundary (between arming a timer and committing its wait too),
+    duplicated and delayed deliveries (timers included): the result is the fault-free one."""
+    from unum_entry.hooks import FaultPoint, StepPoint
+    from unum_entry.local.faults import FaultInjector, FaultRates
+    from unum_entry.local.platform import LocalPlatform
+    from unum_entry.workflow import load_workflow
+
+    from builder.commands.compile import runnable_workflow
+
+    monkeypatch.setenv("UNUM_ASL_TIME_SCALE", SCALE)
+    example = REPO / "images" / "asl-wait"
+    rates = FaultRates(crash={point: 0.2 for point in (*FaultPoint, *StepPoint)}, duplicate=0.5,
+                       concurrent_duplicate=0.2, delay=0.5, max_delay=0.05, max_crashes=12)
+    faults = FaultInjector(rates, seed)
+    store = open_store(str(tmp_path / "store"))
+    try:
+        with LocalPlatform(load_workflow(runnable_workflow(str(example))), store, workers=4, faults=faults) as platform:
+            outcome = platform.run(json.loads((example / "input.json").read_text()), timeout=90)
+        assert outcome.failure is None, outcome.failure
+        assert outcome.result == json.loads((example / "expected.json").read_text())
+        assert faults.injected["crash"] > 0
+    finally:
+        store.close()

@@ -203,3 +203,83 @@ def test_the_commands_in_docs_history_work_as_written(tmp_path):
         done = subprocess.run([sys.executable, *argv[1:]], cwd=tmp_path, capture_output=True, text=True, timeout=180)
         assert done.returncode == 0 and "Traceback" not in done.stderr, f"{shlex.join(argv)}: {done.stderr}"
     assert json.loads(done.stdout)["events"][-1]["type"] == "ExecutionSucceeded"
+
+
+def failing_map(folder: Path, fixed: Path) -> Path:
+    """Split -> 5 items (item 3 fails until `fixed` exists) -> Sum."""
+    return write_workflow(folder, {
+        "Split": ("def handler(event, context):\n    return list(range(5))\n",
+                  [{"op": "create_set", "function": "Sum", "shape": "aggregate"}, {"op": "map", "function": "Item"}]),
+        "Item": (f"import pathlib\ndef handler(event, context):\n    if event == 3 and not pathlib.Path({str(fixed)!r}).exists():\n"
+                 "        raise ValueError('item 3 not ready')\n    pathlib.Path(__file__).with_name(f'ran-{event}').open('a').write('x')\n"
+                 "    return event * 10\n", [{"op": "fan_in", "function": "Sum"}]),
+        "Sum": ("def handler(event, context):\n    return sum(event)\n", []),
+    }, "Split")
+
+
+def test_redrive_reruns_only_the_failed_item_keeping_what_committed(tmp_path):
+    fixed = tmp_path / "fixed"
+    folder = failing_map(tmp_path / "wf", fixed)
+    store = str(tmp_path / "store.db")
+    assert cli("run", str(folder), "--store", store, "--workflow-id", "wf-rd").returncode == 1
+    again = cli("redrive", "wf-rd", "--store", store)          # not fixed yet: it fails again, exit 1
+    assert again.returncode == 1 and "failed again in function 'Item'" in again.stderr
+    fixed.touch()
+    done = cli("redrive", "wf-rd", "--store", store)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == 100 and "redrive 2 of workflow wf-rd: re-running Item" in done.stderr
+    ran = {i: (folder / "Item" / f"ran-{i}").read_text() for i in (0, 1, 2, 4)}
+    assert ran == {0: "x", 1: "x", 2: "x", 4: "x"}   # what committed was kept: each other item ran once
+    assert (folder / "Item" / "ran-3").read_text() == "x"
+    document = history("wf-rd", store)
+    check_numbering(document)
+    types = [e["type"] for e in document["events"]]
+    assert types.count("ExecutionRedriven") == 2 and types[-1] == "ExecutionSucceeded"
+    refused = cli("redrive", "wf-rd", "--store", store)
+    assert refused.returncode == 2
+    assert refused.stderr.strip() == "error: workflow wf-rd did not fail (succeeded): only a failed workflow is redriven"
+
+
+def test_two_redrives_at_once_run_it_once_and_none_past_the_retention(tmp_path, race):
+    import time
+
+    from unum_entry.redrive import CannotRedrive, redrive
+    from unum_entry.retention import Retention
+    from unum_entry.stores import open_store
+
+    folder = failing_map(tmp_path / "wf", tmp_path / "never")
+    store_path = str(tmp_path / "store.db")
+    assert cli("run", str(folder), "--store", store_path, "--workflow-id", "wf-2x").returncode == 1
+    store = open_store(store_path)
+    try:
+        late = Retention(ttl_seconds=store.ttl_seconds, clock=lambda: time.time() + 8 * 86400)
+        with pytest.raises(CannotRedrive, match="past its retention"):
+            redrive(store, "wf-2x", Recorder(), retention=late)
+
+        sent = Recorder()
+
+        def attempt(_: int):
+            try:
+                return redrive(store, "wf-2x", sent)
+            except CannotRedrive as exc:
+                return exc
+        outcomes = race(8, attempt)
+    finally:
+        store.close()
+    claimed = [o for o in outcomes if not isinstance(o, Exception)]
+    assert len(claimed) == 1 and claimed[0].function == "Item" and claimed[0].envelope.frames[-1].index == 3
+    assert len(sent.calls) == 1
+    assert all("redriven already" in str(o) or "did not fail" in str(o) for o in outcomes if isinstance(o, Exception))
+
+
+class Recorder:
+    """An Invoker that records what it is asked to send."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, dict]] = []
+
+    def invoke(self, function: str, payload: dict) -> None:
+        self.calls.append((function, payload))
+
+    def invoke_at(self, when: float, function: str, payload: dict, *, name: str) -> None:
+        self.calls.append((function, payload))

@@ -59,7 +59,8 @@ def test_each_delivery_logs_one_json_line(tmp_path: Path) -> None:
     assert first["log"] == "unum.invocation" and first["severity"] == "INFO"
     assert first["workflow_id"] == "wf-req-1" and first["function"] == "F" and first["attempt"] == 1
     assert first["invocation"] == checkpoint_key("wf-req-1", "F", new_workflow(None, "wf-req-1").frames) == again["invocation"]
-    assert first["outcome"] == "done" and first["error"] is None
+    assert first["outcome"] == "done" and first["error"] is None and first["error_type"] is None
+    assert first["request_id"] == "req-1" == again["request_id"] and first["state"] is None  # not a compiled machine
     assert isinstance(first["duration_ms"], float) and 0 <= first["duration_ms"] < 60_000
 
 
@@ -70,7 +71,15 @@ def test_a_failed_handler_logs_its_error(tmp_path: Path) -> None:
     logged = lines(proc.stdout)
     assert logged, proc.stderr
     assert logged[0]["outcome"] == "retry_handler" and logged[0]["severity"] == "WARNING"
-    assert "ValueError: bad n" in logged[0]["error"]
+    assert "ValueError: bad n" in logged[0]["error"] and logged[0]["error_type"] == "ValueError"
+
+
+def test_the_hosted_state_of_a_compiled_function(tmp_path: Path) -> None:
+    from unum_entry.invocation_log import hosted_state
+
+    (tmp_path / "unum-asl.json").write_text(json.dumps({"task": "ChargeCard", "states": {}}))
+    assert hosted_state(str(tmp_path)) == "ChargeCard"
+    assert hosted_state(str(tmp_path / "missing")) is None and hosted_state(None) is None
 
 
 def test_the_switch_turns_it_off(tmp_path: Path) -> None:

@@ -1,5 +1,6 @@
 """The retention ledger at the time edges of a workflow (tests/support/retention_schedules.py),
-on the file store and on DynamoDB (a serialized moto server): late duplicates at
+on the file store, the SQLite store and DynamoDB (a serialized moto server; Firestore:
+tests/integration/gcp/test_retention_firestore.py): late duplicates at
 `deadline - margin` of every example shape (also with `"checkpoint": false` functions, and with
 per-branch results only) change nothing; `gc` from a host whose clock runs fast keeps its
 clock-skew margin during a join; a task-token callback after the deadline inside a Parallel or a
@@ -13,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.campaign import ensure_app_tables
 from tests.support.retention_schedules import (SHAPES, Clock, MakeStore, callback_after_the_deadline,
                                                gc_from_a_fast_clock_during_a_join, late_duplicates_past_the_margin,
                                                repeat_without_checkpoint)
@@ -23,12 +25,17 @@ from unum_entry.stores.file import FileStore
 
 pytestmark = pytest.mark.integration
 
-@pytest.fixture(params=["file", "dynamodb"])
+@pytest.fixture(params=["file", "sqlite", "dynamodb"])
 def make_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[MakeStore]:
     opened: list[Store] = []
     if request.param == "file":
         def make(clock: Clock) -> Store:
             store = FileStore(tmp_path / f"store-{len(opened)}", clock=clock)
+            opened.append(store)
+            return store
+    elif request.param == "sqlite":
+        def make(clock: Clock) -> Store:
+            store = open_store(str(tmp_path / f"unum-{len(opened)}.db"), clock=clock)
             opened.append(store)
             return store
     else:
@@ -37,6 +44,7 @@ def make_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[MakeS
         def make(clock: Clock) -> Store:
             store = open_store(f"dynamodb://unum-{uuid.uuid4().hex[:12]}?endpoint={moto.endpoint}&create=1",
                                clock=clock)
+            ensure_app_tables(store)  # money-transfer's accounts and outbox
             opened.append(store)
             return store
     make.kind = request.param  # type: ignore[attr-defined]

@@ -201,6 +201,49 @@ def test_group_commit_shares_one_fsync_among_concurrent_writers(tmp_path: Path) 
     assert 0 < syncs <= threads * per_thread / 2, syncs
 
 
+# ---- the shared database (the durable delivery queue keeps its tables in the same file) -----
+
+def test_a_failing_write_in_a_batch_undoes_only_its_own_changes(tmp_path: Path) -> None:
+    import threading
+
+    store = SQLiteStore.open(tmp_path / "unum.db")
+    db = store.database
+    db.ensure_schema(["CREATE TABLE IF NOT EXISTS test_rows (id INTEGER PRIMARY KEY, thread INTEGER)"])
+    db.ensure_schema(["CREATE TABLE IF NOT EXISTS test_rows (id INTEGER PRIMARY KEY, thread INTEGER)"])  # idempotent
+    errors: list[str] = []
+
+    def insert(thread: int, fail: bool) -> None:
+        def fn(conn: sqlite3.Connection) -> int:
+            conn.execute("INSERT INTO test_rows (thread) VALUES (?)", (thread,))
+            if fail:
+                raise ValueError(f"thread {thread} fails after writing")
+            return thread
+
+        try:
+            assert db.write(fn) == thread
+        except ValueError as exc:
+            errors.append(str(exc))
+
+    try:
+        for _ in range(20):  # bounded: enough rounds for writes to share batches
+            threads = [threading.Thread(target=insert, args=(t, t % 3 == 0)) for t in range(12)]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join(timeout=60)
+        rows = db.read(lambda conn: conn.execute("SELECT thread, count(*) FROM test_rows GROUP BY thread").fetchall())
+        assert dict(rows) == {t: 20 for t in range(12) if t % 3}
+        assert len(errors) == 20 * 4
+        with db.transaction() as conn:
+            conn.execute("DELETE FROM test_rows")
+        with pytest.raises(RuntimeError), db.transaction() as conn:
+            conn.execute("INSERT INTO test_rows (thread) VALUES (99)")
+            raise RuntimeError("rolled back")
+        assert db.read(lambda conn: conn.execute("SELECT count(*) FROM test_rows").fetchone()[0]) == 0
+    finally:
+        store.close()
+
+
 # ---- bad database files: one line, exit 2, nothing lost ------------------------------------
 
 def cli(*args: object, **kwargs) -> subprocess.CompletedProcess[str]:

@@ -1,5 +1,6 @@
-"""`Store.transact` / `Store.app_read` (transactional steps) on the real backends: the file store
-(fcntl lock + redo record, across processes) and DynamoDB (moto server, TransactWriteItems
+"""`Store.transact` / `Store.app_read` (transactional steps) on the real backends: the SQLite store
+(one database transaction, across processes), the file store (fcntl lock + redo record, across
+processes) and DynamoDB (moto server, TransactWriteItems
 across two tables): all-or-nothing, first record wins, version conflicts, guards, and the file
 store's recovery from a holder that died at each point of its commit."""
 
@@ -14,15 +15,22 @@ from tests.support.expiry import ttl_from_now
 from unum_entry.codec import decode, encode
 from unum_entry.errors import GuardFailed, TransactionConflict
 from unum_entry.stores.base import AppOp, Guard
+from unum_entry.stores import open_store
 from unum_entry.stores.file import FileStore
+from unum_entry.stores.sqlite import SQLiteStore
 
 pytestmark = pytest.mark.integration
 
 WF = "wf-tx"
 
 
-@pytest.fixture(params=["file", "dynamodb"])
+@pytest.fixture(params=["sqlite", "file", "dynamodb"])
 def store(request, tmp_path):
+    if request.param == "sqlite":
+        sqlite_store = SQLiteStore.open(tmp_path / "unum.db")
+        yield sqlite_store
+        sqlite_store.close()
+        return
     if request.param == "file":
         yield FileStore(tmp_path / "store")
         return
@@ -104,7 +112,7 @@ def test_the_records_of_transactions_are_ordinary_records(store):
 
 
 def _increment(root: str, n: int, worker: int) -> None:
-    store = FileStore(root)
+    store = open_store(root)  # a folder: the file store; a .db file: the SQLite store
     for i in range(n):
         while True:
             found = store.app_read("accounts", ["shared"]).get("shared")
@@ -117,9 +125,10 @@ def _increment(root: str, n: int, worker: int) -> None:
                 continue
 
 
-def test_file_store_transactions_are_isolated_across_processes(tmp_path):
-    root = str(tmp_path / "store")
-    FileStore(root)
+@pytest.mark.parametrize("name", ["store", "unum.db"])
+def test_transactions_are_isolated_across_processes(tmp_path, name):
+    root = str(tmp_path / name)
+    open_store(root).close()
     context = multiprocessing.get_context("fork")
     workers = [context.Process(target=_increment, args=(root, 25, w)) for w in range(4)]
     for w in workers:
@@ -127,7 +136,7 @@ def test_file_store_transactions_are_isolated_across_processes(tmp_path):
     for w in workers:
         w.join(timeout=120)
     assert [w.exitcode for w in workers] == [0, 0, 0, 0]
-    assert balance(FileStore(root), "shared") == (100, 100)
+    assert balance(open_store(root), "shared") == (100, 100)
 
 
 class Died(Exception):

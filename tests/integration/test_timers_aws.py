@@ -129,3 +129,27 @@ def test_timer_configuration_errors_are_one_line() -> None:
         open_invoker("lambda://?endpoint=http://127.0.0.1:9&schedule_role=nope")
     with pytest.raises(ConfigurationError, match="schedule_group"):
         open_invoker(f"lambda://?endpoint=http://127.0.0.1:9&schedule_role={ROLE}&schedule_group=a/b")
+
+
+def test_a_target_that_refuses_is_retried_until_it_takes_the_timer(moto_server, scheduler, endpoint) -> None:
+    client, group = scheduler
+    rie = FakeRie()
+    try:
+        invoker = _invoker(moto_server, endpoint, group, prefix="")
+        name = timer_name("wf-retry", "wait")
+        invoker.invoke_at(time.time() + 1.5, "Later", _envelope("wf-retry"), name=name)
+        lambda_client = build_client(endpoint=endpoint.endpoint, region="us-east-1")
+        with SchedulerFiringLoop(client, lambda_client, group=group, interval=0.1) as loop:
+            deadline = time.monotonic() + 20
+            while loop.stats["invoke_errors"] < 3 and time.monotonic() < deadline:
+                time.sleep(0.1)  # "Later" is not deployed yet: the endpoint answers 404
+            assert loop.stats["invoke_errors"] >= 3 and loop.fired == []
+            assert [s["Name"] for s in client.list_schedules(GroupName=group)["Schedules"]] == [name]
+            endpoint.register("Later", rie.url)
+            while not loop.fired and time.monotonic() < deadline:
+                time.sleep(0.1)
+        assert endpoint.wait_idle(10)
+        assert rie.bodies == [_envelope("wf-retry")]
+        assert client.list_schedules(GroupName=group)["Schedules"] == []
+    finally:
+        rie.close()

@@ -144,3 +144,53 @@ def test_the_history_tab_shows_every_invocation_in_order(browser, ui):
     assert json.loads(shown["input"]) == expected["input"]
     assert "duration" in shown["times"]
     browser.save_screenshot(str(REPO / "docs" / "ui-history.png"))
+
+
+@needs_browser
+def test_the_redrive_button_reruns_a_failed_workflow(browser, tmp_path):
+    """A failed run's page has a Redrive button (a POST with the page's token); after the cause is
+    fixed, clicking it re-runs the failed item and the page turns succeeded."""
+    import json
+
+    from selenium.webdriver.common.by import By
+
+    fixed = tmp_path / "fixed"
+    folder = tmp_path / "wf"
+    for name, code, instructions in (
+            ("Split", "def handler(event, context):\n    return [1, 2, 3]\n",
+             [{"op": "create_set", "function": "Sum", "shape": "aggregate"}, {"op": "map", "function": "Item"}]),
+            ("Item", f"import pathlib\ndef handler(event, context):\n    if event == 2 and not pathlib.Path({str(fixed)!r})"
+                     ".exists():\n        raise ValueError('not yet')\n    return event\n", [{"op": "fan_in", "function": "Sum"}]),
+            ("Sum", "def handler(event, context):\n    return sum(event)\n", [])):
+        (folder / name).mkdir(parents=True)
+        (folder / name / "app.py").write_text(code)
+        (folder / name / "unum-ir.json").write_text(json.dumps({"unum_ir": 1, "function": name, "handler": "app.handler",
+                                                               "max_attempts": 1, "instructions": instructions}))
+    (folder / "unum-workflow.json").write_text(json.dumps({"unum_workflow": 1, "name": "rd", "entry": "Split"}))
+    store = str(tmp_path / "store.db")
+    assert cli("run", str(folder), "--store", store, "--workflow-id", "wf-fix").returncode == 1
+    fixed.touch()
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "builder", "ui", "--store", store, "--port", str(port)],
+                            cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            with socket.socket() as s:
+                if s.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+            assert proc.poll() is None and time.monotonic() < deadline, "the ui did not start"
+            time.sleep(0.1)
+        browser.get(f"http://127.0.0.1:{port}/?w=wf-fix")
+        wait_for(browser, "#status", "failed")
+        wait_for(browser, "#redrive-button")
+        browser.execute_script("document.getElementById('redrive-button').click()")  # the pane is redrawn each second
+        wait_for(browser, "#status", "succeeded")
+        assert json.loads(cli("inspect", "wf-fix", "--store", store).stdout)["results"] == [6]
+    finally:
+        os.killpg(proc.pid, signal.SIGINT)
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=10)

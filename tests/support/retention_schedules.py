@@ -103,6 +103,18 @@ def _example(name: str, no_checkpoint: list[str] | None = None) -> Callable[[Pat
     return make
 
 
+def _transfer(aborts: bool, no_checkpoint: list[str] | None = None) -> Callable[[Path], tuple[Workflow, Any]]:
+    """money-transfer (exactly-once steps on application tables, compensations on an abort),
+    with account names of its own (application tables may be shared by several stores)."""
+    def make(tmp: Path) -> tuple[Workflow, Any]:
+        workflow, _ = _example("money-transfer", no_checkpoint)(tmp)
+        tag = uuid.uuid4().hex[:8]
+        a, b = f"alice-{tag}", f"bob-{tag}"
+        return workflow, {"transfer": f"T-{tag}", "from": a, "to": f"dave-{tag}" if aborts else b, "amount": 30,
+                          "open": {a: 100, b: 20}}
+    return make
+
+
 def _per_branch(no_checkpoint: bool) -> Callable[[Path], tuple[Workflow, Any]]:
     """A maps its input list to B; every B is terminal: per-branch results, no root-level one."""
     def make(tmp: Path) -> tuple[Workflow, Any]:
@@ -125,6 +137,8 @@ SHAPES: dict[str, Callable[[Path], tuple[Workflow, Any]]] = {
     "branch": _example("branch"),
     "neighbour": _example("neighbour"),
     "per-branch": _per_branch(no_checkpoint=False),
+    "money-transfer": _transfer(aborts=False),
+    "money-transfer-abort": _transfer(aborts=True),
     # `"checkpoint": false` wherever the IR allows it (no fan-out, join or condition there)
     "chain/no-checkpoint": _example("chain", ["Shout", "Sign"]),
     "parallel/no-checkpoint": _example("parallel", ["Combine"]),
@@ -132,6 +146,7 @@ SHAPES: dict[str, Callable[[Path], tuple[Workflow, Any]]] = {
     "loop/no-checkpoint": _example("loop", ["Done"]),
     "branch/no-checkpoint": _example("branch", ["Approve", "Reject"]),
     "per-branch/no-checkpoint": _per_branch(no_checkpoint=True),
+    "money-transfer/no-checkpoint": _transfer(aborts=False, no_checkpoint=["Notify"]),
 }
 
 
@@ -152,10 +167,12 @@ def late_duplicates_past_the_margin(make_store: MakeStore, tmp: Path, shape: str
         platform.start(input_value, workflow_id)
         platform.wait_idle(WAIT)
         first = platform.outcome(workflow_id)
-        assert first.status is WorkflowStatus.SUCCEEDED, f"[{shape}] the fault-free run: {first}"
+        expected = WorkflowStatus.FAILED if shape.endswith("-abort") else WorkflowStatus.SUCCEEDED
+        assert first.status is expected, f"[{shape}] the fault-free run: {first}"
         deadline = _deadline_of(store, workflow_id)
         margin = _margin(store_retention(store))
         before = _comparable(store, workflow_id)
+        apps = _applications(store, input_value)
         watch.freeze()
         for label, at in (("deadline - margin + 1 s", deadline - margin + 1), ("deadline - 1 s", deadline - 1)):
             clock.now = at
@@ -166,8 +183,18 @@ def late_duplicates_past_the_margin(make_store: MakeStore, tmp: Path, shape: str
                 f"[{shape}] late copies at {label} changed the outcome: {again.failure or again.results}")
             assert watch.late == [], f"[{shape}] late copies at {label} created objects: {watch.late}"
             assert _comparable(store, workflow_id) == before, f"[{shape}] late copies at {label} changed the records"
+            assert _applications(store, input_value) == apps, f"[{shape}] late copies at {label} changed the accounts"
         assert not platform.dead_letters, platform.dead_letters
     return delivered
+
+
+def _applications(store: Store, input_value: Any) -> dict[str, Any]:
+    """money-transfer's application state (balances, outbox), else nothing."""
+    if not (isinstance(input_value, dict) and "transfer" in input_value):
+        return {}
+    accounts = store.app_read("accounts", [input_value["from"], input_value["to"]])
+    outbox = store.app_read("outbox", [input_value["transfer"]])
+    return {"accounts": {k: v.value for k, v in accounts.items()}, "outbox": {k: v.value for k, v in outbox.items()}}
 
 
 def _comparable(store: Store, workflow_id: str) -> dict[str, tuple]:

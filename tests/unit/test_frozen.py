@@ -21,7 +21,7 @@ from unum_entry.frozen import Frozen, frozen
 pytestmark = pytest.mark.unit
 
 RUNTIME_MODULES = ["envelope", "ir", "conditions", "plan", "egress", "ingress", "fanin", "retention", "runtime",
-                   "steps", "invokers.lambda_event", "platforms.cloud_run"]
+                   "steps", "invokers.lambda_event", "platforms.cloud_run", "timers", "context"]
 
 
 @dataclass(frozen=True)

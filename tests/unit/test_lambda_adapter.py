@@ -145,3 +145,34 @@ def test_store_trouble_reading_a_stored_envelope_is_raised_not_dropped(tmp_path)
     store.get = broken  # type: ignore[method-assign]
     with pytest.raises(StoreError):
         adapter.handle(event, Context())
+
+
+def _logged_adapters(tmp_path: Path, code: str) -> tuple[Any, Any, Any]:
+    """A Lambda and a Cloud Run adapter over one function whose log lines go to a buffer; the
+    function hosts the (compiled) state `Charge`."""
+    import io
+    from dataclasses import replace
+
+    from unum_entry.invocation_log import InvocationLog
+    from unum_entry.platforms.cloud_run import CloudRunAdapter
+
+    lam, _, _ = adapter_for(tmp_path, code, max_attempts=1)
+    buffer = io.StringIO()
+    loaded = replace(lam.loaded, invocation_log=InvocationLog(stream=buffer), state="Charge")
+    return (LambdaAdapter(loaded, retry=RetryPolicy(base=0.0), sleep=lambda s: None),
+            CloudRunAdapter(loaded, retry=RetryPolicy(base=0.0), sleep=lambda s: None), buffer)
+
+
+def test_the_log_line_names_the_request_the_state_and_the_users_error_type(tmp_path) -> None:
+    import base64
+
+    lam, run, buffer = _logged_adapters(tmp_path, "def handler(e, c):\n    raise ValueError('no card')\n")
+    lam.handle({"n": 1}, Context("8f1c-req"))
+    data = base64.b64encode(json.dumps({"n": 2}).encode()).decode()
+    run.on_message({"data": data, "messageId": "17301"})
+    first, second = (json.loads(line) for line in buffer.getvalue().splitlines())
+    assert (first["request_id"], first["workflow_id"], first["state"]) == ("8f1c-req", "wf-8f1c-req", "Charge")
+    assert (second["request_id"], second["workflow_id"], second["state"]) == ("17301", "wf-17301", "Charge")
+    for line in (first, second):
+        assert line["outcome"] == "failed" and line["error_type"] == "ValueError"
+        assert line["error"] == "ValueError: no card"  # not "HandlerFailed: function 'F' raised ValueError: …"

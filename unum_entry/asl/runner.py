@@ -511,13 +511,8 @@ class _Runner:
         return [ctx.index, ctx.size, ctx.iteration + 1]
 
     def _timeout(self, state: Mapping[str, Any], raw: Any, scope: dataflow.Scope) -> float | None:
-        for key in ("TimeoutSeconds", "TimeoutSecondsPath"):
-            if key in state:
-                value = dataflow.resolve(state[key], raw, scope, field=key)
-                if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
-                    raise StatesRuntimeError("States.Runtime", f"{key} must be a positive number, found {value!r}")
-                return float(value)
-        return None
+        return timing.seconds_field(state, "TimeoutSeconds",
+                                    lambda key: dataflow.resolve(state[key], raw, scope, field=key))
 
     def _call(self, event: Any, timeout: float | None) -> Any:
         """The user handler, its exceptions as Step Functions errors (Lambda's shape)."""

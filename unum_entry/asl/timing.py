@@ -34,6 +34,7 @@ Waits are scaled by `Services.time_scale` (UNUM_ASL_TIME_SCALE) like every ASL d
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any, NoReturn
 
 from unum_entry.callbacks import WAIT
@@ -96,13 +97,13 @@ def arm_task_timers(timers: Timers, wait: dict[str, Any], *, timeout: float | No
         timers.arm(first, _event("heartbeat", invocation, 0), name=timers.name("heartbeat", invocation, 0))
 
 
+@dataclass(frozen=True, slots=True)
 class Fired:
     """What a due timer continues with: a timer wait (`wait`) or a Task's resume event (`resume`,
     the callback record's: the callback's outcome or the timer's own timeout)."""
 
-    def __init__(self, wait: Mapping[str, Any] | None = None, resume: Mapping[str, Any] | None = None) -> None:
-        self.wait = wait
-        self.resume = resume
+    wait: Mapping[str, Any] | None = None
+    resume: Mapping[str, Any] | None = None
 
 
 def fired(timers: Timers, timer: Mapping[str, Any]) -> Fired:
@@ -119,11 +120,15 @@ def fired(timers: Timers, timer: Mapping[str, Any]) -> Fired:
     decision = decode(record.value) if record is not None and record.value is not None else None
     wait = decision.get("wait") if isinstance(decision, Mapping) and decision.get("__next__") == WAIT else None
     now = timers.now()
-    if not isinstance(wait, Mapping):
+    if record is None or record.value is None:
         if ending.reached(timers.read(ending.keys)):
             raise TimerNotDue(f"timer {purpose} of {waiting}: the workflow has ended")
         # Armed by an execution that had not committed its wait yet: look again shortly.
         _rearm(timers, purpose, waiting, rounds, now + min(UNCOMMITTED_BACKOFF * 2 ** rounds, MAX_BACKOFF))
+    if not isinstance(wait, Mapping) or not _FIELDS[purpose].issubset(wait):
+        # The commit that won is not this timer's wait (an execution that armed it lost to one
+        # that decided otherwise, e.g. a SecondsPath read differently): nothing to do.
+        raise TimerNotDue(f"timer {purpose} of {waiting}: the committed decision does not wait for it")
     if purpose in ("wait", "retry"):
         if now < float(wait["until"]):
             _rearm(timers, purpose, waiting, rounds, float(wait["until"]))
@@ -145,6 +150,10 @@ def fired(timers: Timers, timer: Mapping[str, Any]) -> Fired:
                    "cause": f"no heartbeat for {wait['heartbeat']:g} seconds (HeartbeatSeconds)"}
     expires_at = record.expires_at if record is not None else 0
     return Fired(resume=callbacks.record_outcome(timers.store, token, wait, expires_at, outcome))
+
+
+_FIELDS = {"wait": {"timer", "until"}, "retry": {"timer", "until"}, "timeout": {"token", "timeout_at"},
+           "heartbeat": {"token", "heartbeat_span", "issued"}}
 
 
 def _rearm(timers: Timers, purpose: str, waiting: str, rounds: int, when: float) -> NoReturn:

@@ -28,6 +28,7 @@ from typing import Any
 from unum_entry.codec import decode, encode
 from unum_entry.envelope import Envelope, is_watchdog
 from unum_entry.errors import EnvelopeError, RedeliveriesExhausted, UnumError, WorkflowTimeout
+from unum_entry.invocation_log import InvocationLog, InvocationRecord, hosted_state
 from unum_entry.local.faults import FaultInjector, InjectedCrash
 from unum_entry.local.queue import Delivery, DeliveryQueue, MemoryQueue
 from unum_entry.outcome import RunResult, read_outcome
@@ -97,8 +98,13 @@ class LocalPlatform:
                  faults: FaultInjector | None = None, config: RuntimeConfig | None = None,
                  wrap: HandlerWrapper | None = None, invoke_latency: float = 0.0,
                  retry_delay: float = 0.001, max_redeliveries: int = MAX_REDELIVERIES,
-                 max_backoff: float = MAX_BACKOFF, queue: DeliveryQueue | None = None) -> None:
+                 max_backoff: float = MAX_BACKOFF, queue: DeliveryQueue | None = None,
+                 invocation_log: InvocationLog | None = None) -> None:
         self.workflow = workflow
+        # One line per delivery, as the function images write them (`run --log-format json`, `-v`).
+        self.invocation_log = invocation_log
+        self._states = {name: hosted_state(str(spec.folder)) for name, spec in workflow.functions.items()} \
+            if invocation_log is not None else {}
         self.store = store
         self.faults = faults
         self.invoke_latency = invoke_latency
@@ -185,14 +191,15 @@ class LocalPlatform:
 
     def recover(self, workflow_id: str) -> int:
         """Queue again the deliveries and timers of `workflow_id` that a previous process left
-        unfinished in a durable queue (none in memory); returns how many."""
+        unfinished in a durable queue (none in memory); returns how many, not counting a deadline
+        watchdog's timer (`Delivery.background`): with only that left, the caller starts again."""
         found = self.queue.recover(workflow_id)
         with self._lock:
             for ready_at, delivery in found:
                 self.queue.restore(delivery, ready_at)
                 self._count_queued(delivery)
             self._work_cv.notify_all()
-        return len(found)
+        return sum(1 for _, delivery in found if not delivery.background)
 
     def close(self) -> None:
         if self._cancelled:
@@ -343,7 +350,12 @@ class LocalPlatform:
         if runtime is None:
             self._dead_letter(f"invoke of unknown function {delivery.function!r} in workflow {env.workflow}")
             return
+        started = time.perf_counter()
         outcome = deliver(runtime, env, retry=self._backoff)
+        if self.invocation_log is not None:
+            self.invocation_log.write(InvocationRecord.of(delivery.function, env, outcome.status, outcome.error,
+                                                          (time.perf_counter() - started) * 1000,
+                                                          state=self._states.get(delivery.function)))
         status = outcome.status
         if status is DeliveryStatus.DONE:
             created = outcome.done_report.created

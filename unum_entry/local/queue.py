@@ -225,7 +225,7 @@ class SQLiteQueue(DeliveryQueue):
         failures = 0
         while True:
             with self._lock:
-                while not (self._puts or self._dels) and not self._closed:
+                while self._written == self._submitted and not self._closed:
                     self._cv.wait()
                 if self._closed and not (self._puts or self._dels):
                     return
@@ -233,6 +233,11 @@ class SQLiteQueue(DeliveryQueue):
             with self._lock:
                 puts, dels, self._puts, self._dels = list(self._puts.values()), self._dels, {}, []
                 target = self._submitted
+            if not (puts or dels):  # everything accepted was finished within the batch: nothing to write
+                with self._lock:
+                    self._written = target
+                    self._cv.notify_all()
+                continue
             try:
                 with transaction(self._conn):
                     if puts:

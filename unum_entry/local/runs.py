@@ -117,6 +117,15 @@ class Runs:
         except sqlite3.Error as exc:
             raise StoreError(f"delivery queue {self.path}: {exc}") from exc
 
+    def drop_watchdog(self, workflow: str) -> None:
+        """Forget `workflow`'s deadline watchdog timers: once it has an outcome they would
+        change nothing when they fire (unum_entry.watchdog), and nothing else ever removes them."""
+        try:
+            with transaction(self._conn) as conn:
+                conn.execute("DELETE FROM unum_queue WHERE workflow = ? AND background", (workflow,))
+        except sqlite3.Error as exc:
+            raise StoreError(f"delivery queue {self.path}: {exc}") from exc
+
     def owner(self, workflow: str) -> Owner | None:
         """The recorded driver of `workflow` (alive or not), or None."""
         return self._owner(self._conn, workflow)

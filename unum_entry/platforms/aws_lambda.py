@@ -60,10 +60,11 @@ class LambdaAdapter:
         except UnumError as exc:  # malformed: no retry can help, and no envelope to fail
             log.error("%s: dropped malformed event: %s", function, exc)
             return {"function": function, "error": str(exc)}
+        request_id = getattr(context, "aws_request_id", None)
         if delivery is None:
-            request_id = getattr(context, "aws_request_id", None)
             delivery = Delivery(new_workflow(event, f"wf-{request_id}" if request_id else None))
-        return run_delivery(self.loaded, delivery.envelope, delivery.stored_key, retry=self.retry, sleep=self._sleep)
+        return run_delivery(self.loaded, delivery.envelope, delivery.stored_key, retry=self.retry, sleep=self._sleep,
+                            request_id=request_id)
 
     def _platform_gave_up(self, record: Mapping[str, Any]) -> dict[str, Any]:
         """An on-failure destination record for one of our deliveries: record the failure."""

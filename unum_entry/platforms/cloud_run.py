@@ -111,14 +111,16 @@ class CloudRunAdapter:
         except UnumError as exc:  # malformed: no redelivery can help, and there is no envelope to fail
             log.error("%s: dropped malformed Pub/Sub message %s: %s", self.function, _message_id(message), exc)
             return {"function": self.function, "dropped": str(exc)}
-        return self._run(delivery)
+        message_id = _message_id(message)
+        return self._run(delivery, request_id=None if message_id == "?" else message_id)
 
     def start(self, input_value: Any, workflow_id: str | None = None) -> dict[str, Any]:
         """Start a workflow at this function (it must be the entry) with `input_value`."""
         return self._run(Delivery(new_workflow(input_value, workflow_id)))
 
-    def _run(self, delivery: Delivery) -> dict[str, Any]:
-        return run_delivery(self.loaded, delivery.envelope, delivery.stored_key, retry=self.retry, sleep=self._sleep)
+    def _run(self, delivery: Delivery, *, request_id: str | None = None) -> dict[str, Any]:
+        return run_delivery(self.loaded, delivery.envelope, delivery.stored_key, retry=self.retry, sleep=self._sleep,
+                            request_id=request_id)
 
     def _decode(self, message: Any) -> Delivery:
         if not isinstance(message, Mapping) or not isinstance(message.get("data"), str):

@@ -30,7 +30,7 @@ from unum_entry.envelope import Envelope
 from unum_entry.errors import (ConfigurationError, HandlerFailed, IncompleteOutcome, InvokeError, RedeliveriesExhausted,
                                StaleInvocation, StoreError, UnumError)
 from unum_entry.frozen import Frozen, frozen
-from unum_entry.invocation_log import InvocationLog, InvocationRecord
+from unum_entry.invocation_log import InvocationLog, InvocationRecord, hosted_state
 from unum_entry.ir import IR_FILE_NAME, FunctionIR, load_ir
 from unum_entry.runtime import Runtime, RuntimeConfig, load_handler
 from unum_entry.steps.layer import StepsLayer
@@ -83,6 +83,7 @@ class LoadedFunction:
     invoker: Invoker
     # one JSON line per delivery on stdout (unum_entry.invocation_log; UNUM_INVOCATION_LOG=0: off)
     invocation_log: InvocationLog = field(default_factory=lambda: InvocationLog.from_env(os.environ))
+    state: str | None = None  # the state a compiled function starts at (for the log line)
 
 
 def load_function(settings: FunctionSettings) -> LoadedFunction:
@@ -100,7 +101,8 @@ def load_function(settings: FunctionSettings) -> LoadedFunction:
     store = open_store(settings.store_url)
     invoker = open_invoker(settings.invoker_url, store=store)
     runtime = Runtime(ir, handler, store, invoker, config=settings.config, layer=StepsLayer)
-    return LoadedFunction(ir=ir, runtime=runtime, store=store, invoker=invoker)
+    return LoadedFunction(ir=ir, runtime=runtime, store=store, invoker=invoker,
+                          state=hosted_state(str(settings.function_dir)))
 
 
 @dataclass(frozen=True)
@@ -231,7 +233,7 @@ def record_failure(runtime: Runtime, env: Envelope, error: UnumError) -> Deliver
 
 
 def run_delivery(loaded: LoadedFunction, envelope: Envelope, stored_key: str | None, *, retry: RetryPolicy,
-                 sleep: Callable[[float], None]) -> dict[str, Any]:
+                 sleep: Callable[[float], None], request_id: str | None = None) -> dict[str, Any]:
     """Handle one decoded delivery on a cloud platform (Lambda, Cloud Run) through `deliver`;
     returns a summary for the platform's answer, or raises so the platform redelivers.
 
@@ -244,7 +246,8 @@ def run_delivery(loaded: LoadedFunction, envelope: Envelope, stored_key: str | N
     started = time.perf_counter()
     outcome = deliver(loaded.runtime, envelope, retry=retry)
     loaded.invocation_log.write(InvocationRecord.of(function, envelope, outcome.status, outcome.error,
-                                                    (time.perf_counter() - started) * 1000))
+                                                    (time.perf_counter() - started) * 1000,
+                                                    request_id=request_id, state=loaded.state))
     status = outcome.status
     if status is DeliveryStatus.REDELIVER:
         raise outcome.cause  # transient platform trouble or a crash: the platform redelivers

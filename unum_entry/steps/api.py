@@ -133,7 +133,7 @@ class StepContext(InvocationContext, StepsAPI):
     _journal: Journal | None = field(default=None, repr=False, compare=False)
 
     def __init__(self, workflow_id: str, function_name: str, invocation: str, attempt: int, index: int, size: int,
-                 iteration: int, deadline: int = 0, _journal: Journal | None = None, timers: Timers | None = None) -> None:
+                 iteration: int, deadline: int = 0, timers: Timers | None = None, _journal: Journal | None = None) -> None:
         self.__dict__.update(workflow_id=workflow_id, function_name=function_name, invocation=invocation,
                              attempt=attempt, index=index, size=size, iteration=iteration, deadline=deadline,
                              timers=timers, _journal=_journal)

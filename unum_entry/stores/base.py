@@ -1,10 +1,12 @@
 """The store contract: the only coordination point of a workflow (docs/coordination.md).
 
-`Store` holds every rule once (expiry stamping, expiry on read, what counts as a full set,
-values stored by reference); a backend implements a few small primitives whose docstrings state
-the contract. Keys are short ASCII names made by `unum_entry.naming` (`c-…` checkpoint, `s-…`
-set shard, `r-…` result, `f-…` failure, `b-…` chunk of a large value); values are opaque bytes
-(msgpack, encoded by the runtime).
+`Store` holds every rule once (expiry on read, what counts as a full set, values stored by
+reference); a backend implements a few small primitives whose docstrings state the contract.
+Every write states when its record expires (`expires_at`, required: no store has a default TTL;
+the workflow's ledger, unum_entry.retention.Ledger, stamps it by the record's kind). Keys are
+short ASCII names made by `unum_entry.naming` (`c-…` checkpoint, `s-…` set shard, `r-…` result,
+`f-…` failure, `b-…` chunk of a large value, …); values are opaque bytes (msgpack, encoded by
+the runtime).
 
 Consistency the runtime relies on:
 - `create` is atomic create-if-absent; a losing writer gets the winner's value.
@@ -338,7 +340,7 @@ class Store(ABC):
     def _app_read(self, table: str, keys: list[str]) -> dict[str, Versioned]:
         """Strongly consistent read of application items; absent keys are left out."""
         raise StoreError(f"{type(self).__name__} has no application tables: transactional steps need "
-                         "a store with multi-item transactions (file, memory, dynamodb)")
+                         "a store with multi-item transactions (file, memory, dynamodb, firestore)")
 
     def _transact(self, record: Record, ops: list[AppOp], guards: list[Guard]) -> Record | None:
         """Atomically (crash-safe, isolated from concurrent callers): if `record.key` exists

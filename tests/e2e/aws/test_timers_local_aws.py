@@ -7,20 +7,29 @@ into the containers through the local Invoke endpoint.
 - A timer delivered early is absorbed: the watchdog's envelope scheduled *now* reaches the entry
   container, which finds it early and re-arms (a second schedule, the next name), leaving the
   finished workflow's outcome unchanged.
+- images/asl-wait (a 2-hour Wait and a waiting Task that times out), time-scaled, runs to its
+  expected result with both waits on schedules.
 """
 
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import time
+import uuid
 from pathlib import Path
 
 import pytest
 
+from builder.local_stack.aws_stack import LocalLambdaStack
+from builder.local_stack.lambda_endpoint import AsyncInvokeEndpoint
 from builder.local_stack.process import wait_until
+from tests.e2e.aws.conftest import FAST_RETRY, LambdaFunctionContainer
 from unum_entry.invokers.eventbridge_scheduler import at_expression, parse_at_expression
 from unum_entry.naming import timer_name
 from unum_entry.outcome import read_outcome
+from unum_entry.workflow import load_workflow
 
 pytestmark = pytest.mark.e2e
 
@@ -73,19 +82,9 @@ def test_a_two_hour_wait_and_a_task_timeout_run_on_scheduler_timers(tmp_path, bu
     1-hour `TimeoutSeconds` elapses) compiled with the real CLI, in Lambda containers at
     UNUM_ASL_TIME_SCALE=0.001: each Wait and the timeout are EventBridge Scheduler schedules on
     moto, fired by the stack's loop - the functions stop while waiting (no delivery in flight)."""
-    import subprocess
-    import sys
-    import uuid
-
-    from builder.local_stack.aws_stack import LocalLambdaStack
-    from builder.local_stack.lambda_endpoint import AsyncInvokeEndpoint
-    from tests.e2e.aws.conftest import FAST_RETRY, LambdaFunctionContainer
-    from unum_entry.workflow import load_workflow
-
-    repo = IMAGES.parent
     folder = tmp_path / "asl-wait"
     compiled = subprocess.run([sys.executable, "-m", "builder", "compile", str(IMAGES / "asl-wait" / "statemachine.json"),
-                               "--out", str(folder)], cwd=repo, capture_output=True, text=True, timeout=60)
+                               "--out", str(folder)], cwd=IMAGES.parent, capture_output=True, text=True, timeout=60)
     assert compiled.returncode == 0, compiled.stderr
     workflow = load_workflow(folder)
     table = f"unum-e2e-asl-wait-{uuid.uuid4().hex[:8]}"
@@ -110,3 +109,25 @@ def test_a_two_hour_wait_and_a_task_timeout_run_on_scheduler_timers(tmp_path, bu
     assert len(fired) >= 2 and set(fired) <= set(workflow.functions), fired
     assert took >= 7.2 + 3.6, took
     assert attempts == [], attempts
+
+
+def test_local_aws_cli_runs_the_wait_example_on_timers(tmp_path, built_images, aws_moto) -> None:
+    """The commands a user types: `compile` the state machine, then `UNUM_ASL_TIME_SCALE=0.001
+    python -m builder local-aws FOLDER --input @input.json` (the variable reaches the containers)."""
+    import os
+
+    from tests.e2e.conftest import E2E_TAG_PREFIX
+
+    folder = tmp_path / "asl-wait"
+    compiled = subprocess.run([sys.executable, "-m", "builder", "compile", str(IMAGES / "asl-wait" / "statemachine.json"),
+                               "--out", str(folder)], cwd=IMAGES.parent, capture_output=True, text=True, timeout=60)
+    assert compiled.returncode == 0, compiled.stderr
+    built_images(folder)
+    proc = subprocess.run([sys.executable, "-m", "builder", "local-aws", str(folder), "--no-build",
+                           "--tag-prefix", E2E_TAG_PREFIX, "--moto-endpoint", aws_moto.endpoint,
+                           "--input", f"@{IMAGES / 'asl-wait' / 'input.json'}", "--compact", "--timeout", "120"],
+                          cwd=IMAGES.parent, capture_output=True, text=True, timeout=240,
+                          env={**os.environ, "UNUM_ASL_TIME_SCALE": "0.001"})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "Traceback" not in proc.stderr
+    assert json.loads(proc.stdout) == json.loads((IMAGES / "asl-wait" / "expected.json").read_text())

@@ -288,3 +288,30 @@ def test_a_heartbeat_for_an_unknown_token_is_refused() -> None:
     with pytest.raises(callbacks.InvalidToken):
         callbacks.task_heartbeat(forged, store=world.store)
     assert not [r for r in world.store.records(WF) if r.kind is Kind.MARKER]
+
+
+def test_the_path_forms_of_timeout_and_heartbeat_seconds_arm_their_timers_scaled() -> None:
+    states = {**WAITING_TASK, "Ask": {k: v for k, v in WAITING_TASK["Ask"].items()
+                                      if k not in ("TimeoutSeconds", "HeartbeatSeconds")}}
+    states["Ask"].update(TimeoutSecondsPath="$.limits.timeout", HeartbeatSecondsPath="$.limits.beat")
+    world = World(states, head="Ask", task="Ask", scale=0.01)
+    wait = world.run({"limits": {"timeout": 50_000, "beat": 2_000}})["wait"]
+
+    assert wait["timeout_at"] == T0 + 500 and wait["heartbeat_span"] == 20
+    assert sorted(w for w, *_ in world.invoker.timers) == [T0 + 20, T0 + 500]
+    bad = World(states, head="Ask", task="Ask").run({"limits": {"timeout": -1, "beat": 2}})
+    assert bad["__next__"] == "__fail__" and bad["error"]["Error"] == "States.Runtime"
+    assert "TimeoutSecondsPath must be a positive number" in bad["error"]["Cause"]
+
+
+def test_a_timer_whose_wait_lost_to_another_decision_is_dropped_without_re_arming() -> None:
+    world = World(WAIT_MACHINE, head="W")
+    run(world.fragment, world.handler, {"v": 1}, _ctx(world, 0), Services(sleep=world.slept.append))  # armed
+    invocation = naming.checkpoint_key(WF, "F", (Frame(0, 1, 0),))
+    world.store.create(invocation, encode({"__next__": "__end__", "output": 1}), workflow=WF, expires_at=DEADLINE)
+    event, iteration = world.fire()
+    world.clock.now = T0 + 7200
+
+    with pytest.raises(TimerNotDue):
+        world.run(event, iteration)
+    assert len(world.invoker.timers) == 1  # not re-armed

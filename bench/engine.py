@@ -1,0 +1,108 @@
+"""The embedded engine at its store's speed: CPU per transition and memory per map branch.
+
+    python bench/engine.py [--chain 1000] [--map 10000] [--store memory|sqlite] [--queue memory|sqlite]
+    python bench/engine.py --map 1000000 --chain 0       # the million-branch map + sum
+
+Runs a chain of no-op functions and a map of no-op branches + a sum (fan-in) on `LocalPlatform`
+in this process, and prints per workload: transitions (invocations committed), wall time, the
+process's CPU time per transition, and the peak RSS growth per map branch. `--queue sqlite` is
+`run`'s durable delivery queue (unum_entry.local.queue.SQLiteQueue) in a temporary file; `--store
+sqlite` the SQLite store (durability normal unless --durability). Not a test: figures only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+from unum_entry.local.platform import LocalPlatform  # noqa: E402
+from unum_entry.local.queue import MemoryQueue, SQLiteQueue  # noqa: E402
+from unum_entry.stores.memory import MemoryStore  # noqa: E402
+from unum_entry.workflow import load_workflow  # noqa: E402
+
+
+def _function(folder: Path, name: str, code: str, instructions: list[dict[str, object]]) -> None:
+    (folder / name).mkdir(parents=True)
+    (folder / name / "app.py").write_text(code)
+    (folder / name / "unum-ir.json").write_text(json.dumps({"unum_ir": 1, "function": name, "handler": "app.handler",
+                                                            "instructions": instructions}))
+
+
+def chain(folder: Path, length: int) -> Path:
+    """S0 → … → S{length-1}, each returning its input + 1 (a loop would reuse one function; a
+    chain of distinct functions is what a Step Functions machine of `length` Task states is)."""
+    for i in range(length):
+        _function(folder, f"S{i}", "def handler(event, context):\n    return event + 1\n",
+                  [{"op": "invoke", "function": f"S{i + 1}"}] if i + 1 < length else [])
+    (folder / "unum-workflow.json").write_text(json.dumps({"unum_workflow": 1, "name": "chain", "entry": "S0"}))
+    return folder
+
+
+def map_sum(folder: Path) -> Path:
+    """Split (input: n) → a map of n Items → Sum."""
+    _function(folder, "Split", "def handler(event, context):\n    return list(range(event))\n",
+              [{"op": "create_set", "function": "Sum", "shape": "aggregate"}, {"op": "map", "function": "Item"}])
+    _function(folder, "Item", "def handler(event, context):\n    return event\n", [{"op": "fan_in", "function": "Sum"}])
+    _function(folder, "Sum", "def handler(event, context):\n    return sum(event)\n", [])
+    (folder / "unum-workflow.json").write_text(json.dumps({"unum_workflow": 1, "name": "map", "entry": "Split"}))
+    return folder
+
+
+def rss_mib() -> float:
+    """Peak RSS of this process so far (MiB)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def measure(label: str, folder: Path, value: object, args: argparse.Namespace, tmp: Path) -> None:
+    if args.store == "sqlite":
+        from unum_entry.stores.sqlite import SQLiteStore
+        store = SQLiteStore.open(tmp / f"{label}.db", durability=args.durability)
+    else:
+        store = MemoryStore()
+    queue = SQLiteQueue(tmp / f"{label}-queue.db") if args.queue == "sqlite" else MemoryQueue()
+    workflow = load_workflow(folder)
+    rss_before = rss_mib()
+    cpu, wall = time.process_time(), time.perf_counter()
+    with LocalPlatform(workflow, store, workers=args.workers, queue=queue) as platform:
+        result = platform.run(value, timeout=args.timeout)
+        committed = platform.stats["committed"]
+    cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+    grown = rss_mib() - rss_before
+    print(f"{label}: {committed} transitions in {wall:.2f} s ({committed / wall:,.0f}/s); CPU "
+          f"{cpu / committed * 1e6:.0f} us/transition; peak RSS {rss_mib():.0f} MiB (+{grown:.0f}); "
+          f"result {str(result.result)[:40]}", flush=True)
+    if label.startswith("map"):
+        print(f"  memory per map branch (peak RSS growth / branches): {grown * 2**20 / max(1, int(str(value))):.0f} B",
+              flush=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--chain", type=int, default=1000)
+    parser.add_argument("--map", type=int, default=10000)
+    parser.add_argument("--store", choices=("memory", "sqlite"), default="memory")
+    parser.add_argument("--durability", choices=("full", "normal", "off"), default="normal")
+    parser.add_argument("--queue", choices=("memory", "sqlite"), default="memory")
+    parser.add_argument("--workers", type=int, default=8)
+    parser.add_argument("--timeout", type=float, default=600)
+    args = parser.parse_args()
+    print(f"store {args.store}, queue {args.queue}, {args.workers} workers, {os.cpu_count()} CPUs", flush=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        if args.chain:
+            measure(f"chain-{args.chain}", chain(Path(tmp) / "chain", args.chain), 0, args, Path(tmp))
+        if args.map:
+            measure(f"map-{args.map}", map_sum(Path(tmp) / "map"), args.map, args, Path(tmp))
+
+
+if __name__ == "__main__":
+    main()

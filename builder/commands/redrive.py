@@ -1,0 +1,87 @@
+"""`python -m builder redrive WF [--workflow FOLDER]`: re-run a failed workflow on the embedded
+engine from the invocation that failed it, with its recorded input, keeping every committed
+result (unum_entry.redrive), with the code in the workflow folder now; then print the outcome
+as `run` does (the result on stdout, exit 0; a failure again, exit 1).
+
+The folder is the one `run` recorded for the workflow, or `--workflow` (a folder or a state
+machine file). Refused in one line (exit 2) when the workflow did not fail, was stopped, is past
+its retention, or another redrive claimed it first.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from unum_entry.errors import UnumError, WorkflowFailed
+
+from builder.commands.console import Console
+from builder.commands.io import to_json
+from builder.commands.options import TIMEOUT_ENV, WORKERS_ENV, add_store_option, env_option, positive_int, positive_seconds
+
+
+class PlatformInvoker:
+    """The Invoker a redrive sends through: the embedded engine's queue (LocalPlatform.submit)."""
+
+    def __init__(self, platform: Any) -> None:
+        self._platform = platform
+
+    def invoke(self, function: str, payload: dict[str, Any]) -> None:
+        self._platform.submit(function, payload)
+
+    def invoke_at(self, when: float, function: str, payload: dict[str, Any], *, name: str) -> None:
+        self._platform.submit_at(when, function, payload, name=name)
+
+
+def cmd_redrive(args: argparse.Namespace) -> int:
+    from unum_entry import load_workflow
+    from unum_entry.local.platform import LocalPlatform
+    from unum_entry.outcome import WorkflowStatus, read_outcome
+    from unum_entry.redrive import redrive
+
+    from builder.commands import start_record
+    from builder.commands.compile import runnable_workflow
+    from builder.commands.inspect import open_existing_store
+
+    console = Console()
+    store = open_existing_store(args.store)
+    try:
+        recorded = start_record.read(store, args.workflow_id)
+        folder = args.workflow or (recorded.folder if recorded else None)
+        if not folder:
+            raise UnumError(f"redrive: the store has no record of where {args.workflow_id} was run from; pass its "
+                            "workflow folder: --workflow FOLDER")
+        workflow = load_workflow(runnable_workflow(folder))
+        platform = LocalPlatform(workflow, store, workers=args.workers)
+        try:
+            sent = redrive(store, args.workflow_id, PlatformInvoker(platform))
+            console.message(f"redrive {sent.number + 1} of workflow {args.workflow_id}: re-running {sent.function} "
+                            f"(it failed with {sent.failure.get('Error')}: {sent.failure.get('Cause')})")
+            platform.wait_idle(args.timeout)
+        finally:
+            platform.close()
+        outcome = read_outcome(store, args.workflow_id)
+    finally:
+        store.close()
+    if outcome.status is WorkflowStatus.SUCCEEDED:
+        print(to_json(outcome.result, compact=False), flush=True)
+        return 0
+    if outcome.failure is not None:
+        f = outcome.failure
+        raise WorkflowFailed(f"workflow {args.workflow_id} failed again in function {f.get('Function')!r} after "
+                             f"{f.get('Attempts')} attempt(s): {f.get('Error')}: {f.get('Cause')}")
+    console.message(f"workflow {args.workflow_id} is {outcome.status} (see: inspect {args.workflow_id})")
+    return 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser("redrive", help="re-run a failed workflow from its failed invocation, keeping what "
+                                            "committed (Step Functions' redrive)")
+    parser.add_argument("workflow_id", help="the workflow id (printed by run)")
+    parser.add_argument("--workflow", metavar="FOLDER", help="its workflow folder or state machine (default: the "
+                                                             "folder its run recorded)")
+    add_store_option(parser)
+    env_option(parser, "--workers", envvar=WORKERS_ENV, default=8, type=positive_int, help="concurrent executions")
+    env_option(parser, "--timeout", envvar=TIMEOUT_ENV, default=300.0, type=positive_seconds,
+               help="seconds to wait for the workflow")
+    parser.set_defaults(func=cmd_redrive)

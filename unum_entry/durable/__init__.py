@@ -1,0 +1,15 @@
+"""Lambda durable functions handlers (`aws-durable-execution-sdk-python`, `@durable_execution`)
+run unchanged on unum: the SDK's service client over unum's store, its re-invocations through
+unum's invokers and timers (docs/durable-functions.md).
+
+- `adapter`: the unum handler around an SDK-decorated one (`adapt`, applied by `load_handler`);
+- `log` / `service`: the execution's checkpoint log and what it means (first outcome wins);
+- `client`: `DurableServiceClient` over the log;
+- `callbacks`: callback ids, `complete` (callback-success / callback-failure).
+
+Importing this package does not import the SDK (only running a durable handler does).
+"""
+
+from unum_entry.durable.adapter import DurableSuspended, adapt, is_durable_handler
+
+__all__ = ["DurableSuspended", "adapt", "is_durable_handler"]

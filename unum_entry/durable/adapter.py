@@ -1,0 +1,134 @@
+"""Run a handler decorated with `@durable_execution` (aws-durable-execution-sdk-python),
+unchanged, as one unum invocation — playing the durable service's role with unum's store,
+invoker and timers.
+
+Each delivery of the invocation runs the SDK's own handler with an invocation input carrying
+`StoreServiceClient` (unum_entry.durable.client) and every operation of the execution's log:
+completed operations are answered from the log (replay), new ones are checkpointed into it.
+Then, by the SDK's answer:
+- SUCCEEDED: the result is the invocation's output (unum commits it create-if-absent and the
+  workflow goes on);
+- FAILED: the workflow fails with the execution's error, not retried (as the service does);
+- PENDING after a lost race (token revoked): replay at once, now from the winner's entries;
+- PENDING on a wait, a step's retry or a callback: if the earliest time that changes anything
+  (a wait's end, a retry, a callback's timeout) has come, replay at once; otherwise arm a
+  durable timer to re-deliver this same invocation then (`Timers.arm(here=True)`, its name
+  deterministic so duplicates arm one timer), and drop the delivery without a commit
+  (`DurableSuspended`). A callback's completion re-delivers it (unum_entry.durable.callbacks).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from unum_entry.durable.callbacks import RESUME
+from unum_entry.errors import ConfigurationError, StaleInvocation, StoreError, UnumError, WorkflowAborted
+
+log = logging.getLogger("unum.durable")
+MAX_ROUNDS = 200  # replays within one delivery (lost races, due times) before the platform redelivers
+
+
+class DurableSuspended(StaleInvocation):
+    """The execution waits (a timer or a callback will re-deliver it): drop this delivery."""
+
+
+class _LambdaContext:
+    """What the SDK reads from Lambda's context object."""
+
+    def __init__(self, context: Any) -> None:
+        self.aws_request_id = getattr(context, "invocation", "")
+        self.function_name = getattr(context, "function_name", "")
+        self.invoked_function_arn = f"unum:{self.function_name}"
+        self.memory_limit_in_mb = 0
+        self.log_group_name = self.log_stream_name = ""
+
+    @staticmethod
+    def get_remaining_time_in_millis() -> int:
+        return 15 * 60 * 1000
+
+
+class DurableHandler:
+    """The unum handler `(event, context)` around an SDK-decorated handler."""
+
+    def __init__(self, sdk_handler: Callable[[Any, Any], Any]) -> None:
+        self.sdk_handler = sdk_handler
+        self.__wrapped__ = sdk_handler
+
+    def __call__(self, event: Any, context: Any) -> Any:
+        from aws_durable_execution_sdk_python.execution import (DurableExecutionInvocationInputWithClient,
+                                                                InitialExecutionState)
+
+        from unum_entry.durable.client import StoreServiceClient
+        from unum_entry.durable.log import ExecutionLog
+        from unum_entry.durable.service import wake_times
+        from unum_entry.retention import Ledger, Retention
+        from unum_entry.timers import timers_of
+
+        timers = timers_of(context)
+        if timers is None:
+            raise ConfigurationError("a durable handler runs inside unum's runtime (its context has no timers)")
+        store = timers.store
+        retention = Retention(ttl_seconds=store.ttl_seconds, clock=timers.clock)
+        ledger = Ledger.bounded(context.workflow_id, context.deadline, retention)
+        invocation = context.invocation
+        execution = ExecutionLog(store, invocation, ledger, clock=timers.clock)
+        execution.catch_up()
+        if execution.length == 0:
+            if isinstance(event, dict) and RESUME in event:
+                raise DurableSuspended(f"durable execution {invocation}: resumed but its log is gone")
+            execution.begin({"Input": json.dumps(event), "Workflow": context.workflow_id,
+                             "Function": context.function_name, "Invocation": invocation,
+                             "Frames": [[f.index, f.size, f.iteration] for f in timers.envelope.frames],
+                             "Deadline": context.deadline})
+        arn = f"unum:{context.function_name}/{invocation}"
+        for _ in range(MAX_ROUNDS):
+            client = StoreServiceClient(execution)
+            request = DurableExecutionInvocationInputWithClient(
+                durable_execution_arn=arn, checkpoint_token=f"{invocation}:0",
+                initial_execution_state=InitialExecutionState(operations=client.initial_operations(), next_marker=""),
+                service_client=client)
+            out = self.sdk_handler(request, _LambdaContext(context))
+            if client.revoked:
+                continue  # another execution's outcome won: replay from it
+            status = out.get("Status")
+            if status == "SUCCEEDED":
+                text = out.get("Result") or execution.state.meta.get("Result")
+                return json.loads(text) if text else None
+            if status == "FAILED":
+                error = out.get("Error") or execution.state.meta.get("Error") or {}
+                raise WorkflowAborted(error.get("ErrorType") or "DurableExecutionFailed",
+                                      error.get("ErrorMessage") or "")
+            execution.catch_up()
+            now = execution.now_ms()
+            times = wake_times(execution.state)
+            if any(t <= now for t in times):
+                continue
+            if times:
+                when = min(times)
+                parts: list[object] = [invocation, execution.length, when]
+                if isinstance(event, dict) and isinstance(event.get(RESUME), dict) and event[RESUME].get("when") == when:
+                    parts.append(f"early@{now}")  # this delivery came early: a fresh name (a name is used once)
+                timers.arm(when / 1000, {RESUME: {"reason": "timer", "when": when}},
+                           name=timers.name("durable-wake", *parts), here=True)
+            raise DurableSuspended(f"durable execution {invocation} waits"
+                                   + (f" until {min(times) / 1000:.3f}" if times else " for a callback"))
+        raise StoreError(f"durable execution {invocation}: no progress after {MAX_ROUNDS} replays in one delivery")
+
+
+def adapt(handler: Callable[..., Any]) -> Callable[..., Any]:
+    """`handler` itself, or a DurableHandler when it is decorated with `@durable_execution`."""
+    return DurableHandler(handler) if is_durable_handler(handler) else handler
+
+
+def is_durable_handler(handler: Any) -> bool:
+    """Is `handler` the SDK's `@durable_execution` wrapper? (No SDK import: its code object
+    lives in the SDK's execution module.)"""
+    code = getattr(handler, "__code__", None)
+    return (hasattr(handler, "__wrapped__") and code is not None
+            and "aws_durable_execution_sdk_python" in code.co_filename.replace("\\", "/"))
+
+
+__all__ = ["DurableHandler", "DurableSuspended", "UnumError", "adapt", "is_durable_handler"]

@@ -1,0 +1,135 @@
+"""Callback ids of durable executions and their completion (SendDurableExecutionCallbackSuccess /
+Failure), without a service.
+
+A callback id names the waiting execution — its workflow, function, fan-out frames and unum
+invocation — the operation, and a nonce drawn by the execution whose CALLBACK START won the log
+slot (unguessable, so an id cannot be forged from the others):
+
+    unumcb1.<base64url(JSON [workflow, function, frames, invocation, operation id, nonce])>
+
+`complete(id, result=... | error=..., store, invoker)` appends the outcome to the execution's
+log (first wins: a second completion, or one after the callback timed out, is refused with
+`CallbackAlreadyCompleted`) and re-invokes the waiting invocation, which replays and continues.
+A retried completion whose append had won re-sends the invoke (its delivery is absorbed).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from unum_entry.errors import UnumError
+
+PREFIX = "unumcb1."
+RESUME = "__unum_durable_resume__"  # the event of a delivery that re-invokes a durable execution
+
+
+class DurableCallbackError(UnumError):
+    """A callback completion was refused."""
+
+
+class InvalidCallbackId(DurableCallbackError):
+    pass
+
+
+class CallbackAlreadyCompleted(DurableCallbackError):
+    pass
+
+
+def callback_id(meta: Mapping[str, Any], operation_id: str, nonce: str) -> str:
+    raw = json.dumps([meta.get("Workflow"), meta.get("Function"), meta.get("Frames"), meta.get("Invocation"),
+                      operation_id, nonce], separators=(",", ":"))
+    return PREFIX + base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
+
+
+@dataclass(frozen=True)
+class CallbackRef:
+    workflow: str
+    function: str
+    frames: list[list[int]]
+    invocation: str
+    operation_id: str
+    nonce: str
+
+    @classmethod
+    def parse(cls, text: str) -> CallbackRef:
+        try:
+            if not isinstance(text, str) or not text.startswith(PREFIX):
+                raise ValueError("prefix")
+            body = text[len(PREFIX):]
+            fields = json.loads(base64.urlsafe_b64decode(body + "=" * (-len(body) % 4)))
+            workflow, function, frames, invocation, operation_id, nonce = fields
+            if not all(isinstance(v, str) and v for v in (workflow, function, invocation, operation_id, nonce)):
+                raise ValueError("fields")
+        except (ValueError, TypeError, UnicodeDecodeError) as exc:
+            raise InvalidCallbackId(f"not a unum durable callback id: {str(text)[:40]!r}") from exc
+        return cls(workflow, function, [list(f) for f in frames], invocation, operation_id, nonce)
+
+
+@dataclass(frozen=True)
+class Completed:
+    workflow: str
+    function: str
+
+
+def complete(text: str, *, store: Any, invoker: Any, result: str | None = None,
+             error: Mapping[str, Any] | None = None) -> Completed:
+    """Complete the callback `text` with `result` (the callback's payload, a string: the SDK
+    hands it to its serdes) or `error` ({ErrorType, ErrorMessage, ErrorData}); then re-invoke
+    the waiting execution. Raises InvalidCallbackId / CallbackAlreadyCompleted (one line)."""
+    from unum_entry.durable.log import ExecutionLog
+    from unum_entry.durable.service import TERMINAL
+    from unum_entry.retention import Ledger, store_retention
+
+    ref = CallbackRef.parse(text)
+    retention = store_retention(store)
+    first = ExecutionLog(store, ref.invocation, Ledger.bounded(ref.workflow, None, retention), clock=retention.clock)
+    first.catch_up()
+    deadline = int(first.state.meta.get("Deadline") or 0)
+    log = ExecutionLog(store, ref.invocation, Ledger.bounded(ref.workflow, deadline, retention), clock=retention.clock)
+    log.catch_up()
+    op = log.state.ops.get(ref.operation_id)
+    details = op.callback_details if op is not None else None
+    if details is None or details.callback_id != text:
+        raise InvalidCallbackId(f"unknown callback id (no such waiting callback, or it expired): {text[:40]}…")
+    completion: dict[str, Any] = {"Id": ref.operation_id, "Status": "FAILED" if error is not None else "SUCCEEDED",
+                                  "Result": result, "Error": dict(error) if error is not None else None}
+    won = log.append_completion(completion)
+    if not won:
+        final = log.state.ops[ref.operation_id]
+        mine = final.callback_details is not None and final.callback_details.result == result and (
+            (final.callback_details.error.to_dict() if final.callback_details.error else None)
+            == completion["Error"]) and final.status.value == completion["Status"]
+        if not mine or final.status not in TERMINAL:
+            raise CallbackAlreadyCompleted(f"callback {ref.operation_id} of workflow {ref.workflow} was already "
+                                           f"completed ({final.status.value})")
+    resume(invoker, ref.workflow, ref.function, ref.frames, deadline, reason="callback")
+    return Completed(ref.workflow, ref.function)
+
+
+def resume(invoker: Any, workflow: str, function: str, frames: list[list[int]], deadline: int, *,
+           reason: str) -> None:
+    """Deliver a resume event to the invocation (workflow, function, frames): it replays."""
+    from unum_entry.envelope import DataRef, Envelope, Frame
+
+    env = Envelope(workflow=workflow, frames=tuple(Frame(*f) for f in frames),
+                   inputs=(DataRef(value={RESUME: {"reason": reason}}),), deadline=deadline)
+    invoker.invoke(function, env.to_wire())
+
+
+def waiting_callbacks(store: Any, invocation: str) -> list[str]:
+    """The ids of the callbacks the execution run by `invocation` waits for."""
+    from unum_entry.durable.log import ExecutionLog
+    from unum_entry.retention import Ledger, store_retention
+
+    retention = store_retention(store)
+    log = ExecutionLog(store, invocation, Ledger.bounded("", None, retention), clock=retention.clock)
+    log.catch_up()
+    from aws_durable_execution_sdk_python.lambda_service import OperationStatus, OperationType
+
+    return [op.callback_details.callback_id for op in log.state.ops.values()
+            if op.operation_type is OperationType.CALLBACK and op.status is OperationStatus.STARTED
+            and op.callback_details is not None]

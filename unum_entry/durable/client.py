@@ -1,0 +1,77 @@
+"""`DurableServiceClient` over unum's store: the two calls the SDK makes to Lambda's durable
+service (`checkpoint`, `get_execution_state`), answered from the execution's log
+(unum_entry.durable.log) instead of a service.
+
+`checkpoint` appends the batch (first outcome of each operation wins) and answers with every
+operation whose state changed since this client last answered — the batch's own, other
+executions' entries folded meanwhile, waits whose end passed, callbacks that timed out. When an
+update contradicts the log (a duplicate execution's outcome won), it answers without a
+checkpoint token: the SDK then stops and reports PENDING ("token revoked"), and the adapter
+replays the handler from the log, so this execution continues with the winner's results.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aws_durable_execution_sdk_python.lambda_service import (CheckpointOutput, CheckpointUpdatedExecutionState,
+                                                             Operation, OperationStatus, OperationType, StateOutput)
+
+from unum_entry.durable.log import ExecutionLog
+from unum_entry.durable.service import Conflict, view
+
+
+class StoreServiceClient:
+    """One handler run's service client (one per replay: its view starts empty)."""
+
+    def __init__(self, log: ExecutionLog) -> None:
+        self.log = log
+        self.revoked = False
+        self._sent: dict[str, dict[str, Any]] = {}
+        self._tokens = 0
+
+    def initial_operations(self) -> list[Operation]:
+        """Every operation of the execution now (the invocation's InitialExecutionState)."""
+        return self._changes()
+
+    def checkpoint(self, durable_execution_arn: str, checkpoint_token: str, updates: list[Any],
+                   client_token: str | None) -> CheckpointOutput:
+        if self.revoked:
+            return CheckpointOutput(checkpoint_token=None, new_execution_state=CheckpointUpdatedExecutionState())
+        try:
+            self.log.append_updates(updates)
+        except Conflict:
+            self.revoked = True
+            return CheckpointOutput(checkpoint_token=None, new_execution_state=CheckpointUpdatedExecutionState())
+        self._tokens += 1
+        return CheckpointOutput(checkpoint_token=f"{self.log.invocation}:{self._tokens}",
+                                new_execution_state=CheckpointUpdatedExecutionState(operations=self._changes()))
+
+    def get_execution_state(self, durable_execution_arn: str, checkpoint_token: str, next_marker: str,
+                            max_items: int = 1000) -> StateOutput:
+        """Never paginated: every operation comes with the invocation and each checkpoint."""
+        return StateOutput(operations=[], next_marker=None)
+
+    def _changes(self) -> list[Operation]:
+        self.log.catch_up()
+        self._time_out_callbacks()
+        changed = []
+        for op_id, op in view(self.log.state, self.log.now_ms()).items():
+            form = dict(op.to_json_dict())
+            if self._sent.get(op_id) != form:
+                self._sent[op_id] = form
+                changed.append(op)
+        return changed
+
+    def _time_out_callbacks(self) -> None:
+        """A callback past its timeout gets its TIMED_OUT outcome in the log (first wins against
+        a completion racing it)."""
+        now = self.log.now_ms()
+        for op_id, op in list(self.log.state.ops.items()):
+            if op.operation_type is not OperationType.CALLBACK or op.status is not OperationStatus.STARTED:
+                continue
+            timeout_at, _ = self.log.state.callback_timeouts.get(op_id, (0, 0))
+            if timeout_at and now >= timeout_at:
+                self.log.append_completion({"Id": op_id, "Status": "TIMED_OUT", "Result": None,
+                                            "Error": {"ErrorType": "Callback.Timeout",
+                                                      "ErrorMessage": "Callback timed out"}})

@@ -1,0 +1,133 @@
+"""One durable execution's checkpoint log over unum's store: numbered entries, each written once.
+
+Entry `n` of the execution `invocation` (the unum invocation running the durable handler; its
+checkpoint name) is the store key `naming.durable_log_key(invocation, n)`, written with
+create-if-absent. Appending is consensus per slot: a writer that loses slot `n` reads the
+winner's entry, folds it (unum_entry.durable.service) and re-checks its own updates before it
+tries `n + 1`, so every reader folds the same entries in the same order and the first outcome
+of each operation wins. A fault-free checkpoint costs one conditional write; reading the whole
+state costs one batch read per `READ_BATCH` entries. Entries expire as steps do
+(`Ledger.expires_at(Kind.STEP)`, unum_entry.retention).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from unum_entry import naming
+from unum_entry.durable.service import Conflict, Folded, admit, fold, view
+from unum_entry.errors import StoreError
+from unum_entry.retention import Ledger
+from unum_entry.stores.base import Kind, Store
+
+READ_BATCH = 16
+MAX_APPEND_TRIES = 64  # slots lost in a row before giving up (the platform redelivers)
+
+
+def _now_ms(clock: Callable[[], float]) -> int:
+    return int(clock() * 1000)
+
+
+class ExecutionLog:
+    """The log of one execution and its folded state, as far as this reader has read it."""
+
+    def __init__(self, store: Store, invocation: str, ledger: Ledger, clock: Callable[[], float] = time.time) -> None:
+        self.store = store
+        self.invocation = invocation
+        self.ledger = ledger
+        self.clock = clock
+        self.state = Folded(invocation)
+        self.length = 0  # entries folded so far
+
+    def now_ms(self) -> int:
+        return _now_ms(self.clock)
+
+    def key(self, n: int) -> str:
+        return naming.durable_log_key(self.invocation, n)
+
+    def catch_up(self) -> list[str]:
+        """Fold every entry written since the last read; returns the changed operation ids."""
+        changed: list[str] = []
+        while True:
+            keys = [self.key(n) for n in range(self.length, self.length + READ_BATCH)]
+            found = self.store.get_many(keys)
+            for key in keys:
+                raw = found.get(key)
+                if raw is None:
+                    return changed
+                changed += self.state.apply(json.loads(raw))
+                self.length += 1
+
+    def begin(self, meta: dict[str, Any]) -> None:
+        """Write the first entry (the execution's input and where it runs) unless it exists;
+        the first writer's input is the execution's."""
+        self.catch_up()
+        if self.length == 0:
+            self._append({"t": self.now_ms(), "x": meta})
+
+    def append_updates(self, updates: Iterable[Any]) -> list[str]:
+        """Append the updates an execution checkpoints (OperationUpdates). Repeats of what the
+        log holds are dropped; raises Conflict, writing nothing, when an update contradicts it."""
+        pending = list(updates)
+        changed: list[str] = []
+        for _ in range(MAX_APPEND_TRIES):
+            changed += self.catch_up()
+            ops = view(self.state, self.now_ms())
+            kept = []
+            for update in pending:
+                if admit(ops, update):
+                    kept.append(update)
+            if not kept:
+                return changed
+            entry: dict[str, Any] = {"t": self.now_ms(), "u": [self._raw(u) for u in kept]}
+            if self._try(entry):
+                changed += self.state.apply(entry)
+                self.length += 1
+                return changed
+        raise StoreError(f"durable execution {self.invocation}: lost {MAX_APPEND_TRIES} log slots in a row")
+
+    def append_completion(self, completion: dict[str, Any]) -> bool:
+        """Record an operation's outcome from outside the handler (a callback, a timeout, an
+        invoked function's result). Returns False when the operation already has one (first wins)."""
+        from unum_entry.durable.service import TERMINAL
+
+        for _ in range(MAX_APPEND_TRIES):
+            self.catch_up()
+            op = self.state.ops.get(completion["Id"])
+            if op is None or op.status in TERMINAL:
+                return False
+            entry = {"t": self.now_ms(), "c": [completion]}
+            if self._try(entry):
+                self.state.apply(entry)
+                self.length += 1
+                return True
+        raise StoreError(f"durable execution {self.invocation}: lost {MAX_APPEND_TRIES} log slots in a row")
+
+    # ---- helpers -------------------------------------------------------------------------
+
+    @staticmethod
+    def _raw(update: Any) -> dict[str, Any]:
+        raw = dict(update.to_dict())
+        if raw.get("Type") == "CALLBACK" and raw.get("Action") == "START":
+            import secrets  # the callback id's unguessable part; the winner's is the id
+
+            raw["Nonce"] = secrets.token_urlsafe(16)
+        return raw
+
+    def _try(self, entry: dict[str, Any]) -> bool:
+        """Create entry number `length`; False (having folded nothing) when another writer won it."""
+        _, created = self.ledger.create(self.store, self.key(self.length), json.dumps(entry).encode(), kind=Kind.STEP)
+        return created
+
+    def _append(self, entry: dict[str, Any]) -> None:
+        if self._try(entry):
+            self.state.apply(entry)
+            self.length += 1
+        else:
+            self.catch_up()
+
+
+__all__ = ["Conflict", "ExecutionLog", "fold"]

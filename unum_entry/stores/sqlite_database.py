@@ -1,0 +1,418 @@
+"""The unum SQLite database file: connections, durability and group commit, shared by the
+SQLite store (`unum_entry.stores.sqlite`) and anything else keeping tables in the same file (the
+embedded engine's durable delivery queue).
+
+One file (plus SQLite's `-wal` and `-shm` beside it) in WAL mode. `PRAGMA application_id` marks a
+unum database and `PRAGMA user_version` its schema version (a newer one is refused, a foreign
+SQLite file too); the store's tables are created on open (`SCHEMA`), other components add theirs
+with `Database.ensure_schema` (prefix their names, e.g. `unum_queue`).
+
+Durability (`Durability`, like DBOS's setting; the `durability` URL parameter, `run
+--durability` or `UNUM_DURABILITY`):
+- `full` (default): `synchronous=FULL`. In WAL mode SQLite syncs the WAL file at every commit,
+  so a write that returned survives a power loss or OS crash ("With synchronous=FULL in WAL
+  mode, an additional sync operation of the WAL file happens after each transaction commit. The
+  extra WAL sync following each transaction helps ensure that transactions are durable across a
+  power loss", https://www.sqlite.org/pragma.html#pragma_synchronous). That assumes the disk
+  honours fsync (no lying write cache).
+- `normal`: `synchronous=NORMAL`: the WAL is synced only at checkpoints. Survives a process
+  crash (kill -9: committed frames are in the page cache); "a transaction committed in WAL mode
+  with synchronous=NORMAL might roll back following a power loss or system crash" (same page).
+- `off`: `synchronous=OFF`: no syncs at all; survives a process crash, an OS crash or power loss
+  may lose recent commits or (rarely) corrupt the file.
+
+Group commit. An fsync costs 0.3-1 ms here, so one commit per write would cap a store at about a
+thousand writes per second. Writers of one process therefore share commits (leader/follower):
+a writer queues its function; if no commit is in progress it becomes the leader, takes every
+queued function, runs each in its own SAVEPOINT of one transaction (a function that raises rolls
+back only its own changes and gets its exception), commits once (one fsync) and hands each
+writer its result. Writers that queue meanwhile wait and form the next batch. A write returns
+only after the commit that holds it is durable. Processes sharing the file serialise on SQLite's
+lock; SQLITE_BUSY is retried with sub-millisecond pauses (bounded by `busy_timeout`) and then
+raised as StoreError. Every sqlite3 error leaves as a one-line StoreError naming the file and
+what to do (read-only, disk full, corrupt, locked, newer schema).
+
+Use: `db.write(fn)` runs `fn(connection)` group-committed (fn must not BEGIN/COMMIT nor call
+`write` again: no re-entrancy), `db.read(fn)` on a per-thread read connection, `with
+db.transaction() as conn:` an exclusive transaction on the caller's thread (not batched).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import enum
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+from unum_entry.errors import StoreError
+
+T = TypeVar("T")
+
+SCHEMA_VERSION = 1
+APPLICATION_ID = 0x756E756D  # "unum": marks a database this module made
+DEFAULT_BUSY_TIMEOUT = 30.0  # seconds a writer waits for another process's lock before StoreError
+
+
+class Durability(str, enum.Enum):
+    """How far a returned write survives (module docstring): `full` a power loss, `normal` and
+    `off` a process crash only."""
+
+    FULL = "full"
+    NORMAL = "normal"
+    OFF = "off"
+
+    @classmethod
+    def parse(cls, text: str | Durability, where: str = "durability") -> Durability:
+        """The setting named `text`; a bad name is a StoreError naming `where` and the choices."""
+        try:
+            return cls(str(text.value if isinstance(text, Durability) else text).lower())
+        except ValueError:
+            raise StoreError(f"{where}: unknown durability {text!r}: use full, normal or off") from None
+
+
+#: The store's tables (unum_entry.stores.sqlite), created when a database is opened.
+SCHEMA = [
+    """CREATE TABLE IF NOT EXISTS unum_records (
+           key TEXT PRIMARY KEY NOT NULL,
+           kind TEXT NOT NULL,
+           workflow TEXT NOT NULL,
+           expires_at INTEGER NOT NULL,
+           value BLOB,
+           size INTEGER,
+           members BLOB)""",
+    "CREATE INDEX IF NOT EXISTS unum_records_by_workflow ON unum_records (workflow)",
+    """CREATE TABLE IF NOT EXISTS unum_app (
+           tbl TEXT NOT NULL,
+           key TEXT NOT NULL,
+           value BLOB NOT NULL,
+           version INTEGER NOT NULL,
+           PRIMARY KEY (tbl, key))""",
+]
+
+
+class _Write:
+    """One queued write: its function, then its result or error once its batch has committed."""
+
+    __slots__ = ("fn", "done", "result", "error")
+
+    def __init__(self, fn: Callable[[sqlite3.Connection], Any]) -> None:
+        self.fn = fn
+        self.done = False
+        self.result: Any = None
+        self.error: BaseException | None = None
+
+
+class Database:
+    """One SQLite database file shared by the threads of a process: a writer connection used
+    by one batch leader at a time, a read connection per thread, group commit (module
+    docstring). Share one `Database` per file per process; several processes may open the
+    same file. Every sqlite3 error leaves it as a StoreError naming the file."""
+
+    def __init__(self, path: str | os.PathLike[str], *, durability: Durability | str = Durability.FULL,
+                 busy_timeout: float = DEFAULT_BUSY_TIMEOUT) -> None:
+        self.path = Path(path)
+        self.durability = Durability.parse(durability, f"store {self.path}")
+        self.busy_timeout = busy_timeout
+        self._cond = threading.Condition(threading.Lock())
+        self._pending: list[_Write] = []
+        self._leading = False
+        self._write_mutex = threading.Lock()  # the writer connection: one batch or transaction at a time
+        self._local = threading.local()
+        self._readers: list[sqlite3.Connection] = []
+        self._readers_lock = threading.Lock()
+        self._writer: sqlite3.Connection | None = None
+        self._pid = os.getpid()
+        self._closed = False
+        self._open()
+
+    # ---- public API ----------------------------------------------------------------------
+
+    def write(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """`fn(connection)` inside a write transaction shared with concurrent writers (group
+        commit); returns its result once that transaction is committed (and synced, with
+        durability full). If `fn` raises, its own changes are rolled back and the exception is
+        raised here; the other writers of the batch are unaffected. `fn` may run on another
+        thread (the batch's leader) and must not begin or commit transactions."""
+        self._check_process()
+        item = _Write(fn)
+        with self._cond:
+            self._pending.append(item)
+            while self._leading and not item.done:
+                self._cond.wait()
+            if not item.done:
+                self._leading = True
+        if not item.done:
+            try:
+                while not item.done:  # our write is in the first batch we take: one round
+                    with self._cond:
+                        batch, self._pending = self._pending, []
+                    self._commit_batch(batch)
+            finally:
+                with self._cond:
+                    self._leading = False
+                    self._cond.notify_all()
+        if item.error is not None:
+            raise item.error
+        return item.result  # type: ignore[no-any-return]
+
+    def read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """`fn(connection)` on this thread's read connection (autocommit: every statement sees
+        every transaction committed before it began; wrap several statements in `BEGIN` …
+        `COMMIT` for one snapshot)."""
+        self._check_process()
+        with self._mapped("read"):
+            return fn(self._reader())
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        """An exclusive write transaction on the caller's thread (not batched): `BEGIN
+        IMMEDIATE` … `COMMIT`, or `ROLLBACK` if the block raises."""
+        self._check_process()
+        with self._write_mutex:
+            conn = self._writer_connection()
+            with self._mapped("begin"):
+                self._begin(conn)
+            try:
+                yield conn
+            except BaseException:
+                with contextlib.suppress(sqlite3.Error):
+                    conn.execute("ROLLBACK")
+                raise
+            with self._mapped("commit"):
+                self._commit(conn)
+
+    def ensure_schema(self, statements: Sequence[str]) -> None:
+        """Run `CREATE … IF NOT EXISTS` statements (idempotent) in one write transaction: how
+        a component adds its own tables to the file (prefix their names, e.g. `unum_queue`)."""
+
+        def create(conn: sqlite3.Connection) -> None:
+            for statement in statements:
+                conn.execute(statement)
+
+        self.write(create)
+
+    def close(self) -> None:
+        """Close every connection (idempotent). The file stays."""
+        self._closed = True
+        with self._readers_lock:
+            readers, self._readers = self._readers, []
+        for conn in readers:
+            with contextlib.suppress(sqlite3.Error):
+                conn.close()
+        self._local = threading.local()
+        with self._write_mutex:
+            writer, self._writer = self._writer, None
+            if writer is not None:
+                with contextlib.suppress(sqlite3.Error):
+                    writer.close()
+
+    def __getstate__(self) -> dict[str, Any]:
+        raise TypeError("a sqlite Database is per process: open the file again in the other process")
+
+    # ---- connections ---------------------------------------------------------------------
+
+    def _open(self) -> None:
+        """Create the file (and its folder) if needed, check it is a unum database of a schema
+        this version knows, and create the tables."""
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StoreError(f"store {self.path}: cannot create its folder ({exc.strerror}): use a writable "
+                             "--store path") from exc
+        conn = self._writer_connection()
+        with self._mapped("open"):
+            with self._write_mutex:
+                self._begin(conn)
+                try:
+                    version = conn.execute("PRAGMA user_version").fetchone()[0]
+                    app_id = conn.execute("PRAGMA application_id").fetchone()[0]
+                    tables = conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
+                    if app_id not in (0, APPLICATION_ID) or (app_id == 0 and tables):
+                        raise StoreError(f"store {self.path}: an SQLite database, but not a unum store (it has "
+                                         "tables of its own): use another --store path")
+                    if version > SCHEMA_VERSION:
+                        raise StoreError(f"store {self.path} was written by a newer unum (schema {version}, this "
+                                         f"version knows up to {SCHEMA_VERSION}): upgrade unum to use it")
+                    for statement in SCHEMA:
+                        conn.execute(statement)
+                    if version < SCHEMA_VERSION:
+                        conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+                        conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+                except BaseException:
+                    with contextlib.suppress(sqlite3.Error):
+                        conn.execute("ROLLBACK")
+                    raise
+                self._commit(conn)
+
+    def _connect(self, *, writer: bool = False) -> sqlite3.Connection:
+        with self._mapped("open"):
+            # isolation_level=None: no implicit transactions; we BEGIN and COMMIT ourselves. The
+            # writer waits for another connection's lock in `_retrying` (sub-millisecond retries),
+            # not in SQLite's busy handler, which sleeps 1, 2, 5, 10… ms between tries.
+            conn = sqlite3.connect(self.path, timeout=0 if writer else self.busy_timeout, isolation_level=None,
+                                   check_same_thread=False)
+            try:
+                mode = self._retrying(lambda: conn.execute("PRAGMA journal_mode=WAL").fetchone()[0])
+                if str(mode).lower() != "wal":
+                    raise StoreError(f"store {self.path}: SQLite refused WAL mode (journal_mode={mode}); the "
+                                     "store needs a local file system")
+                conn.execute(f"PRAGMA synchronous={self.durability.value.upper()}")
+            except BaseException:
+                conn.close()
+                raise
+        return conn
+
+    def _writer_connection(self) -> sqlite3.Connection:
+        if self._closed:
+            raise StoreError(f"store {self.path} is closed")
+        if self._writer is None:
+            self._writer = self._connect(writer=True)
+        return self._writer
+
+    def _reader(self) -> sqlite3.Connection:
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is None:
+            if self._closed:
+                raise StoreError(f"store {self.path} is closed")
+            conn = self._connect()
+            self._local.conn = conn
+            with self._readers_lock:
+                self._readers.append(conn)
+        return conn
+
+    def _check_process(self) -> None:
+        """After a fork the parent's connections must not be used (SQLite's rule): start afresh.
+        The inherited ones are left unclosed on purpose (closing could disturb the parent)."""
+        if os.getpid() != self._pid:
+            self._orphans = (self._writer, self._readers)
+            self._writer, self._readers, self._local = None, [], threading.local()
+            self._cond, self._pending, self._leading = threading.Condition(threading.Lock()), [], False
+            self._write_mutex, self._readers_lock = threading.Lock(), threading.Lock()
+            self._pid = os.getpid()
+
+    # ---- group commit --------------------------------------------------------------------
+
+    def _commit_batch(self, batch: list[_Write]) -> None:
+        """Run `batch` in one transaction, one SAVEPOINT per write, and commit; then mark each
+        write done with its result or error (every write gets the error if the commit fails)."""
+        results: list[tuple[_Write, Any, BaseException | None]] = []
+        try:
+            with self._write_mutex:
+                conn = self._writer_connection()
+                with self._mapped("write"):
+                    self._begin(conn)
+                    try:
+                        if len(batch) == 1:  # alone (the usual case without contention): no savepoint
+                            item = batch[0]
+                            try:
+                                results.append((item, item.fn(conn), None))
+                            except Exception as exc:
+                                conn.execute("ROLLBACK")
+                                results.append((item, None, self._as_store_error(exc, "write")))
+                            else:
+                                self._commit(conn)
+                        else:
+                            for item in batch:
+                                conn.execute("SAVEPOINT w")
+                                try:
+                                    value = item.fn(conn)
+                                except Exception as exc:  # the writer's own failure: undo only its changes
+                                    conn.execute("ROLLBACK TO w")
+                                    conn.execute("RELEASE w")
+                                    results.append((item, None, self._as_store_error(exc, "write")))
+                                else:
+                                    conn.execute("RELEASE w")
+                                    results.append((item, value, None))
+                            self._commit(conn)
+                    except BaseException:
+                        with contextlib.suppress(sqlite3.Error):
+                            conn.execute("ROLLBACK")
+                        raise
+        except BaseException as exc:
+            for item in batch:
+                item.error, item.done = exc, True
+            if not isinstance(exc, Exception):
+                raise
+            return
+        for item, value, error in results:
+            item.result, item.error, item.done = value, error, True
+
+    def _begin(self, conn: sqlite3.Connection) -> None:
+        """BEGIN IMMEDIATE (take the write lock now: no deadlock upgrading a read), retrying
+        SQLITE_BUSY until `busy_timeout` has passed."""
+        self._retrying(lambda: conn.execute("BEGIN IMMEDIATE"))
+
+    def _commit(self, conn: sqlite3.Connection) -> None:
+        self._retrying(lambda: conn.execute("COMMIT"))
+
+    def _retrying(self, step: Callable[[], T]) -> T:
+        """`step()`, retried while SQLite says busy (another connection holds the write lock),
+        with short growing pauses, until `busy_timeout` has passed: then the busy error."""
+        deadline = time.monotonic() + self.busy_timeout
+        pause = 0.0001
+        while True:
+            try:
+                return step()
+            except sqlite3.OperationalError as exc:
+                if not _busy(exc) or time.monotonic() >= deadline:
+                    raise
+            time.sleep(pause)
+            pause = min(pause * 1.5, 0.005)
+
+    # ---- errors --------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def _mapped(self, operation: str) -> Iterator[None]:
+        try:
+            yield
+        except sqlite3.Error as exc:
+            raise self._as_store_error(exc, operation) from exc
+
+    def _as_store_error(self, exc: BaseException, operation: str) -> BaseException:
+        """A sqlite3 error as the one-line StoreError that says what to do; others unchanged."""
+        if not isinstance(exc, sqlite3.Error):
+            return exc
+        text = str(exc)
+        lowered = text.lower()
+        where = f"store {self.path}"
+        if _busy(exc):
+            message = (f"{where}: the database stayed locked by another process for over {self.busy_timeout:g} s "
+                       f"({operation}): retry when it is done, or use another --store")
+        elif "readonly" in lowered or "read-only" in lowered:
+            message = f"{where}: cannot write it, the file or its folder is read-only: use a writable --store path"
+        elif "disk is full" in lowered or "disk full" in lowered:
+            message = f"{where}: the disk is full: free space, then run again with the same --workflow-id"
+        elif "not a database" in lowered or "malformed" in lowered or "corrupt" in lowered:
+            message = (f"{where} is corrupt or not an SQLite database ({text}): move it aside and use "
+                       "another --store path")
+        elif "unable to open" in lowered:
+            message = f"{where}: cannot open the database file{self._why_unopenable()}: use a writable --store path"
+        else:
+            message = f"{where}: {operation} failed: {type(exc).__name__}: {text}"
+        error = StoreError(message)
+        error.__cause__ = exc
+        return error
+
+
+    def _why_unopenable(self) -> str:
+        """Why SQLite could not open (or create, with its -wal and -shm) the file, if the file
+        system tells: read-only, or a folder that is missing or not writable."""
+        folder = self.path.parent
+        try:
+            if os.statvfs(folder).f_flag & os.ST_RDONLY:
+                return ": it is on a read-only file system"
+        except OSError:
+            return f": its folder {folder} is missing"
+        if not os.access(folder, os.W_OK):
+            return f": its folder {folder} is read-only for this user"
+        return ""
+
+
+def _busy(exc: sqlite3.Error) -> bool:
+    text = str(exc).lower()
+    return "database is locked" in text or "database is busy" in text or "database table is locked" in text
