@@ -48,8 +48,8 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
 
     parser = Parser(prog=prog or program_name(),
                     description="unum: serverless workflows without an orchestrator",
-                    epilog="Environment: UNUM_STORE, UNUM_WORKERS, UNUM_TIMEOUT stand in for --store, --workers, "
-                           "--timeout. Exit codes: 0 ok, 1 the workflow failed, 2 usage or operational error, "
+                    epilog="Environment: UNUM_STORE, UNUM_DURABILITY, UNUM_WORKERS, UNUM_TIMEOUT stand in for --store, "
+                           "--durability, --workers, --timeout. Exit codes: 0 ok, 1 the workflow failed, 2 usage or operational error, "
                            "130 interrupted.")
     parser.add_argument("--version", action="version", version=f"%(prog)s {version()}")
     parser.add_argument("-v", "--verbose", action="store_true", help="log the runtime's info messages and tracebacks")

@@ -23,9 +23,10 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("platforms", ("platforms", "local", "__main__", "invocation_log")),
     ("steps layer", ("steps",)),
     ("step functions", ("asl", "callbacks")),
+    ("durable functions", ("durable",)),
     ("runtime core", ("runtime", "ingress", "egress", "plan", "hooks", "context", "timers")),
     ("rules", ("checkpoint", "fanin", "retention", "outcome", "history", "watchdog", "redrive")),
-    ("adapters", ("stores", "invokers")),
+    ("adapters", ("stores", "invokers", "tracing")),
     ("foundation", ("errors", "codec", "frozen", "naming", "envelope", "ir", "conditions", "workflow", "urls")),
 )
 

@@ -9,13 +9,18 @@ The public API (everything else is internal and may change):
 - `local_platform(workflow, store, **options)`: a context manager yielding a `LocalPlatform`
   that runs whole workflows on one machine (`platform.run(input)` returns a `RunResult`, whose
   `status` is a `WorkflowStatus`); `load_workflow(folder)` reads a workflow folder for it.
-- `open_store(url)`: a store by URL (`file:///path`, `dynamodb://TABLE?...`, `firestore://...`).
+- `open_store(url)`: a store by URL (`path/unum.db` or `sqlite:///path.db`, a folder or
+  `file:///path`, `dynamodb://TABLE?...`, `firestore://...`).
 - `read_outcome(store, workflow_id)`: what a workflow left (results, failure record, status).
+- `read_history(store, workflow_id)`: its execution history, read from its commits
+  (`unum_entry.history.events` numbers it as Step Functions does; docs/history.md);
+  `stop_workflow(store, workflow_id)` ends it `stopped`; `redrive(store, workflow_id, invoker)`
+  re-runs a failed one from its failed invocation, keeping what committed.
 - The errors: `UnumError` (the base of all) and one subclass per outcome (below).
 
     from unum_entry import durable, local_platform, load_workflow, open_store
 
-    with local_platform(load_workflow("images/chain"), open_store(".unum/store")) as platform:
+    with local_platform(load_workflow("images/chain"), open_store(".unum/unum.db")) as platform:
         print(platform.run({"name": "world"}).result)
 
 Everything is imported on first use (module `__getattr__`): `import unum_entry` costs next to
@@ -34,7 +39,9 @@ if TYPE_CHECKING:
                                    UnencodableValue, UnumError, WorkflowAborted, WorkflowDefinitionError,
                                    WorkflowFailed, WorkflowTimeout)
     from unum_entry.local.platform import LocalPlatform, local_platform
-    from unum_entry.outcome import RunResult, WorkflowStatus, read_outcome
+    from unum_entry.history import read_history
+    from unum_entry.outcome import RunResult, WorkflowStatus, read_outcome, stop_workflow
+    from unum_entry.redrive import redrive
     from unum_entry.steps.api import StepContext, durable
     from unum_entry.stores import open_store
     from unum_entry.workflow import load_workflow
@@ -53,6 +60,9 @@ _EXPORTS: dict[str, str] = {
     "load_workflow": "unum_entry.workflow",
     "open_store": "unum_entry.stores",
     "read_outcome": "unum_entry.outcome",
+    "read_history": "unum_entry.history",
+    "stop_workflow": "unum_entry.outcome",
+    "redrive": "unum_entry.redrive",
     "RunResult": "unum_entry.outcome",
     "WorkflowStatus": "unum_entry.outcome",
     **{name: "unum_entry.errors" for name in _ERRORS},

@@ -84,7 +84,7 @@ def egress(ctx: EgressContext, env: Envelope, invocation: str, checkpoint: str |
     the_plan = plan(ctx.ir, env, Committed(value, len(stored), checkpoint),
                     invocation=invocation, inline_limit=ctx.inline_limit)
     lane = continuation(ctx.ir, env)
-    calls = [lane, *the_plan.calls] if lane is not None else list(the_plan.calls)
+    calls: Sequence[Call] = [lane, *the_plan.calls] if lane is not None else the_plan.calls  # a fan-out's: built as sent
     if not created:
         calls = not_yet_committed(ctx.store, calls)
     invoked = _dispatch(ctx, invocation, calls)

@@ -8,7 +8,8 @@ value: one msgpack ext object (code `STAMP_EXT`) holding a small map
      "a": attempt (from 0), "s": handler start (epoch ms), "c": commit (epoch ms),
      "i": [[ref, item, path], …] (inputs by reference, producers' checkpoints),
      "g": [set, width] (a fan-in target's join set), "gd": 1 (its inputs arrive as a list),
-     "l": lanes (a map item run in lanes), "w": the workflow's input (its entry only),
+     "l": lanes (a map item run in lanes), "w": the workflow's input (its entry only; one
+     over WORKFLOW_INPUT_LIMIT shows as {"$omitted": bytes}: the history's cost stays bounded),
      "d": the workflow's deadline (a failure record's stamp only)}
 
 With these an invocation can be sent again as it was (unum_entry.redrive).
@@ -36,6 +37,7 @@ if TYPE_CHECKING:
     from unum_entry.stores.base import Record, Store
 
 STAMP_EXT = 72  # msgpack ext type code of a commit's history stamp ("H")
+WORKFLOW_INPUT_LIMIT = 16 * 1024  # a larger workflow input is not copied into the entry's stamp
 
 
 def stamp(function: str, env: Envelope, *, started: float | None, committed: float,
@@ -69,6 +71,9 @@ def stamp(function: str, env: Envelope, *, started: float | None, committed: flo
         body = msgpack.packb(meta, use_bin_type=True)
     except (TypeError, ValueError, OverflowError):
         meta.pop("w", None)
+        body = msgpack.packb(meta, use_bin_type=True)
+    if "w" in meta and len(body) > WORKFLOW_INPUT_LIMIT:  # a large input is not copied: its size only
+        meta["w"] = {"$omitted": len(body)}
         body = msgpack.packb(meta, use_bin_type=True)
     packed: bytes = msgpack.packb(msgpack.ExtType(STAMP_EXT, body), use_bin_type=True)
     return packed
@@ -327,6 +332,8 @@ def events(history: History, status: str, *, states: Mapping[str, Sequence[tuple
         base: dict[str, Any] = {"function": step.function, "step": order, "key": step.key}
         if len(step.position) > 1:
             base["index"], base["size"] = step.position[-1][0], step.position[-1][1]
+        if step.position[-1][2]:
+            base["iteration"] = step.position[-1][2]  # a loop's pass (IR `next`)
         own: list[tuple[int, dict[str, Any]]] = []
         for name, kind, role in walked:
             edge = "Exited" if role == "exit" else "Entered"

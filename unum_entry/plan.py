@@ -6,9 +6,9 @@ computes the same plan: the same sets, the same invocations with the same names.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import Any, overload
 
 from unum_entry import naming
 from unum_entry.codec import encode
@@ -64,13 +64,13 @@ class Selected(Frozen):
 class Plan(Frozen):
     """What egress does over the committed output: the calls to dispatch, the set to join, the end."""
 
-    calls: tuple[Call, ...] = ()
+    calls: Sequence[Call] = ()             # a tuple, or a fan-out's `FanOutCalls` (built when read)
     join: Join | None = None
     terminal: bool = False
     result: Selected | None = None        # terminal: the workflow result, when not the whole output
     failure: dict[str, Any] | None = None  # terminal: the workflow fails with this {"Error", "Cause"}
 
-    def __init__(self, calls: tuple[Call, ...] = (), join: Join | None = None, terminal: bool = False,
+    def __init__(self, calls: Sequence[Call] = (), join: Join | None = None, terminal: bool = False,
                  result: Selected | None = None, failure: dict[str, Any] | None = None) -> None:
         self.__dict__.update(calls=calls, join=join, terminal=terminal, result=result, failure=failure)
 
@@ -136,9 +136,12 @@ def _transition(ins, ir: FunctionIR, env: Envelope, out: Committed, frames: tupl
         return _fan_in(ins, env, frames)
     if isinstance(ins, Map):
         items = _map_items(ins, ir, out.value)
-        per_item = [_small(item, inline_limit) for item in items]
-        refs = [DataRef(ref=out.checkpoint, item=i, path=ins.items, **per_item[i]) for i in range(len(items))]
-        fanned = _fan_out(env, out, frames, [ins.function] * len(items), refs, pending_sets)
+        checkpoint, path = out.checkpoint, ins.items
+
+        def item_ref(i: int) -> DataRef:  # built when the call is sent: a wide map is not all in memory at once
+            return DataRef(ref=checkpoint, item=i, path=path, **_small(items[i], inline_limit))
+
+        fanned = _fan_out(env, out, frames, [ins.function] * len(items), item_ref, pending_sets)
         lanes = _lanes(ins, ir, out.value)
         if 0 < lanes < len(items):
             # Only the first `lanes` items now; each passes its lane on (`continuation`).
@@ -147,8 +150,8 @@ def _transition(ins, ir: FunctionIR, env: Envelope, out: Committed, frames: tupl
         return fanned
     if isinstance(ins, FanOut):
         whole = _inline_if_small(out, inline_limit)
-        refs = [DataRef(ref=out.checkpoint, **whole) for _ in ins.branches]
-        return _fan_out(env, out, frames, list(ins.branches), refs, pending_sets)
+        return _fan_out(env, out, frames, list(ins.branches), lambda _: DataRef(ref=out.checkpoint, **whole),
+                        pending_sets)
     raise PlanError(f"{ir.source}: unsupported instruction {ins!r}")  # pragma: no cover
 
 
@@ -164,18 +167,56 @@ def _chain_envelope(env: Envelope, out: Committed, frames: tuple[Frame, ...], in
 
 
 def _fan_out(env: Envelope, out: Committed, frames: tuple[Frame, ...], functions: list[str],
-             refs: list[DataRef], pending_sets: Sequence[CreateSet]) -> Plan:
+             ref_of: Callable[[int], DataRef], pending_sets: Sequence[CreateSet]) -> Plan:
     n = len(functions)
     if out.checkpoint is None:  # IR validation rejects this; keep the plan total anyway
         raise PlanError("a fan-out needs the origin's checkpoint (set \"checkpoint\": true)")
     if n == 0:
         return _empty_fan_out(env, frames, pending_sets)
-    calls = tuple(
-        Call(fn, Envelope(workflow=env.workflow, frames=frames + (Frame(i, n, 0),), inputs=(refs[i],),
-                          deadline=env.deadline))
-        for i, fn in enumerate(functions)
-    )
-    return Plan(calls=calls)
+    workflow, deadline = env.workflow, env.deadline
+
+    def call(i: int) -> Call:
+        return Call(functions[i], Envelope(workflow=workflow, frames=frames + (Frame(i, n, 0),), inputs=(ref_of(i),),
+                                           deadline=deadline))
+
+    return Plan(calls=FanOutCalls(call, range(n)))
+
+
+class FanOutCalls(Sequence[Call]):
+    """A fan-out's calls, each built when read (`make(i)` for position i; pure, so any thread
+    may read any): egress sends a million-item map without a million envelopes in memory at
+    once. Slices are views; equal to any sequence of the same calls."""
+
+    __slots__ = ("_make", "_positions")
+
+    def __init__(self, make: Callable[[int], Call], positions: range) -> None:
+        self._make = make
+        self._positions = positions
+
+    def __len__(self) -> int:
+        return len(self._positions)
+
+    @overload
+    def __getitem__(self, index: int) -> Call: ...
+    @overload
+    def __getitem__(self, index: slice) -> FanOutCalls: ...
+    def __getitem__(self, index: int | slice) -> Call | FanOutCalls:
+        if isinstance(index, slice):
+            return FanOutCalls(self._make, self._positions[index])
+        return self._make(self._positions[index])
+
+    def __iter__(self) -> Iterator[Call]:
+        make = self._make
+        return (make(i) for i in self._positions)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Sequence) and len(other) == len(self) and tuple(self) == tuple(other)
+
+    def __hash__(self) -> int:
+        return hash(tuple(self))
+
+    def __repr__(self) -> str:
+        return f"FanOutCalls({list(self)!r})"
 
 
 def _empty_fan_out(env: Envelope, frames: tuple[Frame, ...], pending_sets: Sequence[CreateSet]) -> Plan:

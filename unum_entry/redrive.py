@@ -75,6 +75,9 @@ def redrive(store: Store, workflow: str, invoker: Invoker, *, retention: Retenti
     if meta is None or meta.get("e") or not isinstance(meta.get("f"), str):
         raise CannotRedrive(f"workflow {workflow}'s failure was not recorded by an invocation (a Fail state, the "
                             "deadline watchdog or a runtime without history stamps): nothing to re-run")
+    if isinstance(meta.get("w"), dict) and "$omitted" in meta["w"]:
+        raise CannotRedrive(f"workflow {workflow} failed in its entry, whose input was too large to keep in its "
+                            "history: start it again instead")
     deadline = int(meta.get("d") or min((r.expires_at for r in store.records(workflow)), default=0))
     try:
         retention.check(workflow, deadline)

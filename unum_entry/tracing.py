@@ -137,11 +137,12 @@ def _build(mode: str, environ: Mapping[str, str]) -> Tracing:
     except ImportError:
         raise ConfigurationError(f"{ENV_SWITCH}={mode} needs the OpenTelemetry SDK: pip install 'unum[otel]'") from None
     service = environ.get("OTEL_SERVICE_NAME") or environ.get("UNUM_FUNCTION_NAME") or "unum"
-    provider = TracerProvider(resource=Resource.create({"service.name": service}))
+    provider = TracerProvider(resource=Resource.create({"service.name": service}), id_generator=_time_prefixed_ids())
     if mode == "console":
         import sys
 
-        provider.add_span_processor(SimpleSpanProcessor(ConsoleSpanExporter(out=sys.stderr)))
+        provider.add_span_processor(SimpleSpanProcessor(ConsoleSpanExporter(  # one JSON line per span
+            out=sys.stderr, formatter=lambda span: span.to_json(indent=None) + "\n")))
     else:
         try:
             from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
@@ -152,6 +153,21 @@ def _build(mode: str, environ: Mapping[str, str]) -> Tracing:
             environ.get("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:4318").rstrip("/") + "/v1/traces")
         provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=endpoint)))
     return Tracing(provider.get_tracer(TRACER_NAME), flush=provider.force_flush)
+
+
+def _time_prefixed_ids() -> Any:
+    """The SDK's random ids, but a trace id starts with its epoch seconds (8 hex digits), as
+    X-Ray requires of the traces it accepts; still a valid W3C id (96 random bits) everywhere else."""
+    import random
+    import time
+
+    from opentelemetry.sdk.trace.id_generator import RandomIdGenerator
+
+    class TimePrefixedIds(RandomIdGenerator):
+        def generate_trace_id(self) -> int:
+            return (int(time.time()) << 96) | random.getrandbits(96)
+
+    return TimePrefixedIds()
 
 
 def traceparent() -> str | None:

@@ -19,12 +19,27 @@ _CLEAR = "\r\x1b[K"  # carriage return, erase to the end of the line
 
 class Console:
     """Writes messages and (on a terminal) one status line to `stream` (default: stderr at the
-    time of the call). Thread-safe: the runtime logs from worker threads."""
+    time of the call). Thread-safe: the runtime logs from worker threads. Every Console drawing
+    on the same stream shares its status line (the CLI's log handler has a Console of its own),
+    so a message from any of them clears the line first."""
+
+    _LOCK = threading.RLock()  # re-entrant: Ctrl-C may land while the main thread draws
+    _STATUS: dict[int, str] = {}  # id(stream) -> the status line drawn on it now
 
     def __init__(self, stream: TextIO | None = None) -> None:
         self._stream = stream
-        self._lock = threading.RLock()  # re-entrant: Ctrl-C may land while the main thread draws
-        self._status = ""
+        self._lock = Console._LOCK
+
+    @property
+    def _status(self) -> str:
+        return Console._STATUS.get(id(self.stream), "")
+
+    @_status.setter
+    def _status(self, line: str) -> None:
+        if line:
+            Console._STATUS[id(self.stream)] = line
+        else:
+            Console._STATUS.pop(id(self.stream), None)
 
     @property
     def stream(self) -> TextIO:
@@ -54,6 +69,11 @@ class Console:
             self._status = line
             self.stream.write(f"{_CLEAR}{line}")
             self.stream.flush()
+
+    @property
+    def columns(self) -> int:
+        """The width of the terminal the status line is drawn on."""
+        return self._columns()
 
     def _columns(self) -> int:
         """The terminal's width: $COLUMNS, else the size of the terminal we draw on, else 100."""

@@ -126,7 +126,9 @@ def cmd_inspect(args: argparse.Namespace) -> int:
         if args.history:
             from builder.commands.inspect_history import print_history
             recorded = start_record.read(store, args.workflow_id)
-            status = WorkflowStatus.WAITING if tasks else outcome.status
+            from builder.ui.listing import _running_or_waiting
+            status = (_running_or_waiting(store, args.workflow_id) if outcome.status is WorkflowStatus.RUNNING
+                      else outcome.status)  # the words `list` uses: waiting, interrupted, running
             print_history(store, args.workflow_id, str(status), outcome.failure,
                           recorded.folder if recorded else None, as_json=args.json)
             return exit_code(outcome.status)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -21,6 +22,7 @@ if TYPE_CHECKING:
     from unum_entry.stores.base import Store
 
 DETAIL_CHARS = 100  # one event's detail in the text form is cut to this many characters
+UNFINISHED = ("running", "waiting", "interrupted")  # statuses without an end (WorkflowStatus values)
 
 
 def add_history_options(parser: argparse.ArgumentParser) -> None:
@@ -43,24 +45,37 @@ def iso_ms(epoch_ms: int | None) -> str | None:
 
 def machine_states(folder: str | None) -> dict[str, list[tuple[str, str, str]]]:
     """For a compiled state machine's workflow folder (or its state machine file): the states each
-    function runs as `(name, Type, role)`, from its head following `Next` through Pass and Wait
-    states up to the Task it hosts or a Map/Parallel it fans out (role "enter"); a join function
-    starts with the Map/Parallel it completes (role "exit"). A Choice ends the walk (the rule
-    taken is not recorded). Empty for a hand-written IR workflow or an unknown folder."""
+    function runs as `(name, Type, role)`, from its head following `Next` through Pass, Wait and
+    Succeed states and the Task it hosts, up to another Task or a Map/Parallel it fans out (role
+    "enter"); a join function starts with the Map/Parallel it completes (role "exit"). A Choice
+    ends the walk (the rule taken is not recorded). Empty for a hand-written IR workflow or an
+    unknown folder."""
     if not folder:
         return {}
     if Path(folder).is_file():  # a state machine run compiled on the fly: compile it again, aside
-        import tempfile
+        return dict(_compiled_states(folder, Path(folder).stat().st_mtime_ns))
+    return _folder_states(folder)
 
-        from builder.compiler import compile_state_machine
-        from unum_entry.errors import UnumError
 
-        with tempfile.TemporaryDirectory(prefix="unum-history-") as scratch:
-            try:
-                compile_state_machine(folder, Path(scratch) / "machine")
-            except (UnumError, OSError):
-                return {}
-            return machine_states(str(Path(scratch) / "machine"))
+@lru_cache(maxsize=32)
+def _compiled_states(path: str, _mtime: int) -> tuple[tuple[str, list[tuple[str, str, str]]], ...]:
+    """`machine_states` of a state machine file, compiled once per version of the file (the UI
+    redraws a run's history every second)."""
+    import tempfile
+
+    from builder.compiler import compile_state_machine
+    from unum_entry.errors import UnumError
+
+    with tempfile.TemporaryDirectory(prefix="unum-history-") as scratch:
+        try:
+            compile_state_machine(path, Path(scratch) / "machine")
+        except (UnumError, OSError):
+            return ()
+        return tuple(_folder_states(str(Path(scratch) / "machine")).items())
+
+
+def _folder_states(folder: str) -> dict[str, list[tuple[str, str, str]]]:
+    """`machine_states` of a compiled workflow folder (each function's unum-asl.json)."""
     found: dict[str, list[tuple[str, str, str]]] = {}
     for path in sorted(Path(folder).glob("*/unum-asl.json")):
         try:
@@ -70,18 +85,24 @@ def machine_states(folder: str | None) -> dict[str, list[tuple[str, str, str]]]:
             continue
         walk: list[tuple[str, str, str]] = []
         seen: set[str] = set()
+        task_seen = False
         while isinstance(name, str) and name not in seen and isinstance(states.get(name), dict):
             seen.add(name)
             kind = str(states[name].get("Type"))
-            if kind in ("Map", "Parallel") and not (doc.get("join") and not walk):
+            if kind in ("Map", "Parallel"):
+                if doc.get("join") and not walk:  # the join that completes it
+                    walk.append((name, kind, "exit"))
+                    name = states[name].get("Next")
+                    continue
                 walk.append((name, kind, "enter"))
                 break
-            walk.append((name, kind, "exit" if kind in ("Map", "Parallel") else "both"))
-            if kind not in ("Pass", "Wait", "Map", "Parallel") and not (kind == "Task" and name != doc.get("task")):
-                break
-            if kind == "Task" and name != doc.get("task"):
-                walk.pop()
-                break
+            if kind == "Task":
+                if name != doc.get("task") or task_seen:
+                    break
+                task_seen = True
+            elif kind not in ("Pass", "Wait", "Succeed"):
+                break  # a Choice (or Fail): the rule it took is not recorded
+            walk.append((name, kind, "both"))
             name = states[name].get("Next")
         found[str(doc.get("function", path.parent.name))] = walk
     return found
@@ -148,8 +169,8 @@ def history_document(store: Store, workflow_id: str, status: str, failure: dict[
                     shown[field] = state_view(shown[field])
     return {"workflow": workflow_id, "status": status, "input": history.input,
             "started": iso_ms(history.started_ms),
-            "ended": iso_ms(history.ended_ms) if status not in ("running", "waiting") else None,
-            "duration_ms": history.duration_ms if status not in ("running", "waiting") else None,
+            "ended": iso_ms(history.ended_ms) if status not in UNFINISHED else None,
+            "duration_ms": history.duration_ms if status not in UNFINISHED else None,
             "events": numbered, "steps": steps}
 
 
@@ -165,6 +186,8 @@ def history_text(document: dict[str, Any]) -> str:
         where = event.get("function") or ""
         if "index" in event:
             where += f"[{event['index']}/{event['size']}]"
+        if event.get("iteration"):
+            where += f" #{event['iteration']}"
         if "state" in event:
             where = f"{event['state']} ({where})"
         detail = event.get("details") or {}

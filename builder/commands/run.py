@@ -9,7 +9,9 @@ database (builder.commands.run_queue), so a resume - even after a kill -9 - re-d
 workflow left with only future timers is reported as waiting until the first (exit 0). A reused
 `--workflow-id` continues that workflow (see `start_record`); while another `run` drives it, this
 one waits for its outcome. Every handler is imported before the workflow starts (a broken one is
-one error line); what handlers print goes to stderr, so stdout holds the result only.
+one error line); what handlers print goes to stderr, so stdout holds the result only. With
+`--log-format json` (or `-v`: its message alone) stderr also gets the line per delivery the
+function images write (unum_entry.invocation_log); `UNUM_TRACING` traces the run (docs/tracing.md).
 """
 
 from __future__ import annotations
@@ -149,21 +151,25 @@ def _run(args: argparse.Namespace, results: TextIO) -> int:
 def _wait(platform: LocalPlatform, timeout: float, console: Console, began: float) -> None:
     """Until nothing is in flight (raises WorkflowTimeout after `timeout` s), redrawing the
     progress line on a terminal every TICK."""
-    from builder.commands.progress import render
+    from builder.commands.progress import Meter, render
 
     if not console.is_terminal:
         platform.wait_idle(timeout)
         return
     deadline = began + timeout
+    timers_until = time.time() + (deadline - time.monotonic())  # timers due before the run's end are waited for
+    meter = Meter()  # commit rates for the line's rate and ETA
     while True:
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             raise WorkflowTimeout(f"still running after {timeout:g} s")
         try:
-            platform.wait_idle(min(TICK, remaining))
+            platform.wait_idle(min(TICK, remaining), until=timers_until)
             return
         except WorkflowTimeout:
-            console.status(render(platform.progress(), time.monotonic() - began))
+            progress, now = platform.progress(), time.monotonic()
+            meter.update(now, progress)
+            console.status(render(progress, now - began, meter=meter, width=console.columns))
 
 
 def _invocation_log(args: argparse.Namespace, console: Console) -> InvocationLog | None:

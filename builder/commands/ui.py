@@ -1,10 +1,14 @@
 """`python -m builder ui`: a local web page of a store's workflows (list, graph, result or
-failure, refreshed live), served on 127.0.0.1 only."""
+failure, history, actions; refreshed live), served on 127.0.0.1 — or on `--host` with an access
+token (builder.ui.access)."""
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+
+from unum_entry.errors import UnumError
 
 from builder.commands.options import add_store_option
 
@@ -14,9 +18,17 @@ def cmd_ui(args: argparse.Namespace) -> int:
     from builder.ui.listing import parse_duration
     from builder.ui.server import UiServer
 
+    from builder.ui.access import TOKEN_ENV
+
+    token = args.access_token or os.environ.get(TOKEN_ENV) or None
+    if args.host is not None and not token:
+        raise UnumError(f"ui --host {args.host}: give an access token too (--access-token or ${TOKEN_ENV}): anyone "
+                        "who reaches the page could stop and redrive workflows")
     store = open_existing_store(args.store)
-    with UiServer(store, port=args.port, workflows=tuple(args.workflow or ()), ttl_seconds=parse_duration(args.ttl)) as server:
-        print(f"unum ui: {server.url} (store {args.store}); Ctrl-C stops", file=sys.stderr, flush=True)
+    with UiServer(store, port=args.port, workflows=tuple(args.workflow or ()), ttl_seconds=parse_duration(args.ttl),
+                  store_url=args.store, host=args.host or "127.0.0.1", access_token=token) as server:
+        shown = f"{server.url}?access_token=…" if token else server.url
+        print(f"unum ui: {shown} (store {args.store}); Ctrl-C stops", file=sys.stderr, flush=True)
         try:
             server.serve_forever()
         except KeyboardInterrupt:
@@ -39,6 +51,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser("ui", help="a local web page: the workflows in a store, each one's graph and result, live")
     add_store_option(parser)
     parser.add_argument("--port", type=port_number, default=8400, help="port on 127.0.0.1 (default 8400; 0 picks a free one)")
+    parser.add_argument("--host", default=None,
+                        help="listen on this address instead of 127.0.0.1 (then --access-token is required)")
+    parser.add_argument("--access-token", default=None, metavar="TOKEN",
+                        help="require this token on every request (default: $UNUM_UI_TOKEN; required with --host)")
     parser.add_argument("--workflow", action="append", metavar="FOLDER",
                         help="workflow folder or state machine the page draws runs of (repeatable; default: "
                              "the folder each run recorded)")

@@ -20,7 +20,7 @@ from unum_entry.checkpoint import commits_its_result
 from unum_entry.codec import decode
 from unum_entry.envelope import ROOT, Envelope
 from unum_entry.errors import UnumError
-from unum_entry.outcome import Ending
+from unum_entry.outcome import WATCHDOG_FIELD, Ending
 from unum_entry.plan import Call, Committed, continuation, plan
 from unum_entry.stores.base import Store
 
@@ -71,7 +71,8 @@ def replay(graph: Graph, store: Store, workflow: str, *, limit: int = REPLAY_LIM
             joins = {k: v for k, v in joins.items() if len(v[1]) < v[0]}
             queue = ready
     return Progress(invoked=invoked, committed=committed,
-                    failed_function=None if failure is None else failure.get("Function"),
+                    # the deadline watchdog's record names no function that failed (unum_entry.watchdog)
+                    failed_function=None if failure is None or failure.get(WATCHDOG_FIELD) else failure.get("Function"),
                     ended=ending.reached(found), truncated=bool(queue))
 
 

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import hmac
 import secrets
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from unum_entry.errors import UnumError
 from unum_entry.stores.base import Store
@@ -50,23 +51,54 @@ def run_action(store: Store, action: str, form: Mapping[str, list[str]]) -> str:
     if action == "redrive":
         redrive_here(store, workflow)
         return workflow
+    if action in ("task-success", "task-failure"):
+        complete_here(store, workflow, action, form)
+        return workflow
     if action != "stop":
-        raise UnumError(f"unknown action {action!r} (this page can: stop, redrive)")
+        raise UnumError(f"unknown action {action!r} (this page can: stop, redrive, task-success, task-failure)")
     if read_outcome(store, workflow).status is not WorkflowStatus.RUNNING or not stop_workflow(
             store, workflow, error=(form.get("error") or [""])[0] or None, cause=(form.get("cause") or [""])[0] or None):
         raise UnumError(f"workflow {workflow} has already ended: nothing to stop")
     return workflow
 
 
+def complete_here(store: Store, workflow: str, action: str, form: Mapping[str, list[str]]) -> None:
+    """SendTaskSuccess / SendTaskFailure for the form's `task_token` (unum_entry.callbacks),
+    continuing the workflow on the embedded engine in this process (as `redrive_here`)."""
+    import json
+
+    from unum_entry import callbacks
+
+    def one(key: str) -> str:
+        return (form.get(key) or [""])[0]
+
+    if action == "task-success":
+        try:
+            outcome: dict[str, object] = {"output": json.loads(one("output") or "null")}
+        except ValueError as exc:
+            raise UnumError(f"output: not valid JSON ({exc})") from None
+    else:
+        outcome = {"error": one("error") or None, "cause": one("cause") or None}
+    _in_background(store, workflow, lambda invoker: callbacks.complete(one("task_token"), outcome, store=store,
+                                                                       invoker=invoker))
+
+
 def redrive_here(store: Store, workflow: str, *, timeout: float = 600.0) -> None:
     """Redrive `workflow` (unum_entry.redrive) on the embedded engine in this process, from the
     folder its run recorded; the re-run goes on in a background thread (the page shows it live).
     Raises UnumError with one line when it cannot be redriven."""
+    from unum_entry.redrive import redrive
+
+    _in_background(store, workflow, lambda invoker: redrive(store, workflow, invoker), timeout=timeout)
+
+
+def _in_background(store: Store, workflow: str, send: Callable[[Any], object], *, timeout: float = 600.0) -> None:
+    """`send(invoker)` with the embedded engine's invoker for `workflow` (its recorded folder), then
+    let the engine run what it sent in a background thread until idle."""
     import threading
 
     from unum_entry import load_workflow
     from unum_entry.local.platform import LocalPlatform
-    from unum_entry.redrive import redrive
 
     from builder.commands import start_record
     from builder.commands.compile import runnable_workflow
@@ -74,11 +106,11 @@ def redrive_here(store: Store, workflow: str, *, timeout: float = 600.0) -> None
 
     recorded = start_record.read(store, workflow)
     if recorded is None or not recorded.folder:
-        raise UnumError(f"the store has no record of where {workflow} was run from: use "
-                        f"python -m builder redrive {workflow} --workflow FOLDER")
+        raise UnumError(f"the store has no record of where {workflow} was run from: use the command line "
+                        "with --workflow FOLDER")
     platform = LocalPlatform(load_workflow(runnable_workflow(recorded.folder)), store, workers=4)
     try:
-        redrive(store, workflow, PlatformInvoker(platform))
+        send(PlatformInvoker(platform))
     except BaseException:
         platform.close()
         raise

@@ -9,8 +9,8 @@ Routes: `/` (the page; `?w=ID` selects a workflow, `&tab=history` its History ta
 `/fragment/list`, `/fragment/workflow?w=ID[&tab=history]` (the HTML pieces the page's script
 swaps in), `/api/workflows` (one page of runs), `/api/workflow?w=ID`, `/api/history?w=ID` (the
 document of `inspect --history --json`), `/api/value?w=ID&k=KEY` (a value the history shows by
-reference); POST `/action/stop`, `/action/redrive` (builder.ui.actions: Origin check and
-session token).
+reference); POST `/action/stop`, `/action/redrive`, `/action/task-success`,
+`/action/task-failure` (builder.ui.actions: Origin check and session token).
 """
 
 from __future__ import annotations
@@ -39,8 +39,17 @@ class UiServer:
     `serve_forever` blocks, `start` serves from a thread (tests)."""
 
     def __init__(self, store: Store, *, port: int = 0, workflows: Sequence[str] = (),
-                 ttl_seconds: int = 7 * 24 * 3600) -> None:
+                 ttl_seconds: int = 7 * 24 * 3600, store_url: str | None = None, host: str = HOST,
+                 access_token: str | None = None) -> None:
+        from builder.ui.access import Access
+
+        if host != HOST and not access_token:
+            raise UnumError(f"ui --host {host}: give an access token too (--access-token or $UNUM_UI_TOKEN): "
+                            "anyone who reaches the page can stop and redrive workflows")
+        self.host = host
+        self.access = Access(host, access_token or None)
         self.store = store
+        self.store_url = store_url  # how the page names the store in commands it suggests
         self.candidates = tuple(workflows)
         self.ttl_seconds = ttl_seconds
         self._graphs: dict[str, Graph] = {}
@@ -49,20 +58,25 @@ class UiServer:
         self.token = new_token()  # this server's session token: actions need it (builder.ui.actions)
         self._starts: dict[str, dict[str, Any]] = {}  # start records read so far (builder.ui.pages)
         try:
-            self._httpd = ThreadingHTTPServer((HOST, port), _handler(self))
-        except OSError as exc:
-            raise UnumError(f"ui: cannot listen on {HOST}:{port}: {exc.strerror or exc}") from exc
+            self._httpd = ThreadingHTTPServer((host, port), _handler(self))
+        except (OSError, OverflowError) as exc:
+            raise UnumError(f"ui: cannot listen on {host}:{port}: {getattr(exc, 'strerror', None) or exc}") from exc
         self._httpd.daemon_threads = True
         self._thread: threading.Thread | None = None
 
     @property
+    def port(self) -> int:
+        return int(self._httpd.server_address[1])
+
+    @property
     def url(self) -> str:
-        return f"http://{HOST}:{self._httpd.server_address[1]}/"
+        shown = HOST if self.host in ("0.0.0.0", "::") else self.host
+        return f"http://{shown}:{self.port}/"
 
     @property
     def origin(self) -> str:
-        """What a browser sends as `Origin` from this server's own pages."""
-        return f"http://{HOST}:{self._httpd.server_address[1]}"
+        """What a browser sends as `Origin` from this server's own pages (at 127.0.0.1)."""
+        return f"http://{HOST}:{self.port}"
 
     def serve_forever(self) -> None:
         self._httpd.serve_forever(poll_interval=0.2)
@@ -112,7 +126,35 @@ class UiServer:
             coloured = colour(graph, replay(graph, self.store, workflow_id))
             shown["graph"] = coloured
             shown["nodes"] = {name: state.value for name, state in coloured.states.items()}
+        shown["states_svg"] = self._state_path(workflow_id)
+        if status is WorkflowStatus.WAITING:  # each waiting Task, its token and how to complete it
+            from builder.commands import start_record
+            from builder.commands.inspect import callback_hint
+            from unum_entry.callbacks import waiting
+
+            recorded = start_record.read(self.store, workflow_id)
+            shown["waiting"] = [{"state": w.state, "function": w.function, "token": w.token}
+                                for w in waiting(self.store, workflow_id)]
+            shown["complete"] = callback_hint(self.store_url or ".unum/unum.db", recorded.folder if recorded else None)
         return shown
+
+    def _state_path(self, workflow_id: str) -> str | None:
+        """For a run of a state machine: its states as SVG, the path it took coloured
+        (builder.graphing.states); None for an IR workflow, an unknown folder, or no Graphviz."""
+        from builder.commands import start_record
+        from builder.commands.graph import run_path
+        from builder.graphing.dot import GraphvizMissing, ImageFormat, render
+        from builder.graphing.states import states_to_dot
+
+        recorded = start_record.read(self.store, workflow_id)
+        if recorded is None or not recorded.folder:
+            return None
+        try:
+            view, ran, failed = run_path(self.store, workflow_id, recorded.folder)
+            svg = render(states_to_dot(view, ran=ran, failed=failed), ImageFormat.SVG).decode()
+        except (UnumError, GraphvizMissing):
+            return None
+        return svg[svg.find("<svg"):]
 
     def names(self) -> list[str]:
         """The workflow names of the runs listed so far (from the start records `runs` read)."""
@@ -163,9 +205,20 @@ def _handler(ui: UiServer) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         server_version = "unum-ui"
 
+        def _admitted(self, query: dict[str, list[str]]) -> bool:
+            """builder.ui.access: the Host it was addressed to, and the access token if one is set."""
+            verdict = ui.access.admit(ui.port, {k: self.headers.get(k, "") for k in ("Host", "Cookie", "Authorization")},
+                                      query)
+            self._cookie = verdict.set_cookie
+            if not verdict.allowed:
+                self._send("text/plain", verdict.reason, verdict.status)
+            return verdict.allowed
+
         def do_GET(self) -> None:  # noqa: N802 - the http.server API
             url = urlsplit(self.path)
             query = parse_qs(url.query)
+            if not self._admitted(query):
+                return
             selected = (query.get("w") or [""])[0]
             tab = (query.get("tab") or [""])[0]
             try:
@@ -194,6 +247,7 @@ def _handler(ui: UiServer) -> type[BaseHTTPRequestHandler]:
                 elif url.path == "/api/workflow" and selected:
                     shown = ui.workflow(selected)
                     shown.pop("graph")
+                    shown.pop("states_svg", None)
                     self._send("application/json", json.dumps(shown, default=str))
                 else:
                     self._send("text/plain", "not found", HTTPStatus.NOT_FOUND)
@@ -205,13 +259,16 @@ def _handler(ui: UiServer) -> type[BaseHTTPRequestHandler]:
             from builder.ui.actions import Forbidden, check, run_action
 
             url = urlsplit(self.path)
+            if not self._admitted(parse_qs(url.query)):
+                return
             length = int(self.headers.get("Content-Length") or 0)
             if not url.path.startswith("/action/") or length > 64 * 1024:
                 self._send("text/plain", "not found", HTTPStatus.NOT_FOUND)
                 return
             form = parse_qs(self.rfile.read(length).decode("utf-8", errors="replace"))
             try:
-                check({"Origin": self.headers.get("Origin", "")}, form, origin=ui.origin, token=ui.token)
+                check({"Origin": self.headers.get("Origin", "")}, form, origin=f"http://{self.headers.get('Host', '')}",
+                      token=ui.token)  # the Host was checked by _admitted
                 workflow = run_action(ui.store, url.path.removeprefix("/action/"), form)
             except Forbidden as exc:
                 self._send("text/plain", f"forbidden: {exc}", HTTPStatus.FORBIDDEN)
@@ -230,6 +287,9 @@ def _handler(ui: UiServer) -> type[BaseHTTPRequestHandler]:
             self.send_header("Content-Type", f"{kind}; charset=utf-8")
             self.send_header("Content-Length", str(len(data)))
             self.send_header("Cache-Control", "no-store")
+            cookie: str | None = getattr(self, "_cookie", None)
+            if cookie:
+                self.send_header("Set-Cookie", cookie)
             self.end_headers()
             try:
                 self.wfile.write(data)
@@ -354,6 +414,22 @@ def workflow_fragment(shown: dict[str, Any], *, token: str = "") -> str:
         parts.append(f"<form id='stop' method='post' action='/action/stop'><input type='hidden' name='token' "
                      f"value='{html.escape(token)}'><input type='hidden' name='w' value='{html.escape(shown['workflow'])}'>"
                      "<button id='stop-button'>Stop</button></form>")
+    if shown.get("waiting"):
+        parts.append("<h3>Waiting for task-token callbacks</h3><table id='waiting'><tr><th>state</th><th>function</th>"
+                     "<th>token</th><th></th></tr>")
+        for wait in shown["waiting"]:
+            hidden = (f"<input type='hidden' name='token' value='{html.escape(token)}'>"
+                      f"<input type='hidden' name='w' value='{html.escape(shown['workflow'])}'>"
+                      f"<input type='hidden' name='task_token' value='{html.escape(wait['token'])}'>")
+            parts.append(f"<tr><td>{html.escape(wait['state'])}</td><td>{html.escape(wait['function'])}</td>"
+                         f"<td><code class='task-token'>{html.escape(wait['token'])}</code></td><td>"
+                         f"<form class='task-success' method='post' action='/action/task-success'>{hidden}"
+                         "<input name='output' size='14' value='{}' title='the Task output (JSON)'> "
+                         "<button>Succeed</button></form>"
+                         f"<form class='task-failure' method='post' action='/action/task-failure'>{hidden}"
+                         "<input name='error' size='10' placeholder='Error'> <input name='cause' size='10' "
+                         "placeholder='Cause'> <button>Fail</button></form></td></tr>")
+        parts.append(f"</table><p>Or: <code id='complete'>{html.escape(shown['complete'])}</code></p>")
     if token and shown["status"] == "failed":
         parts.append(f"<form id='redrive' method='post' action='/action/redrive'><input type='hidden' name='token' "
                      f"value='{html.escape(token)}'><input type='hidden' name='w' value='{html.escape(shown['workflow'])}'>"
@@ -364,6 +440,8 @@ def workflow_fragment(shown: dict[str, Any], *, token: str = "") -> str:
                      "<code>--workflow FOLDER</code> to draw it.</p>")
     else:
         parts.append(_legend() + f"<div id='graph'>{_graph_html(graph)}</div>")
+    if shown.get("states_svg"):
+        parts.append(f"<h3>States (the path this run took)</h3><div id='states'>{shown['states_svg']}</div>")
     if shown["failure"] is not None:
         parts.append(f"<h3>Failure</h3><pre id='failure'>{html.escape(json.dumps(shown['failure'], indent=2, default=str))}</pre>")
     if shown["results"]:

@@ -243,3 +243,21 @@ def test_crashes_duplicates_and_delays_around_timers_change_nothing(tmp_path: Pa
         assert faults.injected["crash"] > 0
     finally:
         store.close()
+
+
+def test_waiting_tasks_in_map_iterations_time_out_each_on_its_own_timer_in_item_order(tmp_path: Path) -> None:
+    path = machine(tmp_path, {"Each": {"Type": "Map", "ItemsPath": "$.items", "End": True, "ItemProcessor": {
+        "StartAt": "Ask", "States": {
+            "Ask": {"Type": "Task", "Resource": f"{AWS}lambda:invoke.waitForTaskToken",
+                    "Parameters": {"FunctionName": "Ask", "Payload": {"token.$": "$$.Task.Token"}},
+                    "TimeoutSecondsPath": "$.t", "End": True,
+                    "Catch": [{"ErrorEquals": ["States.Timeout"], "ResultPath": "$.err", "Next": "Late"}]},
+            "Late": {"Type": "Pass", "Parameters": {"i.$": "$.i", "e.$": "$.err.Error"}, "End": True}}}}}, "Each")
+    items = [{"i": 1, "t": 2000}, {"i": 2, "t": 1000}, {"i": 3, "t": 3000}]  # x 0.001: 2 s, 1 s, 3 s
+    began = time.monotonic()
+    proc = cli("run", path, "--input", json.dumps({"items": items}), "--store", tmp_path / "store", "--compact",
+               env={"TOKEN_DIR": str(tmp_path)})
+
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout) == [{"i": i, "e": "States.Timeout"} for i in (1, 2, 3)]
+    assert time.monotonic() - began >= 3.0

@@ -147,10 +147,13 @@ def test_stop_ends_a_running_workflow_stopped_everywhere(tmp_path):
     stop, and a stop of an ended workflow, change nothing (exit 2, one line)."""
     import time
 
-    started = tmp_path / "started"
+    started, effect = tmp_path / "started", tmp_path / "effect"
     folder = write_workflow(tmp_path / "slow", {
-        "Slow": (f"import pathlib, time\ndef handler(event, context):\n    pathlib.Path({str(started)!r}).touch()\n"
-                 "    time.sleep(2)\n    return event\n", [{"op": "invoke", "function": "Last"}]),
+        # an exactly-once step after the stop does not run (its journal reads the ending first)
+        "Slow": (f"import pathlib, time\nfrom unum_entry.steps import durable\n@durable\ndef handler(event, ctx):\n"
+                 f"    pathlib.Path({str(started)!r}).touch()\n    time.sleep(2)\n"
+                 f"    ctx.step('effect', lambda: pathlib.Path({str(effect)!r}).write_text('x'))\n    return event\n",
+                 [{"op": "invoke", "function": "Last"}]),
         "Last": ("def handler(event, context):\n    return {'done': event}\n", []),
     }, "Slow")
     store = str(tmp_path / "store")
@@ -176,8 +179,11 @@ def test_stop_ends_a_running_workflow_stopped_everywhere(tmp_path):
     assert report["failure"]["Error"] == "Ops.Cancelled" and report["failure"]["Cause"] == "by the test"
     listed = cli("list", "--json", "--store", store)
     assert [row["status"] for row in json.loads(listed.stdout)] == ["stopped"]
+    only = cli("list", "--json", "--status", "stopped", "--store", store)
+    assert [row["workflow"] for row in json.loads(only.stdout)] == ["wf-stop"]
     document = history("wf-stop", store)
     assert document["status"] == "stopped" and document["events"][-1]["type"] == "ExecutionAborted"
+    assert not effect.exists() and document["steps"] == []  # the step did not run; nothing committed after
     again = cli("stop", "wf-stop", "--store", store)
     assert again.returncode == 2
     assert again.stderr.strip() == "error: workflow wf-stop has already ended (stopped): nothing to stop"

@@ -87,7 +87,7 @@ def test_progress_is_drawn_on_a_terminal(tmp_path: Path) -> None:
     assert proc.returncode == 0, text
     assert json.loads(out) == sum(range(40))
     assert text.startswith("workflow wf-")
-    assert "\r\x1b[K" in text and "in flight" in text and "committed" in text
+    assert "\r\x1b[K" in text and "running" in text and "queued" in text and "committed" in text
     assert "Work [" in text and "/40" in text  # the map's bar
 
 

@@ -57,11 +57,12 @@ from unum_entry.runtime import RuntimeConfig
 from unum_entry.stores import open_store
 from unum_entry.stores.base import Kind
 from unum_entry.stores.file import FileStore
+from unum_entry.stores.sqlite import SQLiteStore
 from unum_entry.workflow import FunctionSource, load_workflow, write_workflow
 
 pytestmark = pytest.mark.integration
 
-CI_SCHEDULES = {"file": 120, "dynamodb": 30}
+CI_SCHEDULES = {"sqlite": 60, "file": 120, "dynamodb": 30}
 
 # A tracing workflow has no steps and succeeds: only these may stay until their expiry.
 TRACING_KINDS = frozenset({Kind.RESULT, Kind.CHECKPOINT, Kind.SET, Kind.CHUNK})
@@ -82,9 +83,12 @@ def dynamodb_endpoint() -> Iterator[str]:
         yield moto.endpoint
 
 
-@pytest.fixture(params=["file", "dynamodb"])
+@pytest.fixture(params=["sqlite", "file", "dynamodb"])
 def store_factory(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):
     """A callable making a fresh, empty store of the parametrized kind."""
+    if request.param == "sqlite":  # run's default, durability full
+        yield "sqlite", lambda: SQLiteStore.open(tmp_path_factory.mktemp("store") / "unum.db")
+        return
     if request.param == "file":
         yield "file", lambda: FileStore(tmp_path_factory.mktemp("store"))
         return

@@ -90,3 +90,56 @@ def test_inspect_graph_colours_a_finished_a_failed_and_a_stopped_run(tmp_path):
     colours = styles(failed.stdout)
     assert "#f28b82" in colours.values()
     assert colours.get("Summarize") == "#ffffff"  # never reached
+
+
+def test_graph_view_states_draws_the_definition_and_inspect_colours_the_path(tmp_path):
+    """`graph FILE --view states` (definition order, Map/Parallel boxes, the Catch label), and
+    `inspect WF --graph --view states` colouring the states the run's history entered."""
+    import shutil
+
+    done = subprocess.run([sys.executable, "-m", "builder", "graph", "images/asl-order/statemachine.json",
+                           "--view", "states", "--format", "dot"], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert 'label="catch CardDeclined"' in done.stdout and 'label="branch 2"' in done.stdout
+    assert done.stdout.index('"Received') < done.stdout.index('"Total') < done.stdout.index('"Summary')
+    refused = subprocess.run([sys.executable, "-m", "builder", "graph", "images/chain", "--view", "states"], cwd=REPO,
+                             capture_output=True, text=True, timeout=120)
+    assert refused.returncode == 2 and "is not a state machine" in refused.stderr
+    store = str(tmp_path / "store.db")
+    ran = subprocess.run([sys.executable, "-m", "builder", "run", "images/asl-order/statemachine.json", "--input",
+                          "@images/asl-order/input.json", "--store", store, "--workflow-id", "wf-g"], cwd=REPO,
+                         capture_output=True, text=True, timeout=120)
+    assert ran.returncode == 0, ran.stderr
+    coloured = subprocess.run([sys.executable, "-m", "builder", "inspect", "wf-g", "--store", store, "--graph",
+                               "--view", "states", "--format", "dot"], cwd=REPO, capture_output=True, text=True,
+                              timeout=120)
+    assert coloured.returncode == 0, coloured.stderr
+    green = [line for line in coloured.stdout.splitlines() if "#6aa84f" in line]
+    assert {"Received", "Price", "Ship", "Summary"} <= {line.split('label="')[1].split("\\n")[0].split('"')[0]
+                                                        for line in green}
+    assert not any("Rejected" in line for line in green)  # the Catch path was not taken
+    if shutil.which("dot"):
+        out = tmp_path / "run.svg"
+        assert subprocess.run([sys.executable, "-m", "builder", "inspect", "wf-g", "--store", store, "--graph",
+                               "--view", "states", "--out", str(out)], cwd=REPO, capture_output=True,
+                              timeout=120).returncode == 0
+        assert b"<svg" in out.read_bytes()
+
+
+def test_the_readme_graph_commands_work_as_written(tmp_path):
+    """README's "See your workflows" `graph` lines (those without placeholders), as written."""
+    import shlex
+
+    if shutil.which("dot") is None:
+        pytest.skip("Graphviz not installed: localstack/setup.d/40-browser.sh installs it")
+    block = (REPO / "README.md").read_text().split("### See your workflows", 1)[1].split("```", 2)[1]
+    commands = [shlex.split(re.sub(r"\s+#\s.*$", "", line)) for line in block.splitlines()
+                if line.startswith("python -m builder graph ")]
+    assert len(commands) >= 3
+    (tmp_path / "images").symlink_to(REPO / "images")
+    for argv in commands:
+        done = subprocess.run([sys.executable, *argv[1:]], cwd=tmp_path, capture_output=True, timeout=120)
+        assert done.returncode == 0 and b"Traceback" not in done.stderr, (argv, done.stderr)
+        if "--out" in argv:
+            written = tmp_path / argv[argv.index("--out") + 1]
+            assert b"<svg" in written.read_bytes()

@@ -170,3 +170,28 @@ def test_two_runs_of_one_workflow_id_both_print_the_one_result(tmp_path: Path) -
     assert [first.returncode, second.returncode] == [0, 0], outs
     assert json.loads(outs[0][0]) == json.loads(outs[1][0]) == {"sum": sum(i * i for i in range(16)), "n": 16}
     assert any("is being run by process" in err for _, err in outs), outs
+
+
+def test_a_workflow_left_with_only_a_far_timer_makes_run_return_and_resumes_when_due(tmp_path: Path) -> None:
+    """A Step Functions Wait of an hour (scaled to 7.2 s): `run --timeout 3` returns at once,
+    saying until when the workflow waits (exit 0); `list` shows it waiting; a later run of the
+    id delivers the timer from the queue database and completes it."""
+    machine = tmp_path / "sm.json"
+    machine.write_text(json.dumps({"StartAt": "First", "States": {
+        "First": {"Type": "Pass", "Result": {"x": 1}, "Next": "Hold"},
+        "Hold": {"Type": "Wait", "Seconds": 3600, "Next": "Last"},
+        "Last": {"Type": "Pass", "Parameters": {"done.$": "$.x"}, "End": True}}}))
+    store = tmp_path / "s.db"
+    env = {**os.environ, "UNUM_ASL_TIME_SCALE": "0.002"}
+    args = [sys.executable, "-m", "builder", "run", str(machine), "--store", str(store), "--workflow-id", "wf-w"]
+    started = time.monotonic()
+    first = subprocess.run([*args, "--timeout", "3"], cwd=REPO, capture_output=True, text=True, timeout=60, env=env)
+    assert first.returncode == 0 and first.stdout == "", first.stderr
+    assert time.monotonic() - started < 7, "run waited for a timer due after its --timeout"
+    assert "is waiting until " in first.stderr and "--workflow-id wf-w --resume" in first.stderr, first.stderr
+    listed = cli("list", "--json", "--store", store)
+    assert [r["status"] for r in json.loads(listed.stdout) if r["workflow"] == "wf-w"] == ["waiting"]
+    later = subprocess.run([*args, "--resume"], cwd=REPO, capture_output=True, text=True, timeout=60, env=env)
+    assert later.returncode == 0, later.stderr
+    assert json.loads(later.stdout) == {"done": 1}
+    assert "resuming: 1 " in later.stderr

@@ -19,8 +19,6 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider  # noqa: E402
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor  # noqa: E402
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter  # noqa: E402
 
-from unum_entry.envelope import Envelope  # noqa: E402
-from unum_entry.errors import EnvelopeError  # noqa: E402
 from unum_entry.local.platform import local_platform  # noqa: E402
 from unum_entry.stores import open_store  # noqa: E402
 from unum_entry.workflow import FunctionSource, write_workflow  # noqa: E402
@@ -116,14 +114,3 @@ def test_off_by_default_the_envelope_carries_no_trace(tmp_path: Path, monkeypatc
         assert platform.run(None, timeout=60).result == 1
         assert not platform.runtimes["Split"].tracing.enabled
     assert EXPORTER.get_finished_spans() == ()
-
-
-def test_the_envelope_field_is_validated_and_optional() -> None:
-    parent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
-    wire = {"unum": 2, "workflow": "wf-1", "frames": [[0, 1, 0]], "inputs": [{"value": 1}]}
-    assert Envelope.from_wire(wire).trace is None  # an envelope from before the field
-    assert Envelope.from_wire({**wire, "trace": parent}).to_wire()["trace"] == parent
-    for bad in ("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331", 7,
-                "00-00000000000000000000000000000000-b7ad6b7169203331-01"):
-        with pytest.raises(EnvelopeError, match=r"envelope\.trace: expected a W3C traceparent"):
-            Envelope.from_wire({**wire, "trace": bad})

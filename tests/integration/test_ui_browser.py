@@ -194,3 +194,79 @@ def test_the_redrive_button_reruns_a_failed_workflow(browser, tmp_path):
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait(timeout=10)
+
+
+@needs_browser
+def test_a_waiting_run_shows_its_token_and_completes_from_the_page(browser, tmp_path):
+    """A run waiting at a `.waitForTaskToken` Task: its page says waiting, shows the token and the
+    command that completes it, and its Succeed form (a POST with the page's token) resumes it."""
+    import json
+
+    from tests.integration.test_task_tokens import _workflow_of, started
+
+    _, env, token = started(tmp_path)
+    workflow = _workflow_of(token)
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "builder", "ui", "--store", str(tmp_path / "store"), "--port",
+                             str(port)], cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True, env={**os.environ, **env})
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            with socket.socket() as s:
+                if s.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+            assert proc.poll() is None and time.monotonic() < deadline, "the ui did not start"
+            time.sleep(0.1)
+        browser.get(f"http://127.0.0.1:{port}/?w={workflow}")
+        wait_for(browser, "#status", "waiting")
+        shown = browser.execute_script("return [document.querySelector('code.task-token').textContent,"
+                                       " document.getElementById('complete').textContent]")
+        assert shown[0] == token and "task-success TOKEN --output JSON" in shown[1]
+        browser.execute_script("const f = document.querySelector('form.task-success');"
+                               "f.querySelector('input[name=output]').value = '{\"ok\": true}'; f.submit();")
+        wait_for(browser, "#status", "succeeded")
+        report = json.loads(cli("inspect", workflow, "--store", str(tmp_path / "store")).stdout)
+        assert report["results"] == [{"order": 42, "shipped": True}]
+    finally:
+        os.killpg(proc.pid, signal.SIGINT)
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=10)
+
+
+@needs_browser
+def test_a_state_machine_run_shows_the_path_it_took(browser, tmp_path):
+    """A compiled state machine's run page draws its states (definition order, Map/Parallel
+    boxes) with the states its history entered coloured."""
+    store = str(tmp_path / "store.db")
+    assert cli("run", "images/asl-order/statemachine.json", "--input", "@images/asl-order/input.json", "--store", store,
+               "--workflow-id", "wf-asl").returncode == 0
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "builder", "ui", "--store", store, "--port", str(port)],
+                            cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            with socket.socket() as s:
+                if s.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+            assert proc.poll() is None and time.monotonic() < deadline, "the ui did not start"
+            time.sleep(0.1)
+        browser.get(f"http://127.0.0.1:{port}/?w=wf-asl")
+        wait_for(browser, "#states svg")
+        nodes = browser.execute_script(
+            "return [...document.querySelectorAll('#states g.node')].map(g => [g.textContent.trim(),"
+            " [...g.querySelectorAll('path, polygon, ellipse')].map(p => p.getAttribute('fill')).join(' ')]);")
+        coloured = {text.split()[0] for text, fills in nodes if "#d9ead3" in fills}
+        assert {"Received", "Price", "ReserveStock", "ChargeCard", "Ship"} <= coloured
+        assert not any(text.startswith("Rejected") for text, fills in nodes if "#d9ead3" in fills)
+    finally:
+        os.killpg(proc.pid, signal.SIGINT)
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=10)

@@ -79,3 +79,17 @@ def test_a_fan_in_targets_envelope_names_its_join_set_not_its_members():
     wire = env.to_wire()
     assert wire["gather"] == {"set": "s-1", "width": 100_000} and len(repr(wire)) < 200
     assert Envelope.from_wire(wire) == env
+
+
+def test_the_trace_field_is_optional_and_validated() -> None:
+    """`trace` (unum_entry.tracing): a W3C traceparent, absent in older envelopes."""
+    parent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+    wire = {"unum": 2, "workflow": "wf-1", "frames": [[0, 1, 0]], "inputs": [{"value": 1}]}
+    assert Envelope.from_wire(wire).trace is None and "trace" not in Envelope.from_wire(wire).to_wire()
+    assert Envelope.from_wire({**wire, "trace": parent}).to_wire()["trace"] == parent
+    assert Envelope.from_wire({**wire, "trace": parent}).next_attempt().trace == parent  # a retry keeps it
+    for bad in ("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331", 7, "",
+                "00-00000000000000000000000000000000-b7ad6b7169203331-01",
+                "00-0AF7651916CD43DD8448EB211C80319C-b7ad6b7169203331-01"):
+        with pytest.raises(EnvelopeError, match=r"^envelope\.trace: expected a W3C traceparent"):
+            Envelope.from_wire({**wire, "trace": bad})

@@ -83,3 +83,10 @@ def test_state_machine_steps_are_wrapped_in_state_events_and_a_stop_ends_aborted
         ("LambdaFunctionStarted", None), ("LambdaFunctionSucceeded", None), ("TaskStateExited", "Work"),
         ("PassStateExited", "Prep"), ("ExecutionAborted", None)]
     assert numbered[-1]["details"] == {"error": "E", "cause": "C"}
+
+
+def test_a_large_workflow_input_is_not_copied_into_the_stamp():
+    big = "x" * 20_000
+    meta = split(encode(1) + stamp("A", Envelope(workflow="wf", inputs=(DataRef(value=big),), start=True),
+                                   started=1.0, committed=1.0))[1]
+    assert meta is not None and meta["w"]["$omitted"] > 20_000

@@ -25,6 +25,8 @@ from collections.abc import Callable
 from typing import Any
 
 from unum_entry.durable.callbacks import RESUME
+
+INVOKE = "__unum_durable_invoke__"  # the event of a chained invoke's target (`context.invoke`)
 from unum_entry.errors import ConfigurationError, StaleInvocation, StoreError, UnumError, WorkflowAborted
 
 log = logging.getLogger("unum.durable")
@@ -50,12 +52,32 @@ class _LambdaContext:
         return 15 * 60 * 1000
 
 
+class _ToUnumLog(logging.Handler):
+    """The SDK's log records, re-emitted on `unum.durable` (one line each where the `unum`
+    loggers are routed: `python -m builder ... -v`, the function images' log)."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if log.isEnabledFor(record.levelno):
+            log.handle(record)
+
+
+def _route_sdk_log() -> None:
+    """Route the SDK's logger into unum's (once): a user error it logs with a traceback is the
+    workflow's recorded failure, not a second report on stderr."""
+    sdk = logging.getLogger("aws_durable_execution_sdk_python")
+    if not any(isinstance(h, _ToUnumLog) for h in sdk.handlers):
+        sdk.addHandler(_ToUnumLog())
+        sdk.propagate = False
+
+
 class DurableHandler:
     """The unum handler `(event, context)` around an SDK-decorated handler."""
 
     def __init__(self, sdk_handler: Callable[[Any, Any], Any]) -> None:
         self.sdk_handler = sdk_handler
         self.__wrapped__ = sdk_handler
+        _route_sdk_log()
+
 
     def __call__(self, event: Any, context: Any) -> Any:
         from aws_durable_execution_sdk_python.execution import (DurableExecutionInvocationInputWithClient,
@@ -79,10 +101,14 @@ class DurableHandler:
         if execution.length == 0:
             if isinstance(event, dict) and RESUME in event:
                 raise DurableSuspended(f"durable execution {invocation}: resumed but its log is gone")
-            execution.begin({"Input": json.dumps(event), "Workflow": context.workflow_id,
+            invoked = event.get(INVOKE) if isinstance(event, dict) else None
+            execution.begin({"Input": invoked["payload"] if invoked else json.dumps(event),
+                             "Caller": invoked["caller"] if invoked else None,
+                             "Workflow": context.workflow_id,
                              "Function": context.function_name, "Invocation": invocation,
                              "Frames": [[f.index, f.size, f.iteration] for f in timers.envelope.frames],
                              "Deadline": context.deadline})
+        caller = execution.state.meta.get("Caller")
         arn = f"unum:{context.function_name}/{invocation}"
         for _ in range(MAX_ROUNDS):
             client = StoreServiceClient(execution)
@@ -96,14 +122,19 @@ class DurableHandler:
             status = out.get("Status")
             if status == "SUCCEEDED":
                 text = out.get("Result") or execution.state.meta.get("Result")
+                if caller:
+                    _answer(caller, {"Status": "SUCCEEDED", "Result": text, "Error": None}, store, timers)
                 return json.loads(text) if text else None
             if status == "FAILED":
                 error = out.get("Error") or execution.state.meta.get("Error") or {}
+                if caller:  # the caller's invoke fails (InvokeError), this function's invocation ends
+                    _answer(caller, {"Status": "FAILED", "Result": None, "Error": error}, store, timers)
+                    return {"Error": error}
                 raise WorkflowAborted(error.get("ErrorType") or "DurableExecutionFailed",
                                       error.get("ErrorMessage") or "")
-            execution.catch_up()
+            _dispatch_invokes(execution, timers, context)
             now = execution.now_ms()
-            times = wake_times(execution.state)
+            times = wake_times(execution.state, now)
             if any(t <= now for t in times):
                 continue
             if times:
@@ -116,6 +147,42 @@ class DurableHandler:
             raise DurableSuspended(f"durable execution {invocation} waits"
                                    + (f" until {min(times) / 1000:.3f}" if times else " for a callback"))
         raise StoreError(f"durable execution {invocation}: no progress after {MAX_ROUNDS} replays in one delivery")
+
+
+def _dispatch_invokes(execution: Any, timers: Any, context: Any) -> None:
+    """(Re-)send every chained invoke still running (`context.invoke`): the target function runs
+    as its own workflow `<caller workflow>~<operation>` (its result is not the caller's
+    workflow's), at its root, with the caller's deadline; a re-send is absorbed by its commit."""
+    from aws_durable_execution_sdk_python.lambda_service import OperationStatus, OperationType
+
+    from unum_entry.envelope import DataRef, Envelope
+
+    meta = execution.state.meta
+    for op_id, op in execution.state.ops.items():
+        if op.operation_type is not OperationType.CHAINED_INVOKE or op.status is not OperationStatus.STARTED:
+            continue
+        target = execution.state.invokes.get(op_id, {})
+        caller = {"workflow": meta.get("Workflow"), "function": meta.get("Function"), "frames": meta.get("Frames"),
+                  "invocation": meta.get("Invocation"), "deadline": meta.get("Deadline"), "operation": op_id}
+        env = Envelope(workflow=f"{meta.get('Workflow')}~{op_id[:16]}",
+                       inputs=(DataRef(value={INVOKE: {"caller": caller, "payload": target.get("payload")}}),),
+                       deadline=int(meta.get("Deadline") or 0))
+        timers.invoker.invoke(target.get("function", ""), env.to_wire())
+
+
+def _answer(caller: dict[str, Any], outcome: dict[str, Any], store: Any, timers: Any) -> None:
+    """An invoked execution ended: record its outcome in the caller's log (first wins) and
+    re-deliver the caller."""
+    from unum_entry.durable.callbacks import resume
+    from unum_entry.durable.log import ExecutionLog
+    from unum_entry.retention import Ledger, Retention
+
+    retention = Retention(ttl_seconds=store.ttl_seconds, clock=timers.clock)
+    log = ExecutionLog(store, caller["invocation"], Ledger.bounded(caller["workflow"], caller["deadline"], retention),
+                       clock=timers.clock)
+    log.append_completion({"Id": caller["operation"], **outcome})
+    resume(timers.invoker, caller["workflow"], caller["function"], caller["frames"], int(caller["deadline"] or 0),
+           reason="invoke")
 
 
 def adapt(handler: Callable[..., Any]) -> Callable[..., Any]:

@@ -86,11 +86,10 @@ def complete(text: str, *, store: Any, invoker: Any, result: str | None = None,
 
     ref = CallbackRef.parse(text)
     retention = store_retention(store)
-    first = ExecutionLog(store, ref.invocation, Ledger.bounded(ref.workflow, None, retention), clock=retention.clock)
-    first.catch_up()
-    deadline = int(first.state.meta.get("Deadline") or 0)
-    log = ExecutionLog(store, ref.invocation, Ledger.bounded(ref.workflow, deadline, retention), clock=retention.clock)
+    log = ExecutionLog(store, ref.invocation, Ledger.bounded(ref.workflow, None, retention), clock=retention.clock)
     log.catch_up()
+    deadline = int(log.state.meta.get("Deadline") or 0)
+    log.ledger = Ledger.bounded(ref.workflow, deadline, retention)  # the completion expires with the execution
     op = log.state.ops.get(ref.operation_id)
     details = op.callback_details if op is not None else None
     if details is None or details.callback_id != text:

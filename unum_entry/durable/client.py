@@ -31,7 +31,8 @@ class StoreServiceClient:
         self._tokens = 0
 
     def initial_operations(self) -> list[Operation]:
-        """Every operation of the execution now (the invocation's InitialExecutionState)."""
+        """Every operation of the execution as far as the log was read (the invocation's
+        InitialExecutionState)."""
         return self._changes()
 
     def checkpoint(self, durable_execution_arn: str, checkpoint_token: str, updates: list[Any],
@@ -39,7 +40,10 @@ class StoreServiceClient:
         if self.revoked:
             return CheckpointOutput(checkpoint_token=None, new_execution_state=CheckpointUpdatedExecutionState())
         try:
-            self.log.append_updates(updates)
+            if updates:
+                self.log.append_updates(updates)
+            else:  # the SDK polls (an empty checkpoint): read what others wrote meanwhile
+                self.log.catch_up()
         except Conflict:
             self.revoked = True
             return CheckpointOutput(checkpoint_token=None, new_execution_state=CheckpointUpdatedExecutionState())
@@ -53,7 +57,6 @@ class StoreServiceClient:
         return StateOutput(operations=[], next_marker=None)
 
     def _changes(self) -> list[Operation]:
-        self.log.catch_up()
         self._time_out_callbacks()
         changed = []
         for op_id, op in view(self.log.state, self.log.now_ms()).items():

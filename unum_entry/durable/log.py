@@ -41,6 +41,7 @@ class ExecutionLog:
         self.clock = clock
         self.state = Folded(invocation)
         self.length = 0  # entries folded so far
+        self._mine = False  # whether the last `_append` won its slot
 
     def now_ms(self) -> int:
         return _now_ms(self.clock)
@@ -49,10 +50,13 @@ class ExecutionLog:
         return naming.durable_log_key(self.invocation, n)
 
     def catch_up(self) -> list[str]:
-        """Fold every entry written since the last read; returns the changed operation ids."""
+        """Fold every entry written since the last read; returns the changed operation ids. Reads
+        in batches that double (2, 2, 4, 8, … up to READ_BATCH): a log of n entries costs about
+        log2(n) batch reads, and at most about n/2 keys read past its end."""
         changed: list[str] = []
         while True:
-            keys = [self.key(n) for n in range(self.length, self.length + READ_BATCH)]
+            batch = max(2, min(READ_BATCH, self.length))
+            keys = [self.key(n) for n in range(self.length, self.length + batch)]
             found = self.store.get_many(keys)
             for key in keys:
                 raw = found.get(key)
@@ -63,46 +67,41 @@ class ExecutionLog:
 
     def begin(self, meta: dict[str, Any]) -> None:
         """Write the first entry (the execution's input and where it runs) unless it exists;
-        the first writer's input is the execution's."""
-        self.catch_up()
+        the first writer's input is the execution's. Call after `catch_up`."""
         if self.length == 0:
             self._append({"t": self.now_ms(), "x": meta})
 
     def append_updates(self, updates: Iterable[Any]) -> list[str]:
-        """Append the updates an execution checkpoints (OperationUpdates). Repeats of what the
-        log holds are dropped; raises Conflict, writing nothing, when an update contradicts it."""
+        """Append the updates an execution checkpoints (OperationUpdates) at the next slot.
+        Repeats of what the log holds are dropped; raises Conflict, writing nothing, when an
+        update contradicts it. No read on the way: a lost slot's create answers with the winner's
+        entry, which is folded before the updates are checked again for the next slot."""
         pending = list(updates)
         changed: list[str] = []
         for _ in range(MAX_APPEND_TRIES):
-            changed += self.catch_up()
             ops = view(self.state, self.now_ms())
-            kept = []
-            for update in pending:
-                if admit(ops, update):
-                    kept.append(update)
+            kept = [update for update in pending if admit(ops, update)]
             if not kept:
                 return changed
             entry: dict[str, Any] = {"t": self.now_ms(), "u": [self._raw(u) for u in kept]}
-            if self._try(entry):
-                changed += self.state.apply(entry)
-                self.length += 1
+            changed += self._append(entry)
+            if self._mine:
                 return changed
         raise StoreError(f"durable execution {self.invocation}: lost {MAX_APPEND_TRIES} log slots in a row")
 
     def append_completion(self, completion: dict[str, Any]) -> bool:
         """Record an operation's outcome from outside the handler (a callback, a timeout, an
-        invoked function's result). Returns False when the operation already has one (first wins)."""
+        invoked function's result). Returns False when the operation already has one (first
+        wins). Reads the log to its end first (the caller may know nothing of it)."""
         from unum_entry.durable.service import TERMINAL
 
+        self.catch_up()
         for _ in range(MAX_APPEND_TRIES):
-            self.catch_up()
             op = self.state.ops.get(completion["Id"])
             if op is None or op.status in TERMINAL:
                 return False
-            entry = {"t": self.now_ms(), "c": [completion]}
-            if self._try(entry):
-                self.state.apply(entry)
-                self.length += 1
+            self._append({"t": self.now_ms(), "c": [completion]})
+            if self._mine:
                 return True
         raise StoreError(f"durable execution {self.invocation}: lost {MAX_APPEND_TRIES} log slots in a row")
 
@@ -117,17 +116,14 @@ class ExecutionLog:
             raw["Nonce"] = secrets.token_urlsafe(16)
         return raw
 
-    def _try(self, entry: dict[str, Any]) -> bool:
-        """Create entry number `length`; False (having folded nothing) when another writer won it."""
-        _, created = self.ledger.create(self.store, self.key(self.length), json.dumps(entry).encode(), kind=Kind.STEP)
-        return created
-
-    def _append(self, entry: dict[str, Any]) -> None:
-        if self._try(entry):
-            self.state.apply(entry)
-            self.length += 1
-        else:
-            self.catch_up()
+    def _append(self, entry: dict[str, Any]) -> list[str]:
+        """Create entry number `length` holding `entry`, or fold the entry that won the slot;
+        `_mine` tells which. Returns the changed operation ids."""
+        stored, self._mine = self.ledger.create(self.store, self.key(self.length), json.dumps(entry).encode(),
+                                                kind=Kind.STEP)
+        changed = self.state.apply(entry if self._mine else json.loads(stored))
+        self.length += 1
+        return changed
 
 
 __all__ = ["Conflict", "ExecutionLog", "fold"]

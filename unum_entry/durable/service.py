@@ -121,8 +121,8 @@ class Folded:
             return replace(base, status=OperationStatus.STARTED, callback_details=CallbackDetails(
                 callback_id=callback_id(self.meta, u.operation_id, nonce or "")))
         if kind is OperationType.CHAINED_INVOKE:
-            options = u.chained_invoke_options
-            self.invokes[u.operation_id] = {"function": options.function_name if options else "",
+            target = u.chained_invoke_options
+            self.invokes[u.operation_id] = {"function": target.function_name if target else "",
                                             "payload": u.payload}
             return replace(base, status=OperationStatus.STARTED, chained_invoke_details=ChainedInvokeDetails())
         # CONTEXT
@@ -159,10 +159,11 @@ def view(state: Folded, now_ms: int) -> dict[str, Operation]:
     return out
 
 
-def wake_times(state: Folded) -> list[int]:
-    """Epoch ms at which time alone changes the state: wait ends, retry times, callback timeouts."""
+def wake_times(state: Folded, now_ms: int) -> list[int]:
+    """Epoch ms at which time alone changes the state as seen at `now_ms` (`view`): the ends of
+    waits still running, next attempts of retries not yet due, callback timeouts."""
     times: list[int] = []
-    for op_id, op in state.ops.items():
+    for op_id, op in view(state, now_ms).items():
         if op.operation_type is OperationType.WAIT and op.status is OperationStatus.STARTED and op.wait_details \
                 and op.wait_details.scheduled_end_timestamp:
             times.append(int(op.wait_details.scheduled_end_timestamp.timestamp() * 1000))

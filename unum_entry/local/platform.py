@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 import contextlib
@@ -28,7 +28,7 @@ from typing import Any
 from unum_entry.codec import decode, encode
 from unum_entry.envelope import Envelope, is_watchdog
 from unum_entry.errors import EnvelopeError, RedeliveriesExhausted, UnumError, WorkflowTimeout
-from unum_entry.invocation_log import InvocationLog, InvocationRecord, hosted_state
+from unum_entry.invocation_log import InvocationLog, InvocationRecord, error_type, hosted_state
 from unum_entry.local.faults import FaultInjector, InjectedCrash
 from unum_entry.local.queue import Delivery, DeliveryQueue, MemoryQueue
 from unum_entry.outcome import RunResult, read_outcome
@@ -45,6 +45,7 @@ HandlerWrapper = Callable[[str, Handler], Handler]
 MAX_REDELIVERIES = 50  # consecutive failed deliveries of one delivery before it is dead-lettered
 BUG_REDELIVERIES = 2   # ... when it fails with a bug (not an UnumError): Lambda's async retries
 MAX_BACKOFF = 0.5      # seconds: the cap of the redelivery (and handler-retry) backoff
+FAILURES_SHOWN = 3     # failed attempts `progress()` names
 
 
 @dataclass(frozen=True)
@@ -66,6 +67,8 @@ class Progress:
     failed: int
     retries: int
     functions: tuple[FunctionProgress, ...] = ()
+    running: int = 0   # of `in_flight`, deliveries being processed now (the rest are queued)
+    failures: tuple[str, ...] = ()  # the latest failed attempts, newest last: `Work[3] ValueError`
 
 
 class _LocalInvoker:
@@ -115,6 +118,8 @@ class LocalPlatform:
         # Per function, for `progress()`: deliveries queued or running, invocations committed.
         self._in_flight: Counter[str] = Counter()
         self._committed: Counter[str] = Counter()
+        self._running = 0  # deliveries taken and not yet done (`progress()`)
+        self._failures: deque[str] = deque(maxlen=FAILURES_SHOWN)  # the latest failed attempts (`progress()`)
         self._cancelled = False
         self._backoff = RetryPolicy(base=retry_delay, cap=max(max_backoff, retry_delay))
         self._stats_lock = threading.Lock()
@@ -166,9 +171,10 @@ class LocalPlatform:
         """Results and failure recorded for a workflow (reads the store)."""
         return read_outcome(self.store, workflow_id)
 
-    def wait_idle(self, timeout: float) -> None:
-        """Block until no delivery is queued or running. Raises WorkflowTimeout."""
-        deadline = time.time() + timeout
+    def wait_idle(self, timeout: float, *, until: float | None = None) -> None:
+        """Block until no delivery is queued or running, but timers due after `until` (epoch
+        seconds; default: when `timeout` ends) or a deadline watchdog's. Raises WorkflowTimeout."""
+        deadline = time.time() + timeout if until is None else until
         with self._lock:
             if not self._idle_cv.wait_for(lambda: self._idle(deadline), timeout):
                 raise WorkflowTimeout(f"{self._outstanding} deliveries still in flight after {timeout:.0f} s")
@@ -223,10 +229,13 @@ class LocalPlatform:
         with self._lock:
             in_flight = {name: n for name, n in self._in_flight.items() if n}
             outstanding = self._outstanding
+            running = self._running
+            failures = tuple(self._failures)
         functions = tuple(FunctionProgress(name, committed.get(name, 0), in_flight.get(name, 0))
                           for name in sorted(set(committed) | set(in_flight)))
         return Progress(committed=stats.get("committed", 0), in_flight=outstanding, failed=stats.get("failed", 0),
-                        retries=stats.get("handler_retries", 0), functions=functions)
+                        retries=stats.get("handler_retries", 0), functions=functions,
+                        running=min(running, outstanding), failures=failures)
 
     def cancel(self) -> None:
         """Stop at once (Ctrl-C): queued deliveries are not taken, running executions are left
@@ -317,6 +326,7 @@ class LocalPlatform:
 
     def _taken(self, delivery: Delivery) -> Delivery:
         """A timer counts as in flight from when it is taken (lock held)."""
+        self._running += 1
         if delivery.timer is not None:
             self._timer_names.discard(delivery.timer)
             self._outstanding += 1
@@ -334,6 +344,7 @@ class LocalPlatform:
             finally:
                 self.queue.finish(delivery)  # after whatever it re-queued: a crash until here redelivers it
                 with self._lock:
+                    self._running -= 1
                     self._outstanding -= 1
                     self._in_flight[delivery.function] -= 1
                     if not self._outstanding:
@@ -357,6 +368,11 @@ class LocalPlatform:
                                                           (time.perf_counter() - started) * 1000,
                                                           state=self._states.get(delivery.function)))
         status = outcome.status
+        if status in (DeliveryStatus.RETRY_HANDLER, DeliveryStatus.FAILED):  # named by `run`'s progress line
+            top = env.top
+            where = f"{delivery.function}[{top.index}]" if top.size > 1 else delivery.function
+            with self._lock:
+                self._failures.append(f"{where} {error_type(outcome.error) or 'error'}")
         if status is DeliveryStatus.DONE:
             created = outcome.done_report.created
             self._count("committed" if created else "replayed")

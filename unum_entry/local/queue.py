@@ -30,6 +30,7 @@ import sqlite3
 import threading
 import time
 from abc import ABC, abstractmethod
+from collections import deque
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -81,34 +82,44 @@ class Delivery:
 class DeliveryQueue(ABC):
     """Deliveries by due time (epoch seconds). Not thread-safe: the platform calls `push`,
     `pop_due`, `next_due`, `snapshot` and `__len__` under its lock; `finish`, `recover`, `flush`
-    and `close` are safe from any thread."""
+    and `close` are safe from any thread.
+
+    Compact: a delivery due when pushed (nearly all: invokes) waits in a FIFO as the bare
+    `Delivery` (~250 B with its envelope); only delayed ones (backoffs, timers) pay for a heap
+    entry with their due time."""
 
     def __init__(self) -> None:
+        self._due: deque[Delivery] = deque()
         self._heap: list[tuple[float, int, Delivery]] = []
         self._seq = itertools.count()
 
     def push(self, delivery: Delivery, ready_at: float) -> None:
         """Accept `delivery`, due at `ready_at`; a SQLiteQueue journals it first."""
-        heapq.heappush(self._heap, (ready_at, next(self._seq), delivery))
+        if ready_at <= time.time():
+            self._due.append(delivery)
+        else:
+            heapq.heappush(self._heap, (ready_at, next(self._seq), delivery))
 
     def pop_due(self, now: float) -> Delivery | None:
-        """The earliest delivery due at `now` (FIFO among equals), or None. It stays journaled
-        until `finish`."""
+        """A delivery due at `now` - a delayed one whose time came first, else the oldest
+        pushed due - or None. It stays journaled until `finish`."""
         heap = self._heap
         if heap and heap[0][0] <= now:
             return heapq.heappop(heap)[2]
-        return None
+        return self._due.popleft() if self._due else None
 
     def next_due(self) -> float | None:
-        """When the earliest queued delivery is due, or None if nothing is queued."""
+        """When the earliest queued delivery is due (0.0: now), or None if nothing is queued."""
+        if self._due:
+            return 0.0
         return self._heap[0][0] if self._heap else None
 
     def snapshot(self) -> list[tuple[float, Delivery]]:
-        """Every queued delivery with its due time (diagnostics)."""
-        return [(ready_at, d) for ready_at, _, d in self._heap]
+        """Every queued delivery with its due time (0.0: due since it was pushed; diagnostics)."""
+        return [(0.0, d) for d in self._due] + [(ready_at, d) for ready_at, _, d in self._heap]
 
     def __len__(self) -> int:
-        return len(self._heap)
+        return len(self._due) + len(self._heap)
 
     @abstractmethod
     def finish(self, delivery: Delivery) -> None:
@@ -258,6 +269,7 @@ class SQLiteQueue(DeliveryQueue):
                 time.sleep(min(MAX_BACKOFF, 0.01 * 2 ** failures))
                 continue
             failures = 0
+            del puts, dels  # not held while the journal waits: a million rows of a wide map
             with self._lock:
                 self._error = None
                 self._written = target

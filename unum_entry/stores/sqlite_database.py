@@ -45,9 +45,10 @@ import os
 import sqlite3
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from unum_entry.errors import StoreError
 
@@ -85,7 +86,8 @@ SCHEMA = [
            value BLOB,
            size INTEGER,
            members BLOB)""",
-    "CREATE INDEX IF NOT EXISTS unum_records_by_workflow ON unum_records (workflow)",
+    # (workflow, key): one workflow's records page by page in key order (`records(workflow)`).
+    "CREATE INDEX IF NOT EXISTS unum_records_by_workflow_key ON unum_records (workflow, key)",
     """CREATE TABLE IF NOT EXISTS unum_app (
            tbl TEXT NOT NULL,
            key TEXT NOT NULL,
@@ -93,6 +95,11 @@ SCHEMA = [
            version INTEGER NOT NULL,
            PRIMARY KEY (tbl, key))""",
 ]
+
+
+class _Connection(sqlite3.Connection):
+    """A connection that can be weakly referenced: a thread's read connection is closed when
+    the thread ends (its thread-local goes), while `close()` can still reach the live ones."""
 
 
 class _Write:
@@ -123,7 +130,7 @@ class Database:
         self._leading = False
         self._write_mutex = threading.Lock()  # the writer connection: one batch or transaction at a time
         self._local = threading.local()
-        self._readers: list[sqlite3.Connection] = []
+        self._readers: weakref.WeakSet[_Connection] = weakref.WeakSet()  # not kept alive: see _Connection
         self._readers_lock = threading.Lock()
         self._writer: sqlite3.Connection | None = None
         self._pid = os.getpid()
@@ -200,7 +207,7 @@ class Database:
         """Close every connection (idempotent). The file stays."""
         self._closed = True
         with self._readers_lock:
-            readers, self._readers = self._readers, []
+            readers, self._readers = list(self._readers), weakref.WeakSet()
         for conn in readers:
             with contextlib.suppress(sqlite3.Error):
                 conn.close()
@@ -211,8 +218,9 @@ class Database:
                 with contextlib.suppress(sqlite3.Error):
                     writer.close()
 
-    def __getstate__(self) -> dict[str, Any]:
-        raise TypeError("a sqlite Database is per process: open the file again in the other process")
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Picklable (e.g. for a spawned process): the other process opens the file afresh."""
+        return (_reopened, (str(self.path), self.durability.value, self.busy_timeout))
 
     # ---- connections ---------------------------------------------------------------------
 
@@ -224,6 +232,7 @@ class Database:
         except OSError as exc:
             raise StoreError(f"store {self.path}: cannot create its folder ({exc.strerror}): use a writable "
                              "--store path") from exc
+        self._preflight()
         conn = self._writer_connection()
         with self._mapped("open"):
             with self._write_mutex:
@@ -249,13 +258,39 @@ class Database:
                     raise
                 self._commit(conn)
 
-    def _connect(self, *, writer: bool = False) -> sqlite3.Connection:
+    def _preflight(self) -> None:
+        """Refuse, from its header alone and before SQLite touches it (opening sets WAL mode),
+        a file that is not an SQLite database, another program's database (an application id
+        of its own, or pages of its own without ours) or one of a newer unum. A header can lag
+        behind a WAL that was never checkpointed: `_open` checks again inside a transaction."""
+        try:
+            with open(self.path, "rb") as handle:
+                header = handle.read(100)
+        except FileNotFoundError:
+            return
+        except OSError as exc:
+            raise StoreError(f"store {self.path}: cannot read it ({exc.strerror})") from exc
+        if not header:
+            return  # empty: SQLite makes it a database
+        if len(header) < 100 or not header.startswith(b"SQLite format 3\0"):
+            raise StoreError(f"store {self.path} is corrupt or not an SQLite database (its header is not "
+                             "SQLite's): move it aside and use another --store path")
+        pages, version, app_id = (int.from_bytes(header[at:at + 4], "big") for at in (28, 60, 68))
+        if app_id not in (0, APPLICATION_ID) or (app_id == 0 and pages > 1):
+            raise StoreError(f"store {self.path}: an SQLite database, but not a unum store (it has tables of "
+                             "its own): use another --store path")
+        if app_id == APPLICATION_ID and version > SCHEMA_VERSION:
+            raise StoreError(f"store {self.path} was written by a newer unum (schema {version}, this version "
+                             f"knows up to {SCHEMA_VERSION}): upgrade unum to use it")
+
+    def _connect(self, *, writer: bool = False) -> _Connection:
         with self._mapped("open"):
             # isolation_level=None: no implicit transactions; we BEGIN and COMMIT ourselves. The
             # writer waits for another connection's lock in `_retrying` (sub-millisecond retries),
             # not in SQLite's busy handler, which sleeps 1, 2, 5, 10… ms between tries.
-            conn = sqlite3.connect(self.path, timeout=0 if writer else self.busy_timeout, isolation_level=None,
-                                   check_same_thread=False)
+            conn = cast(_Connection, sqlite3.connect(self.path, timeout=0 if writer else self.busy_timeout,
+                                                     isolation_level=None, check_same_thread=False,
+                                                     factory=_Connection))
             try:
                 mode = self._retrying(lambda: conn.execute("PRAGMA journal_mode=WAL").fetchone()[0])
                 if str(mode).lower() != "wal":
@@ -275,22 +310,22 @@ class Database:
         return self._writer
 
     def _reader(self) -> sqlite3.Connection:
-        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        conn: _Connection | None = getattr(self._local, "conn", None)
         if conn is None:
             if self._closed:
                 raise StoreError(f"store {self.path} is closed")
             conn = self._connect()
             self._local.conn = conn
             with self._readers_lock:
-                self._readers.append(conn)
+                self._readers.add(conn)
         return conn
 
     def _check_process(self) -> None:
         """After a fork the parent's connections must not be used (SQLite's rule): start afresh.
         The inherited ones are left unclosed on purpose (closing could disturb the parent)."""
         if os.getpid() != self._pid:
-            self._orphans = (self._writer, self._readers)
-            self._writer, self._readers, self._local = None, [], threading.local()
+            self._orphans = (self._writer, list(self._readers), self._local)  # kept alive, never closed
+            self._writer, self._readers, self._local = None, weakref.WeakSet(), threading.local()
             self._cond, self._pending, self._leading = threading.Condition(threading.Lock()), [], False
             self._write_mutex, self._readers_lock = threading.Lock(), threading.Lock()
             self._pid = os.getpid()
@@ -416,3 +451,8 @@ class Database:
 def _busy(exc: sqlite3.Error) -> bool:
     text = str(exc).lower()
     return "database is locked" in text or "database is busy" in text or "database table is locked" in text
+
+
+def _reopened(path: str, durability: str, busy_timeout: float) -> Database:
+    """A `Database` unpickled in another process: the same file, opened there."""
+    return Database(path, durability=durability, busy_timeout=busy_timeout)

@@ -1,9 +1,9 @@
 """An order as a Lambda durable function, written against aws-durable-execution-sdk-python only
 (nothing from unum): it runs unchanged on Lambda's durable service and on unum.
 
-map (price each line) -> parallel (stock and fraud checks) -> run_in_child_context (shipping) ->
-wait (cool-off) -> wait_for_condition (poll a warehouse) -> wait_for_callback (approval, when the
-input asks for one) -> step (charge)."""
+map (price each line) -> invoke (the Tax function) -> parallel (stock and fraud checks) ->
+run_in_child_context (shipping) -> wait (cool-off) -> wait_for_condition (poll a warehouse) ->
+wait_for_callback (approval, when the input asks for one) -> step (charge)."""
 
 import json
 from pathlib import Path
@@ -43,6 +43,7 @@ def handler(event: dict, context: DurableContext) -> dict:
     lines = context.map(event["lines"], lambda ctx, line, i, all_lines: ctx.step(price_line(line)),
                         name="price-lines").get_results()
     subtotal = round(sum(line["total"] for line in lines), 2)
+    tax = context.invoke("Tax", {"subtotal": subtotal}, name="tax")
     checks = context.parallel([
         lambda ctx: ctx.step(lambda _: "in-stock", name="stock"),
         lambda ctx: ctx.step(lambda _: "low-risk", name="fraud"),
@@ -59,6 +60,6 @@ def handler(event: dict, context: DurableContext) -> dict:
 
         approval = json.loads(context.wait_for_callback(
             submit, name="approval", config=WaitForCallbackConfig(timeout=Duration.from_seconds(300))))
-    charged = context.step(charge(event["id"], subtotal), name="charge")
-    return {"order": event["id"], "subtotal": subtotal, "checks": checks, "shipping": ship,
+    charged = context.step(charge(event["id"], round(subtotal + tax["tax"], 2)), name="charge")
+    return {"order": event["id"], "subtotal": subtotal, "tax": tax["tax"], "checks": checks, "shipping": ship,
             "warehouse_polls": warehouse["polls"], "approval": approval, "charged": charged["charged"]}

@@ -1,0 +1,181 @@
+"""Lambda durable functions handlers (aws-durable-execution-sdk-python), unchanged, on unum:
+through the real CLI (`python -m builder run`, `callback-success|callback-failure`) in a
+subprocess, on the embedded engine's SQLite store and on DynamoDB (moto server over HTTP); the
+example's result is compared with AWS's own local runner (aws-durable-execution-sdk-python-testing).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+from unum_entry.workflow import FunctionSource, write_workflow
+
+pytestmark = pytest.mark.integration
+
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLE = REPO / "images" / "durable-order"
+EXPECTED = {"order": "o-42", "subtotal": 4.0, "tax": 0.8, "checks": ["in-stock", "low-risk"],
+            "shipping": {"label": "label-o-42", "carrier": "unum-post"}, "warehouse_polls": 2,
+            "approval": "auto-approved", "charged": 4.8}
+
+
+def cli(*args: str | Path, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "builder", *map(str, args)], cwd=REPO, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def _load(path: Path, name: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_example_runs_through_the_cli_with_the_result_of_aws_local_runner(tmp_path: Path) -> None:
+    done = cli("run", EXAMPLE, "--input", f"@{EXAMPLE / 'input.json'}", "--store", tmp_path / "unum.db", "--compact")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == EXPECTED
+
+    from aws_durable_execution_sdk_python_testing.runner import DurableFunctionTestRunner
+
+    order = _load(EXAMPLE / "Order" / "app.py", "durable_order_app")
+    tax = _load(EXAMPLE / "Tax" / "app.py", "durable_tax_app")
+    with DurableFunctionTestRunner(handler=order.handler) as runner:
+        runner.register_durable_function("Tax", tax.handler)
+        aws = runner.run(input=(EXAMPLE / "input.json").read_text(), execution_timeout=60)
+    assert aws.result is not None and json.loads(aws.result) == json.loads(done.stdout)
+
+
+def _order_waiting_for_approval(tmp_path: Path) -> tuple[Path, str]:
+    store = tmp_path / "unum.db"
+    order = {"id": "o-7", "lines": [{"sku": "fig", "qty": 4, "price": 2.5}],
+             "callback_file": str(tmp_path / "callback-id")}
+    waiting = cli("run", EXAMPLE, "--input", json.dumps(order), "--store", store)
+    assert waiting.returncode == 0, waiting.stderr
+    assert waiting.stdout == ""  # no result: the execution waits for its callback
+    return store, (tmp_path / "callback-id").read_text()
+
+
+def test_callback_success_resumes_the_execution_once_and_a_second_completion_is_refused(tmp_path: Path) -> None:
+    store, callback_id = _order_waiting_for_approval(tmp_path)
+    first = cli("callback-success", callback_id, "--result", '{"by": "ana"}', "--store", store,
+                "--workflow", EXAMPLE, "--compact")
+    assert first.returncode == 0, first.stderr
+    result = json.loads(first.stdout)
+    assert result["approval"] == {"by": "ana"} and result["charged"] == 12.0
+    second = cli("callback-success", callback_id, "--result", '{"by": "bob"}', "--store", store, "--workflow", EXAMPLE)
+    assert second.returncode == 2
+    assert "already completed" in second.stderr and "Traceback" not in second.stderr
+    forged = cli("callback-failure", callback_id[:-4] + "AAAA", "--store", store, "--workflow", EXAMPLE)
+    assert forged.returncode == 2 and "Traceback" not in forged.stderr
+
+
+def test_callback_failure_fails_the_execution_and_the_workflow(tmp_path: Path) -> None:
+    store, callback_id = _order_waiting_for_approval(tmp_path)
+    failed = cli("callback-failure", callback_id, "--error", "Rejected", "--cause", "over budget", "--store", store,
+                 "--workflow", EXAMPLE)
+    assert failed.returncode == 1, failed.stderr
+    assert "over budget" in failed.stderr and "Traceback" not in failed.stderr
+
+
+RETRIES = '''
+from pathlib import Path
+
+from aws_durable_execution_sdk_python import durable_execution
+from aws_durable_execution_sdk_python.config import CallbackConfig, Duration, JitterStrategy, StepConfig
+from aws_durable_execution_sdk_python.exceptions import CallbackTimeoutError
+from aws_durable_execution_sdk_python.retries import RetryStrategyConfig, create_retry_strategy
+
+
+def flaky(folder):
+    counter = Path(folder) / "attempts"
+    n = int(counter.read_text()) + 1 if counter.exists() else 1
+    counter.write_text(str(n))
+    if n < 3:
+        raise RuntimeError(f"attempt {n} fails")
+    return n
+
+
+def doomed(_):
+    raise ValueError("always")
+
+
+@durable_execution
+def handler(event, context):
+    retry = create_retry_strategy(RetryStrategyConfig(max_attempts=5, initial_delay=Duration.from_seconds(1),
+                                                      backoff_rate=1, jitter_strategy=JitterStrategy.NONE))
+    attempts = context.step(lambda _: flaky(event["folder"]), name="flaky", config=StepConfig(retry_strategy=retry))
+    try:
+        context.step(doomed, name="doomed",
+                     config=StepConfig(retry_strategy=create_retry_strategy(RetryStrategyConfig(max_attempts=1))))
+        failure = None
+    except Exception as exc:
+        failure = type(exc).__name__
+    callback = context.create_callback(name="late", config=CallbackConfig(timeout=Duration.from_seconds(1)))
+    Path(event["folder"], "callback-id").write_text(callback.callback_id)
+    try:
+        callback.result()
+        timed_out = False
+    except CallbackTimeoutError:
+        timed_out = True
+    return {"attempts": attempts, "doomed": failure, "timed_out": timed_out}
+'''
+
+AFTER = "def handler(event, context):\n    return {**event, 'after': 'a plain unum function'}\n"
+
+
+def _retries_workflow(folder: Path) -> Path:
+    write_workflow(folder, name="durable-retries", entry="Durable", functions={
+        "Durable": FunctionSource(RETRIES, instructions=[{"op": "invoke", "function": "After"}]),
+        "After": FunctionSource(AFTER)})
+    return folder
+
+
+def test_step_retries_a_failed_step_and_a_callback_timeout_then_a_plain_function(tmp_path: Path) -> None:
+    workflow = _retries_workflow(tmp_path / "wf")
+    done = cli("run", workflow, "--input", json.dumps({"folder": str(tmp_path)}), "--store", tmp_path / "unum.db",
+               "--compact")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == {"attempts": 3, "doomed": "StepError", "timed_out": True,
+                                       "after": "a plain unum function"}
+    assert (tmp_path / "attempts").read_text() == "3"  # two failed attempts, one success, never re-run
+    late = cli("callback-success", (tmp_path / "callback-id").read_text(), "--result", "1", "--store",
+               tmp_path / "unum.db", "--workflow", workflow)
+    assert late.returncode == 2 and "already completed (TIMED_OUT)" in late.stderr
+
+
+def test_the_example_on_dynamodb_through_the_cli(moto_server, tmp_path: Path) -> None:
+    url = f"dynamodb://unum-durable-{tmp_path.name[-8:].replace('_', '-')}?endpoint={moto_server.endpoint}&create=1"
+    done = cli("run", EXAMPLE, "--input", f"@{EXAMPLE / 'input.json'}", "--store", url, "--compact")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == EXPECTED
+
+
+BIG = '''
+from aws_durable_execution_sdk_python import durable_execution
+
+
+@durable_execution
+def handler(event, context):
+    blob = context.step(lambda _: "x" * event["size"], name="blob")
+    child = context.run_in_child_context(lambda ctx: ctx.step(lambda _: "y" * event["size"], name="inner"),
+                                         name="big-child")
+    return {"blob": len(blob), "child": len(child)}
+'''
+
+
+def test_values_over_256_kb_are_checkpointed_by_reference_on_dynamodb(moto_server, tmp_path: Path) -> None:
+    workflow = write_workflow(tmp_path / "wf", name="durable-big", entry="Big", functions={"Big": FunctionSource(BIG)})
+    url = f"dynamodb://unum-durable-big-{tmp_path.name[-8:].replace('_', '-')}?endpoint={moto_server.endpoint}&create=1"
+    size = 600 * 1024  # over Lambda's 256 KB checkpoint limit and DynamoDB's 400 KB item limit
+    done = cli("run", workflow.folder, "--input", json.dumps({"size": size}), "--store", url, "--compact")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == {"blob": size, "child": size}
