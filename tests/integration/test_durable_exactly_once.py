@@ -14,6 +14,7 @@ replay); late duplicates change nothing; no key is ever created twice.
 from __future__ import annotations
 
 import json
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -187,3 +188,30 @@ def _handle_quietly(runtime, env):
         return runtime.handle(env)
     except StaleInvocation:
         return None
+
+
+class EarlyTimers(LocalPlatform):
+    """Timers delivered early, as EventBridge Scheduler's arm does for a timer due within a
+    second (a plain invoke at once: unum_entry/invokers/eventbridge_scheduler.py, DUE_MARGIN):
+    every re-arm of a not-yet-due wait comes back at once, until the wait is due."""
+
+    early = 0
+
+    def submit_at(self, when, function, payload, *, name):
+        if when - time.time() <= 1.0:
+            self.early += 1
+            return self.submit(function, payload)
+        return super().submit_at(when, function, payload, name=name)
+
+
+def test_timers_delivered_early_re_arm_until_due_and_never_strand_the_execution(tmp_path: Path) -> None:
+    sink = tmp_path / "sink"
+    sink.mkdir()
+    store = open_store(str(tmp_path / "unum.db"))
+    with EarlyTimers(_workflow(tmp_path / "wf"), store, workers=2) as platform:
+        outcome = platform.run({"sink": str(sink)}, timeout=60)
+        early = platform.early
+    assert outcome.failure is None and outcome.result, (outcome.failure, early)
+    assert early >= 2  # the 1-second wait came back early at least twice
+    check_run(store, outcome.workflow_id, outcome.result)
+    store.close()

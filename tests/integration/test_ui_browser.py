@@ -258,7 +258,8 @@ def test_a_state_machine_run_shows_the_path_it_took(browser, tmp_path):
         browser.get(f"http://127.0.0.1:{port}/?w=wf-asl")
         wait_for(browser, "#states svg")
         nodes = browser.execute_script(
-            "return [...document.querySelectorAll('#states g.node')].map(g => [g.textContent.trim(),"
+            "return [...document.querySelectorAll('#states g.node')].map(g => ["
+            " [...g.querySelectorAll('text')].map(t => t.textContent).join(' '),"
             " [...g.querySelectorAll('path, polygon, ellipse')].map(p => p.getAttribute('fill')).join(' ')]);")
         coloured = {text.split()[0] for text, fills in nodes if "#d9ead3" in fills}
         assert {"Received", "Price", "ReserveStock", "ChargeCard", "Ship"} <= coloured

@@ -133,8 +133,10 @@ class DurableHandler:
                 raise WorkflowAborted(error.get("ErrorType") or "DurableExecutionFailed",
                                       error.get("ErrorMessage") or "")
             _dispatch_invokes(execution, timers, context)
+            # What the SDK waits for, as of the state it last saw; if that time has come while it
+            # ran, replay now (arming nothing would strand the execution).
+            times = wake_times(execution.state, client.viewed_at)
             now = execution.now_ms()
-            times = wake_times(execution.state, now)
             if any(t <= now for t in times):
                 continue
             if times:

@@ -29,6 +29,7 @@ class StoreServiceClient:
         self.revoked = False
         self._sent: dict[str, dict[str, Any]] = {}
         self._tokens = 0
+        self.viewed_at = 0  # epoch ms of the last state this client handed the SDK
 
     def initial_operations(self) -> list[Operation]:
         """Every operation of the execution as far as the log was read (the invocation's
@@ -59,7 +60,8 @@ class StoreServiceClient:
     def _changes(self) -> list[Operation]:
         self._time_out_callbacks()
         changed = []
-        for op_id, op in view(self.log.state, self.log.now_ms()).items():
+        self.viewed_at = self.log.now_ms()
+        for op_id, op in view(self.log.state, self.viewed_at).items():
             form = dict(op.to_json_dict())
             if self._sent.get(op_id) != form:
                 self._sent[op_id] = form
