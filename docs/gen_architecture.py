@@ -23,7 +23,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("platforms", ("platforms", "local", "__main__", "invocation_log")),
     ("steps layer", ("steps",)),
     ("step functions", ("asl", "callbacks")),
-    ("durable functions", ("durable",)),
+    ("durable functions", ("durable_functions",)),
     ("runtime core", ("runtime", "ingress", "egress", "plan", "hooks", "context", "timers")),
     ("rules", ("checkpoint", "fanin", "retention", "outcome", "history", "watchdog", "redrive")),
     ("adapters", ("stores", "invokers", "tracing")),

@@ -96,7 +96,7 @@ def envelope_key(packed: bytes) -> str:
 
 def durable_log_key(invocation: str, n: int) -> str:
     """Entry `n` (0, 1, …) of the checkpoint log of the durable execution run by `invocation`
-    (unum_entry.durable.log): each written once, create-if-absent."""
+    (unum_entry.durable_functions.log): each written once, create-if-absent."""
     return "d-" + _digest("durable-log", invocation, n)
 
 

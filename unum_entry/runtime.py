@@ -290,6 +290,6 @@ def load_handler(function_dir: str | Path, spec: str, *, function: str) -> Handl
         names = sorted(n for n, v in vars(module).items() if inspect.isfunction(v) and not n.startswith("_"))
         raise HandlerLoadError(f"function {function!r}: {path.name} is expected to contain a function named "
                                f"{attr!r}. Found: {', '.join(names) or 'no functions'}")
-    from unum_entry.durable.adapter import adapt  # a Lambda durable functions handler runs through its adapter
+    from unum_entry.durable_functions.adapter import adapt  # a Lambda durable functions handler runs through its adapter
 
     return adapt(handler)

@@ -1,8 +1,8 @@
-"""`python -m builder callback-success|callback-failure CALLBACK_ID`: complete a Lambda durable
-function's callback (`create_callback` / `wait_for_callback`), like Lambda's
-SendDurableExecutionCallbackSuccess / Failure.
+"""`python -m builder callback-success|callback-failure|callback-heartbeat CALLBACK_ID`: complete a
+Lambda durable function's callback (`create_callback` / `wait_for_callback`) or tell it that its
+worker is alive, like Lambda's SendDurableExecutionCallbackSuccess / Failure / Heartbeat.
 
-The first completion wins (unum_entry/durable/callbacks.py); a second one, an unknown id and one
+The first completion wins (unum_entry/durable_functions/callbacks.py); a second one, an unknown id and one
 after the callback timed out are refused with one line (exit 2). Where the waiting execution
 resumes, as for `task-success`:
 - `--workflow FOLDER` (with `--store`): on the embedded local platform; the command waits until
@@ -25,7 +25,7 @@ from builder.commands.options import add_store_option, add_wait_options
 
 
 def cmd_complete(args: argparse.Namespace) -> int:
-    from unum_entry.durable import callbacks
+    from unum_entry.durable_functions import callbacks
 
     from builder.commands.inspect import open_existing_store
 
@@ -66,7 +66,23 @@ def cmd_complete(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_heartbeat(args: argparse.Namespace) -> int:
+    """SendDurableExecutionCallbackHeartbeat: the waiting callback is alive (its heartbeat
+    timeout starts again). Refused with one line (exit 2) once it completed or timed out."""
+    from unum_entry.durable_functions import callbacks
+
+    from builder.commands.inspect import open_existing_store
+
+    done = callbacks.heartbeat(args.callback_id, store=open_existing_store(args.store))
+    print(json.dumps({"workflow": done.workflow, "function": done.function, "heartbeat": True}))
+    return 0
+
+
 def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("callback-heartbeat", help="tell a durable function's waiting callback that it is alive")
+    p.add_argument("callback_id", help="the callback id")
+    add_store_option(p)
+    p.set_defaults(func=cmd_heartbeat)
     for name, help_text in (("callback-success", "complete a durable function's callback with a result"),
                             ("callback-failure", "fail a durable function's callback with an error")):
         p = sub.add_parser(name, help=help_text)

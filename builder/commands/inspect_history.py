@@ -167,11 +167,18 @@ def history_document(store: Store, workflow_id: str, status: str, failure: dict[
             for field in ("input", "output"):
                 if field in shown:
                     shown[field] = state_view(shown[field])
-    return {"workflow": workflow_id, "status": status, "input": history.input,
-            "started": iso_ms(history.started_ms),
-            "ended": iso_ms(history.ended_ms) if status not in UNFINISHED else None,
-            "duration_ms": history.duration_ms if status not in UNFINISHED else None,
-            "events": numbered, "steps": steps}
+    document = {"workflow": workflow_id, "status": status, "input": history.input,
+                "started": iso_ms(history.started_ms),
+                "ended": iso_ms(history.ended_ms) if status not in UNFINISHED else None,
+                "duration_ms": history.duration_ms if status not in UNFINISHED else None,
+                "events": numbered, "steps": steps}
+    from unum_entry.durable_functions.history import durable_operations
+    operations = durable_operations(store, workflow_id)  # Lambda durable functions (docs/durable-functions.md)
+    if operations:
+        for op in operations:
+            op["started"], op["ended"] = iso_ms(op["started"]), iso_ms(op["ended"])
+        document["durable"] = operations
+    return document
 
 
 def history_text(document: dict[str, Any]) -> str:
@@ -194,6 +201,16 @@ def history_text(document: dict[str, Any]) -> str:
         lines.append(f"{event['id']:>4} {event['previousEventId']:>4}  {_offset(origin, event['timestamp']):>7}  "
                      f"{event['type']:<26} {where:<22} {_ms_cell(event):>6} {event.get('attempts', ''):>3}  "
                      f"{_cut(detail) if detail else ''}")
+    if document.get("durable"):
+        lines += ["", "durable operations (in log order)",
+                  f"{'function':<14} {'type':<15} {'subtype':<18} {'name':<24} {'status':<10} {'att':>3}  {'+ms':>7}  "
+                  "result / error"]
+        first = document["durable"][0]["started"]
+        for op in document["durable"]:
+            outcome = op["error"] if op["error"] is not None else op["result"]
+            lines.append(f"{op['function'] or '':<14} {op['type']:<15} {op['subType'] or '':<18} "
+                         f"{(op['name'] or '')[:24]:<24} {op['status']:<10} {op['attempt'] or '':>3}  "
+                         f"{_offset(first, op['started']):>7}  {_cut(outcome) if outcome is not None else ''}")
     return "\n".join(lines)
 
 

@@ -228,6 +228,15 @@ def _report(outcome: RunResult, args: argparse.Namespace, console: Console, summ
         if tasks:
             _waiting_message(outcome.workflow_id, tasks, args, console)
             return 0
+        from unum_entry.durable_functions.callbacks import waiting_in
+        callback_ids = waiting_in(store, outcome.workflow_id) if store is not None else []
+        if callback_ids:  # a durable function's create_callback / wait_for_callback (docs/durable-functions.md)
+            store_args = [] if args.store == DEFAULT_STORE else ["--store", args.store]
+            console.message(f"workflow {outcome.workflow_id} is waiting for {len(callback_ids)} durable function "
+                            "callback(s); complete one with: " + "; ".join(
+                                command_line("callback-success", cid, "--result", "JSON", *store_args,
+                                             "--workflow", args.workflow) for cid in callback_ids[:WAITING_SHOWN]))
+            return 0
     if not outcome.results:
         raise UnumError(f"workflow {outcome.workflow_id} finished without a result (see warnings above)")
     print(to_json(outcome.result, args.compact), flush=True)

@@ -135,10 +135,22 @@ SCHEDULES = {
 @pytest.mark.parametrize("schedule", sorted(SCHEDULES))
 @pytest.mark.parametrize("seed", [1, 2])
 def test_durable_handler_is_exactly_once_under_fault_schedules(tmp_path: Path, schedule: str, seed: int) -> None:
-    rates = SCHEDULES[schedule]
+    store = open_store(str(tmp_path / "unum.db"))
+    try:
+        run_schedule(tmp_path, store, SCHEDULES[schedule], seed)
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize("schedule", ["duplicates", "store-errors"])
+def test_durable_handler_is_exactly_once_on_dynamodb(tmp_path: Path, dynamodb_store, schedule: str) -> None:
+    run_schedule(tmp_path, dynamodb_store, SCHEDULES[schedule], seed=3)
+
+
+def run_schedule(tmp_path: Path, store, rates: FaultRates, seed: int) -> None:
+    """One faulty run of the durable workflow on `store` and every check (module docstring)."""
     sink = tmp_path / "sink"
     sink.mkdir()
-    store = open_store(str(tmp_path / "unum.db"))
     watch = CommitWatch(store)
     faults = FaultInjector(rates, seed)
     served = FaultyStore(watch, faults) if rates.store_error else watch
@@ -158,7 +170,6 @@ def test_durable_handler_is_exactly_once_under_fault_schedules(tmp_path: Path, s
             assert (store_snapshot(store, outcome.workflow_id), (sink / "calls").read_text()) == before
     finally:
         platform.close()
-        store.close()
     assert watch.recommits == [], f"keys created more than once: {watch.recommits}"
     calls = Counter((sink / "calls").read_text().split())
     assert set(calls) == {*STEPS, "helper"}  # at least once each; the log keeps one outcome

@@ -179,3 +179,154 @@ def test_values_over_256_kb_are_checkpointed_by_reference_on_dynamodb(moto_serve
     done = cli("run", workflow.folder, "--input", json.dumps({"size": size}), "--store", url, "--compact")
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout) == {"blob": size, "child": size}
+
+
+STATE_MACHINE = {"StartAt": "Prepare", "States": {
+    "Prepare": {"Type": "Task", "Resource": "arn:aws:lambda:us-east-1:123456789012:function:Plain",
+                "ResultPath": "$.prepared", "Next": "Durable"},
+    "Durable": {"Type": "Task", "Resource": "arn:aws:lambda:us-east-1:123456789012:function:Durable",
+                "Parameters": {"n.$": "$.n"}, "ResultPath": "$.durable", "End": True}}}
+
+DURABLE_TASK = '''
+from aws_durable_execution_sdk_python import durable_execution
+from aws_durable_execution_sdk_python.config import Duration
+
+
+@durable_execution
+def handler(event, context):
+    doubled = context.step(lambda _: event["n"] * 2, name="double")
+    context.wait(Duration.from_seconds(1), name="pause")
+    return {"doubled": doubled}
+'''
+
+
+def test_a_step_functions_task_may_be_a_durable_function(tmp_path: Path) -> None:
+    """The Task's state input (Parameters, ResultPath) survives the wait: the re-delivery sends
+    the first delivery's envelope again."""
+    (tmp_path / "functions" / "Plain").mkdir(parents=True)
+    (tmp_path / "functions" / "Durable").mkdir(parents=True)
+    (tmp_path / "functions" / "Plain" / "app.py").write_text("def handler(event, context):\n    return {'seen': event['n']}\n")
+    (tmp_path / "functions" / "Durable" / "app.py").write_text(DURABLE_TASK)
+    (tmp_path / "statemachine.json").write_text(json.dumps(STATE_MACHINE))
+    done = cli("run", tmp_path / "statemachine.json", "--input", '{"n": 21}', "--store", tmp_path / "unum.db",
+               "--compact")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == {"n": 21, "prepared": {"seen": 21}, "durable": {"doubled": 42}}
+
+
+APPROVAL = '''
+from aws_durable_execution_sdk_python import durable_execution
+
+
+@durable_execution
+def handler(event, context):
+    callback = context.create_callback(name="approve")
+    return {"approved": callback.result()}
+'''
+
+
+def test_run_prints_how_to_complete_a_waiting_callback_and_that_command_works(tmp_path: Path) -> None:
+    import shlex
+
+    workflow = write_workflow(tmp_path / "wf", name="approval", entry="W", functions={"W": FunctionSource(APPROVAL)})
+    waiting = cli("run", workflow.folder, "--input", "{}", "--store", tmp_path / "unum.db")
+    assert waiting.returncode == 0 and waiting.stdout == "", waiting.stderr
+    line = next(line for line in waiting.stderr.splitlines() if "durable function callback(s)" in line)
+    command = shlex.split(line.split("complete one with: ", 1)[1])
+    assert command[:4] == ["python", "-m", "builder", "callback-success"]
+    command[command.index("JSON")] = '"yes"'
+    done = cli(*command[3:], "--compact")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == {"approved": '"yes"'}  # the SDK hands a callback's payload over as text
+
+
+HEARTBEATS = '''
+from pathlib import Path
+
+from aws_durable_execution_sdk_python import durable_execution
+from aws_durable_execution_sdk_python.config import CallbackConfig, Duration
+from aws_durable_execution_sdk_python.exceptions import CallbackTimeoutError
+
+
+@durable_execution
+def handler(event, context):
+    callback = context.create_callback(name="worker", config=CallbackConfig(
+        timeout=Duration.from_seconds(60), heartbeat_timeout=Duration.from_seconds(2)))
+    Path(event["folder"], "callback-id").write_text(callback.callback_id)
+    try:
+        return {"result": callback.result()}
+    except CallbackTimeoutError as exc:
+        return {"timed_out": str(exc)}
+'''
+
+
+def test_heartbeats_keep_a_callback_alive_until_they_stop(tmp_path: Path) -> None:
+    import time
+
+    workflow = write_workflow(tmp_path / "wf", name="heartbeats", entry="W", functions={"W": FunctionSource(HEARTBEATS)})
+    store = tmp_path / "unum.db"
+    run = subprocess.Popen([sys.executable, "-m", "builder", "run", str(workflow.folder), "--input",
+                            json.dumps({"folder": str(tmp_path)}), "--store", str(store), "--compact"],
+                           cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        for _ in range(300):  # bounded: the execution writes its callback id within a few seconds
+            if (tmp_path / "callback-id").exists():
+                break
+            time.sleep(0.05)
+        callback_id = (tmp_path / "callback-id").read_text()
+        for _ in range(4):  # a second apart: 4 s alive with a 2 s heartbeat timeout (a late one is refused)
+            beat = cli("callback-heartbeat", callback_id, "--store", store)
+            assert beat.returncode == 0, beat.stderr
+            time.sleep(1)
+        out, err = run.communicate(timeout=60)
+    finally:
+        run.kill()
+    assert run.returncode == 0, err
+    assert json.loads(out) == {"timed_out": "Callback heartbeat timed out"}
+    late = cli("callback-heartbeat", callback_id, "--store", store)
+    assert late.returncode == 2 and "TIMED_OUT" in late.stderr
+
+
+def test_inspect_history_lists_every_durable_operation(tmp_path: Path) -> None:
+    store = tmp_path / "unum.db"
+    done = cli("run", EXAMPLE, "--input", f"@{EXAMPLE / 'input.json'}", "--store", store, "--compact")
+    assert done.returncode == 0, done.stderr
+    workflow_id = done.stderr.split()[1]
+    shown = cli("inspect", workflow_id, "--store", store, "--history", "--json")
+    assert shown.returncode == 0, shown.stderr
+    operations = json.loads(shown.stdout)["durable"]
+    named = {(op["type"], op["name"]): op for op in operations}
+    assert {("CONTEXT", "price-lines"), ("CHAINED_INVOKE", "tax"), ("CONTEXT", "checks"), ("WAIT", "cool-off"),
+            ("STEP", "warehouse"), ("STEP", "charge")} <= set(named)
+    assert all(op["status"] == "SUCCEEDED" for op in operations)
+    assert named[("STEP", "warehouse")]["attempt"] == 2  # wait_for_condition polled twice
+    text = cli("inspect", workflow_id, "--store", store, "--history")
+    assert "durable operations (in log order)" in text.stdout and "cool-off" in text.stdout
+
+
+ITEM = '''
+from aws_durable_execution_sdk_python import durable_execution
+from aws_durable_execution_sdk_python.config import Duration
+
+
+@durable_execution
+def handler(event, context):
+    length = context.step(lambda _: len(event), name="measure")
+    context.wait(Duration.from_seconds(1), name="settle")
+    return {"word": event, "length": length}
+'''
+
+
+def test_an_ir_map_fans_durable_functions_out_as_separate_invocations(tmp_path: Path) -> None:
+    """The fan-out the SDK's own map cannot do (its branches are threads): an IR map whose item
+    function is a durable handler, each item its own execution (and log), joined by a fan-in."""
+    workflow = write_workflow(tmp_path / "wf", name="durable-map", entry="Split", functions={
+        "Split": FunctionSource("def handler(event, context):\n    return {'words': event['text'].split()}\n",
+                                instructions=[{"op": "create_set", "function": "Join", "shape": "aggregate"},
+                                              {"op": "map", "function": "Measure", "items": "$.words"}]),
+        "Measure": FunctionSource(ITEM, instructions=[{"op": "fan_in", "function": "Join"}]),
+        "Join": FunctionSource("def handler(event, context):\n    return [m['length'] for m in event]\n")})
+    done = cli("run", workflow.folder, "--input", '{"text": "durable functions fan out"}', "--store",
+               tmp_path / "unum.db", "--compact")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == [7, 9, 3, 3]

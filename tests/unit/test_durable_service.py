@@ -1,4 +1,4 @@
-"""What a durable execution's log means (unum_entry.durable.service): the service's transitions,
+"""What a durable execution's log means (unum_entry.durable_functions.service): the service's transitions,
 time-derived states, and the first-outcome-wins rule; callback ids; handler detection."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ from aws_durable_execution_sdk_python.lambda_service import (CallbackOptions, Er
                                                              OperationType, OperationUpdate, WaitOptions)
 
 from unum_entry import naming
-from unum_entry.durable import is_durable_handler
-from unum_entry.durable.callbacks import CallbackRef, InvalidCallbackId
-from unum_entry.durable.service import Conflict, admit, fold, view, wake_times
+from unum_entry.durable_functions import is_durable_handler
+from unum_entry.durable_functions.callbacks import CallbackRef, InvalidCallbackId
+from unum_entry.durable_functions.service import Conflict, admit, fold, view, wake_times
 
 pytestmark = pytest.mark.unit
 
@@ -95,3 +95,26 @@ def test_durable_handlers_are_recognised_without_importing_more() -> None:
 def test_log_keys_are_fixed_length_and_distinct() -> None:
     keys = {naming.durable_log_key(EXEC, n) for n in range(100)}
     assert len(keys) == 100 and all(k.startswith("d-") and len(k) == 34 for k in keys)
+
+
+def test_heartbeats_move_a_callbacks_heartbeat_deadline_but_not_its_timeout() -> None:
+    from unum_entry.durable_functions.service import callback_due
+
+    callback = OperationUpdate.create_callback(ident("c"), CallbackOptions(timeout_seconds=60,
+                                                                           heartbeat_timeout_seconds=2))
+    state = fold(EXEC, [{"t": 0, "x": META}, entry(1000, callback, nonce="n")])
+    assert callback_due(state, "c") == (3000, "Callback.Heartbeat")
+    state.apply({"t": 2500, "h": ["c"]})
+    assert callback_due(state, "c") == (4500, "Callback.Heartbeat")
+    assert wake_times(state, 2600) == [4500]
+    state.apply({"t": 4000, "c": [{"Id": "c", "Status": "SUCCEEDED", "Result": None, "Error": None}]})
+    state.apply({"t": 4100, "h": ["c"]})  # a heartbeat after the outcome changes nothing
+    assert state.heartbeats["c"] == 2500 and wake_times(state, 4200) == []
+
+
+def test_loading_the_adapter_leaves_unum_entry_durable_the_steps_decorator() -> None:
+    import unum_entry
+    import unum_entry.durable_functions.adapter  # noqa: F401 (what load_handler imports)
+    from unum_entry.steps.api import durable
+
+    assert unum_entry.durable is durable

@@ -685,10 +685,13 @@ def _guarded(handler: Handler, event: Any, ctx: LambdaContext) -> Any:
     error payload (errorMessage, errorType, stackTrace) as the Cause."""
     from unum_entry.asl.integrations.resources import TaskFailed
     from unum_entry.steps import Aborted
+    from unum_entry.errors import StaleInvocation
     try:
         return handler(event, ctx)
     except Aborted:
         raise  # ctx.abort: the workflow fails and compensates; no Retry or Catch applies
+    except StaleInvocation:
+        raise  # a durable function's handler waits (unum_entry.durable_functions): the delivery is dropped, not failed
     except TaskFailed as exc:  # an integration's error, named as Step Functions names it
         raise _TaskError(exc.error, exc.cause) from exc
     except Exception as exc:  # user code: anything can come out

@@ -28,3 +28,10 @@ def test_the_example_and_a_callback_on_firestore(firestore_emulator, tmp_path: P
                   "--workflow", EXAMPLE, "--compact")
     assert resumed.returncode == 0, resumed.stderr
     assert json.loads(resumed.stdout)["approval"] == "yes"
+
+
+@pytest.mark.parametrize("schedule", ["duplicates", "store-errors"])
+def test_durable_handler_is_exactly_once_on_firestore(tmp_path: Path, firestore_store, schedule: str) -> None:
+    from tests.integration.test_durable_exactly_once import SCHEDULES, run_schedule
+
+    run_schedule(tmp_path, firestore_store, SCHEDULES[schedule], seed=3)

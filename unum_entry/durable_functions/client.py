@@ -1,6 +1,6 @@
 """`DurableServiceClient` over unum's store: the two calls the SDK makes to Lambda's durable
 service (`checkpoint`, `get_execution_state`), answered from the execution's log
-(unum_entry.durable.log) instead of a service.
+(unum_entry.durable_functions.log) instead of a service.
 
 `checkpoint` appends the batch (first outcome of each operation wins) and answers with every
 operation whose state changed since this client last answered — the batch's own, other
@@ -15,10 +15,10 @@ from __future__ import annotations
 from typing import Any
 
 from aws_durable_execution_sdk_python.lambda_service import (CheckpointOutput, CheckpointUpdatedExecutionState,
-                                                             Operation, OperationStatus, OperationType, StateOutput)
+                                                             Operation, StateOutput)
 
-from unum_entry.durable.log import ExecutionLog
-from unum_entry.durable.service import Conflict, view
+from unum_entry.durable_functions.log import ExecutionLog
+from unum_entry.durable_functions.service import Conflict, view
 
 
 class StoreServiceClient:
@@ -58,7 +58,7 @@ class StoreServiceClient:
         return StateOutput(operations=[], next_marker=None)
 
     def _changes(self) -> list[Operation]:
-        self._time_out_callbacks()
+        self.log.time_out_callbacks()
         changed = []
         self.viewed_at = self.log.now_ms()
         for op_id, op in view(self.log.state, self.viewed_at).items():
@@ -67,16 +67,3 @@ class StoreServiceClient:
                 self._sent[op_id] = form
                 changed.append(op)
         return changed
-
-    def _time_out_callbacks(self) -> None:
-        """A callback past its timeout gets its TIMED_OUT outcome in the log (first wins against
-        a completion racing it)."""
-        now = self.log.now_ms()
-        for op_id, op in list(self.log.state.ops.items()):
-            if op.operation_type is not OperationType.CALLBACK or op.status is not OperationStatus.STARTED:
-                continue
-            timeout_at, _ = self.log.state.callback_timeouts.get(op_id, (0, 0))
-            if timeout_at and now >= timeout_at:
-                self.log.append_completion({"Id": op_id, "Status": "TIMED_OUT", "Result": None,
-                                            "Error": {"ErrorType": "Callback.Timeout",
-                                                      "ErrorMessage": "Callback timed out"}})

@@ -3,7 +3,7 @@
 Lambda's durable service turns each `OperationUpdate` a handler checkpoints into an `Operation`
 (STEP START -> STARTED, RETRY -> PENDING until its next attempt, SUCCEED -> SUCCEEDED, WAIT START
 -> STARTED until its scheduled end, CALLBACK START -> STARTED with a callback id, ...). Here that
-meaning is a pure fold over the execution's log (unum_entry.durable.log): `fold(entries)` gives
+meaning is a pure fold over the execution's log (unum_entry.durable_functions.log): `fold(entries)` gives
 the operations, `view(ops, now)` adds what only time changes (a wait whose end passed reads
 SUCCEEDED, a retry whose time came reads READY), and `admit(ops, update)` says whether an update
 may still be appended: the log's first entry for an operation's transition wins, so a second
@@ -47,6 +47,7 @@ class Folded:
         self.execution_id = execution_id
         self.ops: dict[str, Operation] = {}
         self.callback_timeouts: dict[str, tuple[int, int]] = {}  # op id -> (timeout ms, heartbeat ms) after start
+        self.heartbeats: dict[str, int] = {}  # op id -> the callback's start or last heartbeat (ms)
         self.invokes: dict[str, dict[str, Any]] = {}  # op id -> chained invoke target and payload
         self.meta: dict[str, Any] = {}
 
@@ -67,6 +68,10 @@ class Folded:
             if op is not None:
                 self.ops[update.operation_id] = op
                 changed.append(update.operation_id)
+        for op_id in entry.get("h", ()):  # callback heartbeats (SendDurableExecutionCallbackHeartbeat)
+            op = self.ops.get(op_id)
+            if op is not None and op.status is OperationStatus.STARTED:
+                self.heartbeats[op_id] = t
         for done in entry.get("c", ()):
             op = self.ops.get(done["Id"])
             if op is None or op.status in TERMINAL:
@@ -116,7 +121,8 @@ class Folded:
             self.callback_timeouts[u.operation_id] = (
                 t + int(options.timeout_seconds or 0) * 1000 if options and options.timeout_seconds else 0,
                 int(options.heartbeat_timeout_seconds or 0) * 1000 if options else 0)
-            from unum_entry.durable.callbacks import callback_id  # the id names this execution's meta
+            self.heartbeats[u.operation_id] = t
+            from unum_entry.durable_functions.callbacks import callback_id  # the id names this execution's meta
 
             return replace(base, status=OperationStatus.STARTED, callback_details=CallbackDetails(
                 callback_id=callback_id(self.meta, u.operation_id, nonce or "")))
@@ -171,10 +177,22 @@ def wake_times(state: Folded, now_ms: int) -> list[int]:
                 and op.step_details.next_attempt_timestamp:
             times.append(int(op.step_details.next_attempt_timestamp.timestamp() * 1000))
         elif op.operation_type is OperationType.CALLBACK and op.status is OperationStatus.STARTED:
-            timeout_at, _ = state.callback_timeouts.get(op_id, (0, 0))
-            if timeout_at:
-                times.append(timeout_at)
+            due = callback_due(state, op_id)
+            if due is not None:
+                times.append(due[0])
     return times
+
+
+def callback_due(state: Folded, op_id: str) -> tuple[int, str] | None:
+    """When a waiting callback times out (epoch ms) and how ("Callback.Timeout" or
+    "Callback.Heartbeat": no heartbeat within its heartbeat timeout), or None if never."""
+    timeout_at, heartbeat_ms = state.callback_timeouts.get(op_id, (0, 0))
+    candidates = []
+    if timeout_at:
+        candidates.append((timeout_at, "Callback.Timeout"))
+    if heartbeat_ms:
+        candidates.append((state.heartbeats.get(op_id, 0) + heartbeat_ms, "Callback.Heartbeat"))
+    return min(candidates) if candidates else None
 
 
 def admit(ops: Mapping[str, Operation], update: OperationUpdate) -> bool:

@@ -2,12 +2,12 @@
 
 Entry `n` of the execution `invocation` (the unum invocation running the durable handler; its
 checkpoint name) is the store key `naming.durable_log_key(invocation, n)`, written with
-create-if-absent. Appending is consensus per slot: a writer that loses slot `n` reads the
-winner's entry, folds it (unum_entry.durable.service) and re-checks its own updates before it
-tries `n + 1`, so every reader folds the same entries in the same order and the first outcome
-of each operation wins. A fault-free checkpoint costs one conditional write; reading the whole
-state costs one batch read per `READ_BATCH` entries. Entries expire as steps do
-(`Ledger.expires_at(Kind.STEP)`, unum_entry.retention).
+create-if-absent. Appending is consensus per slot: a writer that loses slot `n` gets the
+winner's entry back from the same request, folds it (unum_entry.durable_functions.service) and re-checks
+its own updates before it tries `n + 1`, so every reader folds the same entries in the same
+order and the first outcome of each operation wins. A fault-free checkpoint costs one
+conditional write and no read; reading a log of n entries costs about log2(n) batch reads.
+Entries expire as steps do (`Ledger.expires_at(Kind.STEP)`, unum_entry.retention).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from unum_entry import naming
-from unum_entry.durable.service import Conflict, Folded, admit, fold, view
+from unum_entry.durable_functions.service import Conflict, Folded, admit, fold, view
 from unum_entry.errors import StoreError
 from unum_entry.retention import Ledger
 from unum_entry.stores.base import Kind, Store
@@ -93,7 +93,7 @@ class ExecutionLog:
         """Record an operation's outcome from outside the handler (a callback, a timeout, an
         invoked function's result). Returns False when the operation already has one (first
         wins). Reads the log to its end first (the caller may know nothing of it)."""
-        from unum_entry.durable.service import TERMINAL
+        from unum_entry.durable_functions.service import TERMINAL
 
         self.catch_up()
         for _ in range(MAX_APPEND_TRIES):
@@ -101,6 +101,39 @@ class ExecutionLog:
             if op is None or op.status in TERMINAL:
                 return False
             self._append({"t": self.now_ms(), "c": [completion]})
+            if self._mine:
+                return True
+        raise StoreError(f"durable execution {self.invocation}: lost {MAX_APPEND_TRIES} log slots in a row")
+
+    def time_out_callbacks(self) -> None:
+        """Give every waiting callback past its timeout or heartbeat timeout (as of now, on the
+        log as read) its TIMED_OUT outcome in the log: first wins against a completion racing it."""
+        from aws_durable_execution_sdk_python.lambda_service import OperationStatus, OperationType
+
+        from unum_entry.durable_functions.service import callback_due
+
+        now = self.now_ms()
+        for op_id, op in list(self.state.ops.items()):
+            if op.operation_type is not OperationType.CALLBACK or op.status is not OperationStatus.STARTED:
+                continue
+            due = callback_due(self.state, op_id)
+            if due is not None and now >= due[0]:
+                message = "Callback timed out" if due[1] == "Callback.Timeout" else "Callback heartbeat timed out"
+                self.append_completion({"Id": op_id, "Status": "TIMED_OUT", "Result": None,
+                                        "Error": {"ErrorType": due[1], "ErrorMessage": message}})
+
+    def append_heartbeat(self, operation_id: str) -> bool:
+        """Record a heartbeat of a waiting callback (its heartbeat timeout starts again).
+        Returns False when the callback is no longer waiting."""
+        from aws_durable_execution_sdk_python.lambda_service import OperationStatus
+
+        self.catch_up()
+        self.time_out_callbacks()  # a heartbeat after the timeout does not revive the callback
+        for _ in range(MAX_APPEND_TRIES):
+            op = self.state.ops.get(operation_id)
+            if op is None or op.status is not OperationStatus.STARTED:
+                return False
+            self._append({"t": self.now_ms(), "h": [operation_id]})
             if self._mine:
                 return True
         raise StoreError(f"durable execution {self.invocation}: lost {MAX_APPEND_TRIES} log slots in a row")

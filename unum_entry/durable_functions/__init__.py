@@ -5,11 +5,12 @@ unum's invokers and timers (docs/durable-functions.md).
 - `adapter`: the unum handler around an SDK-decorated one (`adapt`, applied by `load_handler`);
 - `log` / `service`: the execution's checkpoint log and what it means (first outcome wins);
 - `client`: `DurableServiceClient` over the log;
-- `callbacks`: callback ids, `complete` (callback-success / callback-failure).
+- `callbacks`: callback ids, `complete` and `heartbeat` (callback-success / -failure / -heartbeat);
+- `history`: every operation of a workflow's executions (`inspect --history`).
 
 Importing this package does not import the SDK (only running a durable handler does).
 """
 
-from unum_entry.durable.adapter import DurableSuspended, adapt, is_durable_handler
+from unum_entry.durable_functions.adapter import DurableSuspended, adapt, is_durable_handler
 
 __all__ = ["DurableSuspended", "adapt", "is_durable_handler"]

@@ -80,20 +80,10 @@ def complete(text: str, *, store: Any, invoker: Any, result: str | None = None,
     """Complete the callback `text` with `result` (the callback's payload, a string: the SDK
     hands it to its serdes) or `error` ({ErrorType, ErrorMessage, ErrorData}); then re-invoke
     the waiting execution. Raises InvalidCallbackId / CallbackAlreadyCompleted (one line)."""
-    from unum_entry.durable.log import ExecutionLog
-    from unum_entry.durable.service import TERMINAL
-    from unum_entry.retention import Ledger, store_retention
+    from unum_entry.durable_functions.service import TERMINAL
 
-    ref = CallbackRef.parse(text)
-    retention = store_retention(store)
-    log = ExecutionLog(store, ref.invocation, Ledger.bounded(ref.workflow, None, retention), clock=retention.clock)
-    log.catch_up()
-    deadline = int(log.state.meta.get("Deadline") or 0)
-    log.ledger = Ledger.bounded(ref.workflow, deadline, retention)  # the completion expires with the execution
-    op = log.state.ops.get(ref.operation_id)
-    details = op.callback_details if op is not None else None
-    if details is None or details.callback_id != text:
-        raise InvalidCallbackId(f"unknown callback id (no such waiting callback, or it expired): {text[:40]}…")
+    log, ref = _waiting_log(text, store)
+    log.time_out_callbacks()  # a completion after the callback's timeout is refused (the timeout wins)
     completion: dict[str, Any] = {"Id": ref.operation_id, "Status": "FAILED" if error is not None else "SUCCEEDED",
                                   "Result": result, "Error": dict(error) if error is not None else None}
     won = log.append_completion(completion)
@@ -105,23 +95,57 @@ def complete(text: str, *, store: Any, invoker: Any, result: str | None = None,
         if not mine or final.status not in TERMINAL:
             raise CallbackAlreadyCompleted(f"callback {ref.operation_id} of workflow {ref.workflow} was already "
                                            f"completed ({final.status.value})")
-    resume(invoker, ref.workflow, ref.function, ref.frames, deadline, reason="callback")
+    resume(invoker, log.state.meta)
     return Completed(ref.workflow, ref.function)
 
 
-def resume(invoker: Any, workflow: str, function: str, frames: list[list[int]], deadline: int, *,
-           reason: str) -> None:
-    """Deliver a resume event to the invocation (workflow, function, frames): it replays."""
+def heartbeat(text: str, *, store: Any) -> Completed:
+    """SendDurableExecutionCallbackHeartbeat: the waiting callback `text` is alive (its
+    heartbeat timeout starts again). Raises InvalidCallbackId, or CallbackAlreadyCompleted when it
+    was completed or timed out."""
+    log, ref = _waiting_log(text, store)
+    if not log.append_heartbeat(ref.operation_id):
+        status = log.state.ops[ref.operation_id].status.value
+        raise CallbackAlreadyCompleted(f"callback {ref.operation_id} of workflow {ref.workflow} was already "
+                                       f"completed ({status})")
+    return Completed(ref.workflow, ref.function)
+
+
+def _waiting_log(text: str, store: Any) -> tuple[Any, CallbackRef]:
+    """The log of the execution the callback id `text` belongs to (read to its end), stamped
+    with that execution's deadline; InvalidCallbackId unless the id is one of its callbacks."""
+    from unum_entry.durable_functions.log import ExecutionLog
+    from unum_entry.retention import Ledger, store_retention
+
+    ref = CallbackRef.parse(text)
+    retention = store_retention(store)
+    log = ExecutionLog(store, ref.invocation, Ledger.bounded(ref.workflow, None, retention), clock=retention.clock)
+    log.catch_up()
+    log.ledger = Ledger.bounded(ref.workflow, int(log.state.meta.get("Deadline") or 0), retention)
+    op = log.state.ops.get(ref.operation_id)
+    details = op.callback_details if op is not None else None
+    if details is None or details.callback_id != text:
+        raise InvalidCallbackId(f"unknown callback id (no such waiting callback, or it expired): {text[:40]}…")
+    return log, ref
+
+
+def resume(invoker: Any, meta: Mapping[str, Any]) -> None:
+    """Re-deliver the execution whose log starts with `meta`: its first delivery again (the same
+    invocation, the same inputs); it replays from the log. An execution recorded without it
+    gets a resume event at its position."""
     from unum_entry.envelope import DataRef, Envelope, Frame
 
-    env = Envelope(workflow=workflow, frames=tuple(Frame(*f) for f in frames),
-                   inputs=(DataRef(value={RESUME: {"reason": reason}}),), deadline=deadline)
-    invoker.invoke(function, env.to_wire())
+    wire = meta.get("Resume")
+    if not isinstance(wire, dict):
+        wire = Envelope(workflow=meta["Workflow"], frames=tuple(Frame(*f) for f in meta["Frames"]),
+                        inputs=(DataRef(value={RESUME: {"reason": "resume"}}),),
+                        deadline=int(meta.get("Deadline") or 0)).to_wire()
+    invoker.invoke(meta["Function"], dict(wire))
 
 
 def waiting_callbacks(store: Any, invocation: str) -> list[str]:
     """The ids of the callbacks the execution run by `invocation` waits for."""
-    from unum_entry.durable.log import ExecutionLog
+    from unum_entry.durable_functions.log import ExecutionLog
     from unum_entry.retention import Ledger, store_retention
 
     retention = store_retention(store)
@@ -132,3 +156,20 @@ def waiting_callbacks(store: Any, invocation: str) -> list[str]:
     return [op.callback_details.callback_id for op in log.state.ops.values()
             if op.operation_type is OperationType.CALLBACK and op.status is OperationStatus.STARTED
             and op.callback_details is not None]
+
+
+def waiting_in(store: Any, workflow: str) -> list[str]:
+    """The ids of the callbacks the durable executions of `workflow` wait for (one pass over
+    the workflow's records: for tools such as `run`, never the runtime)."""
+    from unum_entry.stores.base import Kind
+
+    ids: list[str] = []
+    for record in store.records(workflow):
+        if record.kind is Kind.STEP and record.key.startswith("d-") and record.value is not None:
+            try:
+                first = json.loads(record.value)
+            except ValueError:
+                continue
+            if isinstance(first, dict) and isinstance(first.get("x"), dict) and first["x"].get("Invocation"):
+                ids += waiting_callbacks(store, first["x"]["Invocation"])
+    return ids

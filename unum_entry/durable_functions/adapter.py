@@ -3,7 +3,7 @@ unchanged, as one unum invocation — playing the durable service's role with un
 invoker and timers.
 
 Each delivery of the invocation runs the SDK's own handler with an invocation input carrying
-`StoreServiceClient` (unum_entry.durable.client) and every operation of the execution's log:
+`StoreServiceClient` (unum_entry.durable_functions.client) and every operation of the execution's log:
 completed operations are answered from the log (replay), new ones are checkpointed into it.
 Then, by the SDK's answer:
 - SUCCEEDED: the result is the invocation's output (unum commits it create-if-absent and the
@@ -14,7 +14,7 @@ Then, by the SDK's answer:
   (a wait's end, a retry, a callback's timeout) has come, replay at once; otherwise arm a
   durable timer to re-deliver this same invocation then (`Timers.arm(here=True)`, its name
   deterministic so duplicates arm one timer), and drop the delivery without a commit
-  (`DurableSuspended`). A callback's completion re-delivers it (unum_entry.durable.callbacks).
+  (`DurableSuspended`). A callback's completion re-delivers it (unum_entry.durable_functions.callbacks).
 """
 
 from __future__ import annotations
@@ -24,10 +24,10 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from unum_entry.durable.callbacks import RESUME
+from unum_entry.durable_functions.callbacks import RESUME
 
 INVOKE = "__unum_durable_invoke__"  # the event of a chained invoke's target (`context.invoke`)
-from unum_entry.errors import ConfigurationError, StaleInvocation, StoreError, UnumError, WorkflowAborted
+from unum_entry.errors import ConfigurationError, StaleInvocation, StoreError, WorkflowAborted
 
 log = logging.getLogger("unum.durable")
 MAX_ROUNDS = 200  # replays within one delivery (lost races, due times) before the platform redelivers
@@ -83,9 +83,9 @@ class DurableHandler:
         from aws_durable_execution_sdk_python.execution import (DurableExecutionInvocationInputWithClient,
                                                                 InitialExecutionState)
 
-        from unum_entry.durable.client import StoreServiceClient
-        from unum_entry.durable.log import ExecutionLog
-        from unum_entry.durable.service import wake_times
+        from unum_entry.durable_functions.client import StoreServiceClient
+        from unum_entry.durable_functions.log import ExecutionLog
+        from unum_entry.durable_functions.service import wake_times
         from unum_entry.retention import Ledger, Retention
         from unum_entry.timers import timers_of
 
@@ -93,8 +93,9 @@ class DurableHandler:
         if timers is None:
             raise ConfigurationError("a durable handler runs inside unum's runtime (its context has no timers)")
         store = timers.store
+        envelope = timers.envelope  # this delivery: identity, deadline, and what a re-delivery sends again
         retention = Retention(ttl_seconds=store.ttl_seconds, clock=timers.clock)
-        ledger = Ledger.bounded(context.workflow_id, context.deadline, retention)
+        ledger = Ledger.bounded(timers.workflow, envelope.deadline, retention)
         invocation = context.invocation
         execution = ExecutionLog(store, invocation, ledger, clock=timers.clock)
         execution.catch_up()
@@ -104,10 +105,12 @@ class DurableHandler:
             invoked = event.get(INVOKE) if isinstance(event, dict) else None
             execution.begin({"Input": invoked["payload"] if invoked else json.dumps(event),
                              "Caller": invoked["caller"] if invoked else None,
-                             "Workflow": context.workflow_id,
-                             "Function": context.function_name, "Invocation": invocation,
-                             "Frames": [[f.index, f.size, f.iteration] for f in timers.envelope.frames],
-                             "Deadline": context.deadline})
+                             "Workflow": timers.workflow, "Function": timers.function, "Invocation": invocation,
+                             "Frames": [[f.index, f.size, f.iteration] for f in envelope.frames],
+                             "Deadline": envelope.deadline,
+                             # A re-delivery sends this delivery again (same inputs: a compiled Task's
+                             # state input too), marked by nothing: the log tells a replay from a start.
+                             "Resume": envelope.to_wire()})
         caller = execution.state.meta.get("Caller")
         arn = f"unum:{context.function_name}/{invocation}"
         for _ in range(MAX_ROUNDS):
@@ -141,14 +144,21 @@ class DurableHandler:
                 continue
             if times:
                 when = min(times)
-                parts: list[object] = [invocation, execution.length, when]
-                if isinstance(event, dict) and isinstance(event.get(RESUME), dict) and event[RESUME].get("when") == when:
-                    parts.append(f"early@{now}")  # this delivery came early: a fresh name (a name is used once)
-                timers.arm(when / 1000, {RESUME: {"reason": "timer", "when": when}},
-                           name=timers.name("durable-wake", *parts), here=True)
+                # The name: one timer per suspension point, and a fresh one for each re-arm after
+                # an early delivery (a scheduler remembers names it ran: Cloud Tasks). Duplicates
+                # suspending at once may arm two: each is one more replay, absorbed.
+                name = timers.name("durable-wake", invocation, execution.length, when, now // 100)
+                timers.invoker.invoke_at(when / 1000, timers.function, _resume_wire(execution.state.meta, envelope),
+                                         name=name)
             raise DurableSuspended(f"durable execution {invocation} waits"
                                    + (f" until {min(times) / 1000:.3f}" if times else " for a callback"))
         raise StoreError(f"durable execution {invocation}: no progress after {MAX_ROUNDS} replays in one delivery")
+
+
+def _resume_wire(meta: dict[str, Any], envelope: Any) -> dict[str, Any]:
+    """What re-delivers the execution: its first delivery's envelope, as recorded in its log."""
+    wire = meta.get("Resume")
+    return dict(wire) if isinstance(wire, dict) else envelope.to_wire()
 
 
 def _dispatch_invokes(execution: Any, timers: Any, context: Any) -> None:
@@ -164,7 +174,7 @@ def _dispatch_invokes(execution: Any, timers: Any, context: Any) -> None:
         if op.operation_type is not OperationType.CHAINED_INVOKE or op.status is not OperationStatus.STARTED:
             continue
         target = execution.state.invokes.get(op_id, {})
-        caller = {"workflow": meta.get("Workflow"), "function": meta.get("Function"), "frames": meta.get("Frames"),
+        caller = {"workflow": meta.get("Workflow"), "function": meta.get("Function"),
                   "invocation": meta.get("Invocation"), "deadline": meta.get("Deadline"), "operation": op_id}
         env = Envelope(workflow=f"{meta.get('Workflow')}~{op_id[:16]}",
                        inputs=(DataRef(value={INVOKE: {"caller": caller, "payload": target.get("payload")}}),),
@@ -175,16 +185,15 @@ def _dispatch_invokes(execution: Any, timers: Any, context: Any) -> None:
 def _answer(caller: dict[str, Any], outcome: dict[str, Any], store: Any, timers: Any) -> None:
     """An invoked execution ended: record its outcome in the caller's log (first wins) and
     re-deliver the caller."""
-    from unum_entry.durable.callbacks import resume
-    from unum_entry.durable.log import ExecutionLog
+    from unum_entry.durable_functions.callbacks import resume
+    from unum_entry.durable_functions.log import ExecutionLog
     from unum_entry.retention import Ledger, Retention
 
     retention = Retention(ttl_seconds=store.ttl_seconds, clock=timers.clock)
     log = ExecutionLog(store, caller["invocation"], Ledger.bounded(caller["workflow"], caller["deadline"], retention),
                        clock=timers.clock)
     log.append_completion({"Id": caller["operation"], **outcome})
-    resume(timers.invoker, caller["workflow"], caller["function"], caller["frames"], int(caller["deadline"] or 0),
-           reason="invoke")
+    resume(timers.invoker, log.state.meta)
 
 
 def adapt(handler: Callable[..., Any]) -> Callable[..., Any]:
@@ -200,4 +209,4 @@ def is_durable_handler(handler: Any) -> bool:
             and "aws_durable_execution_sdk_python" in code.co_filename.replace("\\", "/"))
 
 
-__all__ = ["DurableHandler", "DurableSuspended", "UnumError", "adapt", "is_durable_handler"]
+__all__ = ["DurableHandler", "DurableSuspended", "adapt", "is_durable_handler"]
