@@ -89,8 +89,9 @@ def folder_bytes(folder: Path) -> int:
 
 
 def largest_record(store: Path) -> int:
-    """The largest file the file store wrote (checkpoints, sets, results), in bytes."""
-    return max(p.stat().st_size for p in store.rglob("*") if p.is_file())
+    """The largest record file the file store wrote (checkpoints, sets, results), in bytes; the
+    embedded engine's delivery queue (queue.db and its WAL, kept in the same folder) is no record."""
+    return max(p.stat().st_size for p in store.rglob("*") if p.is_file() and not p.name.startswith("queue.db"))
 
 
 # ---- wordcount -----------------------------------------------------------------------------

@@ -60,6 +60,7 @@ CREATE TABLE IF NOT EXISTS unum_runs (
 );
 """
 BUSY_TIMEOUT = 30.0      # seconds SQLite waits for another writer's lock before SQLITE_BUSY
+FLUSH_PATIENCE = 5.0    # seconds a failing journal may keep `flush` waiting before it raises
 BATCH_INTERVAL = 0.005   # seconds the journal gathers operations before writing them in one transaction
 MAX_BACKOFF = 1.0        # seconds between attempts at a journal write that failed
 
@@ -211,12 +212,20 @@ class SQLiteQueue(DeliveryQueue):
                 for rid, function, payload, ready_at, failures, timer, background in rows]
 
     def flush(self) -> None:
+        """Wait until everything accepted so far is on disk. Raises StoreError once the journal
+        has failed for `FLUSH_PATIENCE` seconds in a row (a full disk, a read-only file): the
+        caller stops with that error instead of waiting forever; the writer keeps retrying."""
         with self._lock:
             target = self._submitted
             self._cv.notify()
+            failing_since: float | None = None
             while self._written < target and not self._closed:
-                if self._error is not None and not self._writer.is_alive():
-                    break
+                if self._error is not None:
+                    failing_since = failing_since or time.monotonic()
+                    if not self._writer.is_alive() or time.monotonic() - failing_since > FLUSH_PATIENCE:
+                        break
+                else:
+                    failing_since = None
                 self._cv.wait(0.1)
             if self._written < target and self._error is not None:
                 raise StoreError(f"delivery queue {self.path}: cannot write: {self._error}")
