@@ -36,6 +36,8 @@ from unum_entry.errors import EnvelopeError
 from unum_entry.frozen import Frozen, frozen
 
 ENVELOPE_VERSION = 2
+FAILURES_KEPT = 10    # an envelope keeps at most this many earlier failed attempts (the newest)
+FAILURE_TEXT = 300    # characters of each one's "Error: message"
 _TRACEPARENT = re.compile(r"00-(?!0{32})[0-9a-f]{32}-(?!0{16})[0-9a-f]{16}-[0-9a-f]{2}")  # W3C, version 00
 _MISSING: Any = object()
 
@@ -100,21 +102,29 @@ class Envelope(Frozen):
     lanes: int = 0  # a map item run in lanes: once committed, invoke the item `lanes` further on
     watchdog: bool = False  # the deadline watchdog's timer (unum_entry.watchdog), not an invocation
     trace: str | None = None  # W3C traceparent of the sender's span (unum_entry.tracing)
+    # This invocation's earlier failed attempts, oldest first: (epoch ms, "Error: message"), at most
+    # FAILURES_KEPT (the newest), each text at most FAILURE_TEXT characters (unum_entry.history)
+    failures: tuple[tuple[int, str], ...] = ()
 
     def __init__(self, workflow: str, frames: tuple[Frame, ...] = ROOT, inputs: tuple[DataRef, ...] = (),
                  gathered: bool = False, gather: Gather | None = None, attempt: int = 0, start: bool = False,
                  deadline: int = 0, redelivered: bool = False, lanes: int = 0, watchdog: bool = False,
-                 trace: str | None = None) -> None:
+                 trace: str | None = None, failures: tuple[tuple[int, str], ...] = ()) -> None:
         self.__dict__.update(workflow=workflow, frames=frames, inputs=inputs, gathered=gathered, gather=gather,
                              attempt=attempt, start=start, deadline=deadline, redelivered=redelivered, lanes=lanes,
-                             watchdog=watchdog, trace=trace)
+                             watchdog=watchdog, trace=trace, failures=failures)
 
     @property
     def top(self) -> Frame:
         return self.frames[-1]
 
-    def next_attempt(self) -> Envelope:
-        return replace(self, attempt=self.attempt + 1)
+    def next_attempt(self, failed_at: float | None = None, error: str = "") -> Envelope:
+        """The envelope of the next attempt; with `failed_at` (epoch seconds), this attempt's
+        failure (`error`) is kept in `failures` for the history (no request: it travels here)."""
+        if failed_at is None:
+            return replace(self, attempt=self.attempt + 1)
+        kept = (*self.failures, (int(failed_at * 1000), error[:FAILURE_TEXT]))[-FAILURES_KEPT:]
+        return replace(self, attempt=self.attempt + 1, failures=kept)
 
     # ---- wire form -----------------------------------------------------------------------
 
@@ -143,6 +153,8 @@ class Envelope(Frozen):
             wire["watchdog"] = True
         if self.trace:
             wire["trace"] = self.trace
+        if self.failures:
+            wire["failures"] = [[at, text] for at, text in self.failures]
         return wire
 
     @classmethod
@@ -180,7 +192,15 @@ class Envelope(Frozen):
                                 f"found {trace!r}")
         return cls(workflow=workflow, frames=frames, inputs=inputs, gathered=gathered, gather=gather,
                    attempt=attempt, start=start, deadline=deadline, redelivered=redelivered, lanes=lanes,
-                   watchdog=watchdog, trace=trace)
+                   watchdog=watchdog, trace=trace, failures=_failures_from_wire(wire.get("failures", [])))
+
+
+def _failures_from_wire(raw: Any) -> tuple[tuple[int, str], ...]:
+    if not (isinstance(raw, list) and len(raw) <= FAILURES_KEPT and all(
+            isinstance(f, list) and len(f) == 2 and _is_count(f[0]) and isinstance(f[1], str) for f in raw)):
+        raise EnvelopeError(f"envelope.failures: expected at most {FAILURES_KEPT} [epoch ms, error text] pairs, "
+                            f"found {raw!r}"[:300])
+    return tuple((int(at), text[:FAILURE_TEXT]) for at, text in raw)
 
 
 def is_watchdog(payload: Any) -> bool:

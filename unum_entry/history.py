@@ -10,7 +10,9 @@ value: one msgpack ext object (code `STAMP_EXT`) holding a small map
      "g": [set, width] (a fan-in target's join set), "gd": 1 (its inputs arrive as a list),
      "l": lanes (a map item run in lanes), "w": the workflow's input (its entry only; one
      over WORKFLOW_INPUT_LIMIT shows as {"$omitted": bytes}: the history's cost stays bounded),
-     "d": the workflow's deadline (a failure record's stamp only)}
+     "d": the workflow's deadline (a failure record's stamp only),
+     "x": [[epoch ms, "Error: message"], …] (the invocation's earlier failed attempts, carried
+     by the retry envelope: `Envelope.failures`; absent when the first attempt succeeded)}
 
 With these an invocation can be sent again as it was (unum_entry.redrive).
 
@@ -65,6 +67,8 @@ def stamp(function: str, env: Envelope, *, started: float | None, committed: flo
         meta["l"] = env.lanes
     if with_deadline and env.deadline:
         meta["d"] = env.deadline
+    if env.failures:
+        meta["x"] = [[at, text] for at, text in env.failures]
     if env.start and env.inputs and env.inputs[0].inline:
         meta["w"] = env.inputs[0].value
     try:
@@ -133,6 +137,7 @@ class Step:
     output: Any = None
     error: dict[str, Any] | None = None
     redriven: bool = False  # a failure that a redrive cleared (unum_entry.redrive): the run went on
+    failed_attempts: tuple[tuple[int, str], ...] = ()  # earlier attempts: (failed at, epoch ms; "Error: message")
 
     @property
     def duration_ms(self) -> int | None:
@@ -201,7 +206,8 @@ def read_history(store: Store, workflow: str, *, inline_bytes: int = VALUE_INLIN
             attempts=int(meta.get("a", 0)) + 1, started_ms=meta.get("s"), ended_ms=int(meta.get("c", 0)),
             inputs=tuple((str(r[0]), r[1], r[2]) for r in meta.get("i", [])),
             gathered=_gathered(records, meta.get("g")), output=shown,
-            error=value if failed and isinstance(value, dict) else None, redriven=redriven))
+            error=value if failed and isinstance(value, dict) else None, redriven=redriven,
+            failed_attempts=tuple((int(x[0]), str(x[1])) for x in meta.get("x", []))))
     steps = _causal_order(steps)
     started = next((s.started_ms for s in steps if s.started_ms is not None), None)
     ended = max([s.ended_ms for s in steps] + ([last_result] if last_result is not None else []), default=None)
@@ -309,8 +315,9 @@ def events(history: History, status: str, *, states: Mapping[str, Sequence[tuple
            failure: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
     """The history as numbered events, the way a Step Functions execution history numbers them
     (docs/history.md): `ExecutionStarted` is 1; each step adds `LambdaFunctionStarted` and
-    `LambdaFunctionSucceeded` (or `LambdaFunctionFailed`), wrapped in `<Type>StateEntered` /
-    `<Type>StateExited` when `states` names the states its function ran (a compiled machine:
+    `LambdaFunctionSucceeded` (or `LambdaFunctionFailed`), after one `LambdaFunctionFailed` (its
+    attempt number, from 1, as `attempts`) per earlier failed attempt that was retried, wrapped
+    in `<Type>StateEntered` / `<Type>StateExited` when `states` names the states its function ran (a compiled machine:
     `(name, Type, role)`, role "both", "enter" (a Map/Parallel fanning out) or "exit" (its join));
     an ended workflow's last event is `ExecutionSucceeded`, `ExecutionFailed`,
     `ExecutionAborted` (stopped) or `ExecutionTimedOut`; a failure a redrive cleared is followed
@@ -335,6 +342,12 @@ def events(history: History, status: str, *, states: Mapping[str, Sequence[tuple
         if step.position[-1][2]:
             base["iteration"] = step.position[-1][2]  # a loop's pass (IR `next`)
         own: list[tuple[int, dict[str, Any]]] = []
+        first = step.attempts - len(step.failed_attempts)  # the oldest attempt kept (Envelope.failures)
+        for attempt, (failed_at, text) in enumerate(step.failed_attempts, start=first):
+            error, _, cause = text.partition(": ")  # an earlier attempt, retried
+            own.append((min(max(after, failed_at), begin), {**base, "type": "LambdaFunctionFailed",
+                                                             "attempts": attempt,
+                                                             "details": {"error": error, "cause": cause}}))
         for name, kind, role in walked:
             edge = "Exited" if role == "exit" else "Entered"
             own.append((begin, {**base, "type": f"{kind}State{edge}", "state": name}))

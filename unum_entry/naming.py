@@ -100,6 +100,13 @@ def durable_log_key(invocation: str, n: int) -> str:
     return "d-" + _digest("durable-log", invocation, n)
 
 
+def durable_effect_key(invocation: str, operation: str, name: str) -> str:
+    """The record of the transactional effect `name` of durable operation `operation` (a step)
+    of the execution run by `invocation` (unum_entry.durable_functions.effects): written once,
+    in the effect's own transaction."""
+    return "t-" + _digest("durable-effect", invocation, operation, name)
+
+
 # ---- step journal and compensations (unum_entry.steps) ------------------------------------------
 
 def step_key(invocation: str, seq: int) -> str:

@@ -48,10 +48,21 @@ class WorkflowStatus(enum.StrEnum):
     WAITING = "waiting"       # running, and a Task waits for its task-token callback (unum_entry.callbacks.waiting)
     INTERRUPTED = "interrupted"  # no outcome, work pending, and no live `run` drives it (unum_entry.local.runs)
     STOPPED = "stopped"       # `python -m builder stop` recorded its failure record first (Step Functions: ABORTED)
+    TIMED_OUT = "timed out"   # the deadline watchdog recorded its failure record (Step Functions: TIMED_OUT)
     UNKNOWN = "unknown"       # nothing retained for this id
 
 
 WATCHDOG_FIELD = "Watchdog"  # true in a failure record written by the deadline watchdog
+ENDED = (WorkflowStatus.SUCCEEDED, WorkflowStatus.FAILED, WorkflowStatus.STOPPED, WorkflowStatus.TIMED_OUT)
+
+
+def failed_status(failure: Mapping[str, Any]) -> WorkflowStatus:
+    """The status of a workflow whose (decoded) failure record is `failure` and stands (it did
+    not yield to results): STOPPED when `stop_workflow` wrote it, TIMED_OUT when the deadline
+    watchdog did, else FAILED. The one place the word is chosen (`list`, `inspect`, UI, `run`)."""
+    if failure.get(STOP_FIELD) is True:
+        return WorkflowStatus.STOPPED
+    return WorkflowStatus.TIMED_OUT if failure.get(WATCHDOG_FIELD) is True else WorkflowStatus.FAILED
 
 
 def yields_to_results(failure: Mapping[str, Any] | None, complete: bool) -> bool:
@@ -154,7 +165,7 @@ class RunResult:
     @property
     def status(self) -> WorkflowStatus:
         if self.failure is not None:
-            return WorkflowStatus.STOPPED if self.failure.get(STOP_FIELD) is True else WorkflowStatus.FAILED
+            return failed_status(self.failure)
         if self.complete:
             return WorkflowStatus.SUCCEEDED
         return WorkflowStatus.RUNNING if self.pending or self.results else WorkflowStatus.UNKNOWN

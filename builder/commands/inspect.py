@@ -146,10 +146,10 @@ def cmd_inspect(args: argparse.Namespace) -> int:
 
 
 def exit_code(status: WorkflowStatus) -> int:
-    """1 for a workflow that failed or was stopped (README's exit code table), else 0."""
+    """1 for a workflow that failed, timed out or was stopped (README's exit code table), else 0."""
     from unum_entry.outcome import WorkflowStatus
 
-    return 1 if status in (WorkflowStatus.FAILED, WorkflowStatus.STOPPED) else 0
+    return 1 if status in (WorkflowStatus.FAILED, WorkflowStatus.STOPPED, WorkflowStatus.TIMED_OUT) else 0
 
 
 def cmd_gc(args: argparse.Namespace) -> int:

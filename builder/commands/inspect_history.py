@@ -141,6 +141,8 @@ def step_json(step: Step, history: History, by_key: dict[str, Step]) -> dict[str
                              "duration_ms": step.duration_ms, "input": input_of(step, by_key, history)}
     if len(step.position) > 1:
         shown["index"], shown["size"] = step.position[-1][0], step.position[-1][1]
+    if step.failed_attempts:  # the attempts before the last, each retried (oldest first)
+        shown["failed_attempts"] = [{"failed": iso_ms(at), "error": text} for at, text in step.failed_attempts]
     if step.error is not None:
         shown["error"] = step.error
     else:

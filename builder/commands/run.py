@@ -42,7 +42,7 @@ __all__ = ["DEFAULT_STORE", "cmd_run", "register"]
 
 EXIT_INTERRUPTED = 130
 EXIT_TERMINATED = 143  # 128 + SIGTERM
-ENDED = ("succeeded", "failed", "stopped")  # statuses (WorkflowStatus values) of a workflow with an outcome
+ENDED = ("succeeded", "failed", "stopped", "timed out")  # statuses (WorkflowStatus values) of a workflow with an outcome
 TICK = 0.1  # seconds between progress redraws
 
 
@@ -54,7 +54,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace, results: TextIO) -> int:
     from unum_entry.local.platform import LocalPlatform
-    from unum_entry.outcome import WorkflowStatus, read_outcome
+    from unum_entry.outcome import read_outcome
     from unum_entry.runtime import new_workflow
     from unum_entry.stores import open_store
     from unum_entry.workflow import load_workflow
@@ -88,7 +88,7 @@ def _run(args: argparse.Namespace, results: TextIO) -> int:
         console.message(f"note: resuming {workflow_id} with the input it was started with; --input ignored")
     if start.kind is not start_record.StartKind.NEW:
         ended = read_outcome(store, workflow_id)
-        if ended.status in (WorkflowStatus.SUCCEEDED, WorkflowStatus.FAILED, WorkflowStatus.STOPPED):
+        if ended.status in ENDED:
             console.message(f"workflow {workflow_id} has already ended; its recorded outcome follows")
             platform.close()
             rq.close()
@@ -218,6 +218,8 @@ def _report(outcome: RunResult, args: argparse.Namespace, console: Console, summ
         f = outcome.failure
         if f.get("Stopped") is True:  # `python -m builder stop` (docs/history.md)
             raise WorkflowFailed(f"workflow {outcome.workflow_id} was stopped: {f['Error']}: {f['Cause']}")
+        if f.get("Watchdog") is True:  # the deadline watchdog (unum_entry/watchdog.py): README's `timed out`
+            raise WorkflowFailed(f"workflow {outcome.workflow_id} timed out: {f['Error']}: {f['Cause']}")
         for line in trace_lines(f.get("Trace") or []):
             console.message(line)
         raise WorkflowFailed(f"workflow {outcome.workflow_id} failed in function {f['Function']!r} "

@@ -73,7 +73,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     listing = sub.add_parser("list", help="list the workflows in a store: status, age, objects, retained until")
     _store_options(listing)
     listing.add_argument("--json", action="store_true", help="print a JSON list instead of a table")
-    listing.add_argument("--status", choices=("succeeded", "failed", "stopped", "running", "waiting", "interrupted"), help="only workflows with this status")
+    listing.add_argument("--status", choices=("succeeded", "failed", "stopped", "timed out", "running", "waiting", "interrupted"), help="only workflows with this status")
     listing.add_argument("--older-than", metavar="DURATION", help="only workflows started at least this long ago (90s, 15m, 6h, 2d)")
     listing.set_defaults(func=cmd_list)
 

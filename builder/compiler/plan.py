@@ -208,8 +208,30 @@ def instructions(fn: Function, layout: Layout, machine: Machine) -> list[dict[st
         program.append({"op": "succeed", "path": "$.output", "when": {"Variable": "$.__next__", "StringEquals": END}})
         program.append({"op": "fail", "path": "$.error", "when": {"Variable": "$.__next__", "StringEquals": FAIL}})
     else:
+        if fails_the_workflow(fn.scope.owner, machine):  # fail fast: record it now, not after the last item
+            program.append({"op": "fail", "path": "$.error", "when": {"Variable": "$.__next__", "StringEquals": FAIL}})
         program.append({"op": "fan_in", "function": layout.join_function[fn.scope.owner]})
     return program
+
+
+# What lets a failed branch or item NOT fail its Parallel/Map (and that state not fail the workflow).
+_ABSORBS = ("Retry", "Catch", "ToleratedFailureCount", "ToleratedFailureCountPath", "ToleratedFailurePercentage",
+            "ToleratedFailurePercentagePath")
+
+
+def fails_the_workflow(owner: str | None, machine: Machine) -> bool:
+    """Whether a branch (or Map item) of the Parallel/Map `owner` that ends in failure certainly
+    fails the whole workflow: neither `owner` nor any Parallel/Map enclosing it has a Retry, a
+    Catch or a tolerated failure limit, and none is a nested state machine (whose failure is
+    re-shaped as the Task's). Then the branch records the workflow's failure at once, as Step
+    Functions fails the execution at the first failed item, instead of its join doing so after
+    every sibling finished; the siblings still running find the workflow ended (docs/step-functions.md)."""
+    while owner is not None:
+        state = machine.state(owner)
+        if any(key in state for key in _ABSORBS) or any(str(key).startswith("__unum") for key in state):
+            return False
+        owner = machine.scope_of[owner].owner
+    return True
 
 
 class _Names:

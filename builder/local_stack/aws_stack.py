@@ -150,7 +150,7 @@ class LocalLambdaStack(Service):
                 raise InvokeError(f"workflow {workflow_id}: deliveries still in flight after {timeout:.0f} s "
                                   f"({dict(self.endpoint.stats)})")
             outcome = read_outcome(self.store, workflow_id)
-            if outcome.status in (WorkflowStatus.SUCCEEDED, WorkflowStatus.FAILED) or self.timers is None:
+            if outcome.status in (WorkflowStatus.SUCCEEDED, WorkflowStatus.FAILED, WorkflowStatus.TIMED_OUT) or self.timers is None:
                 return outcome
             if self.timers.pending() == 0 and self.endpoint.wait_idle(0):
                 return outcome

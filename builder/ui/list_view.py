@@ -76,7 +76,7 @@ def list_fragment(result: RunPage, query: Mapping[str, list[str]], selected: str
         duration = "" if row["duration_ms"] is None else _duration(row["duration_ms"])
         parts.append(f"<tr{cls} data-workflow='{wid}'><td><a href='{link}'>{wid}</a></td>"
                      f"<td class='name'>{html.escape(row['name'])}</td>"
-                     f"<td><span class='status {row['status']}'>{row['status']}</span></td>"
+                     f"<td><span class='status {row['status'].replace(' ', '-')}'>{row['status']}</span></td>"
                      f"<td title='{row['age']} ago'>{row['started']}</td><td>{duration}</td><td>{row['objects']}</td></tr>")
     parts.append("</table><p id='pages'>")
     if result.page > 1:

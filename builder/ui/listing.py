@@ -17,11 +17,11 @@ from typing import Any
 
 from unum_entry.codec import decode
 from unum_entry.errors import UnumError
-from unum_entry.outcome import STOP_FIELD, WorkflowStatus, covers_every_position, yields_to_results
+from unum_entry.outcome import ENDED, STOP_FIELD, WorkflowStatus, covers_every_position, failed_status, yields_to_results
 from unum_entry.retention import DEFAULT_REDELIVERY_SECONDS, DEFAULT_TTL_SECONDS
 from unum_entry.stores.base import Store, WorkflowEntry
 
-FINISHED = (WorkflowStatus.SUCCEEDED, WorkflowStatus.FAILED, WorkflowStatus.STOPPED)
+FINISHED = ENDED
 _DURATION = re.compile(r"^(\d+)([smhdw]?)$")
 _UNIT = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 
@@ -85,8 +85,8 @@ def status_of(store: Store, entry: WorkflowEntry) -> WorkflowStatus:
         failure = decode(raw) if raw is not None else None
         if isinstance(failure, dict) and failure.get(STOP_FIELD) is True:
             return WorkflowStatus.STOPPED
-        if not yields_to_results(failure, complete):
-            return WorkflowStatus.FAILED
+        if isinstance(failure, dict) and not yields_to_results(failure, complete):
+            return failed_status(failure)
     if complete:
         return WorkflowStatus.SUCCEEDED
     return _running_or_waiting(store, entry.workflow)

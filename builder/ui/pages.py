@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from unum_entry.codec import decode
-from unum_entry.outcome import STOP_FIELD, WorkflowStatus, covers_every_position, yields_to_results
+from unum_entry.outcome import ENDED, STOP_FIELD, WorkflowStatus, covers_every_position, failed_status, yields_to_results
 from unum_entry.retention import DEFAULT_TTL_SECONDS
 from unum_entry.stores.base import Store, WorkflowEntry
 
@@ -161,13 +161,13 @@ def _give_status(store: Store, runs: Sequence[_Run]) -> None:
                 ends.append(int(meta["c"]))
         if isinstance(failure, dict) and failure.get(STOP_FIELD) is True:
             run.status = WorkflowStatus.STOPPED
-        elif failure is not None and not yields_to_results(failure, complete):
-            run.status = WorkflowStatus.FAILED
+        elif isinstance(failure, dict) and not yields_to_results(failure, complete):
+            run.status = failed_status(failure)
         elif complete:
             run.status = WorkflowStatus.SUCCEEDED
         else:
             run.status = status_of(store, run.entry)
-        if run.status in (WorkflowStatus.SUCCEEDED, WorkflowStatus.FAILED, WorkflowStatus.STOPPED) and ends:
+        if run.status in ENDED and ends:
             run.ended_ms = max(ends)
 
 

@@ -313,7 +313,7 @@ td,th{padding:4px 6px;border-bottom:1px solid #eee;text-align:left}
 tr.selected{background:#eef4ff} a{color:#1a5fb4;text-decoration:none}
 .status{padding:1px 6px;border-radius:8px;font-size:12px}
 .succeeded{background:#93d37c}.failed{background:#f28b82}.running{background:#9fc5f8}.waiting{background:#fdd663}
-.stopped{background:#c9c9c9}.interrupted{background:#f6b26b}
+.stopped{background:#c9c9c9}.timed-out{background:#f28b82}.interrupted{background:#f6b26b}
 .tabs a{margin-right:12px;font-size:14px} .tabs a.on{font-weight:bold;border-bottom:2px solid #1a5fb4}
 #history td.detail{font-family:monospace;font-size:12px;max-width:520px;overflow-wrap:anywhere}
 #history td:not(.detail){white-space:nowrap}
@@ -363,7 +363,7 @@ def _tabs(workflow: str, on: str) -> str:
 
 def _header(workflow: str, status: str, on: str) -> str:
     wid = html.escape(workflow)
-    return f"<h2>{wid} <span id='status' class='status {status}'>{status}</span></h2>" + _tabs(workflow, on)
+    return f"<h2>{wid} <span id='status' class='status {status.replace(' ', '-')}'>{status}</span></h2>" + _tabs(workflow, on)
 
 
 def history_fragment(document: dict[str, Any]) -> str:

@@ -14,6 +14,7 @@ from unum_entry.envelope import Envelope
 from unum_entry.errors import EnvelopeError, HandlerFailed, InvokeError, StaleInvocation, StoreError, UnumError
 from unum_entry.platforms.common import (DeliveryStatus, LoadedFunction, RetryPolicy, deliver, record_failure,
                                          run_delivery)
+from unum_entry.retention import Retention
 from unum_entry.runtime import new_workflow
 
 pytestmark = pytest.mark.unit
@@ -42,6 +43,7 @@ class FakeRuntime:
     fail_raises: BaseException | None = None
     ir: FakeIR = field(default_factory=FakeIR)
     failed: list[tuple[int, UnumError]] = field(default_factory=list)
+    retention: Retention = field(default_factory=Retention)  # its clock times a failed attempt (Envelope.failures)
 
     def handle(self, env: Envelope) -> Any:
         if isinstance(self.outcome, BaseException):

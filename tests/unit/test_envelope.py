@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from unum_entry.envelope import DataRef, Envelope, Frame, Gather, is_envelope
+from unum_entry.envelope import FAILURE_TEXT, FAILURES_KEPT, DataRef, Envelope, Frame, Gather, is_envelope
 from unum_entry.errors import EnvelopeError
 
 pytestmark = pytest.mark.unit
@@ -93,3 +93,15 @@ def test_the_trace_field_is_optional_and_validated() -> None:
                 "00-0AF7651916CD43DD8448EB211C80319C-b7ad6b7169203331-01"):
         with pytest.raises(EnvelopeError, match=r"^envelope\.trace: expected a W3C traceparent"):
             Envelope.from_wire({**wire, "trace": bad})
+
+
+def test_a_retry_carries_the_failed_attempts_bounded_and_they_round_trip():
+    env = Envelope(workflow="wf", inputs=(DataRef(value=1),))
+    assert "failures" not in env.to_wire()  # the fault-free path carries nothing
+    for n in range(FAILURES_KEPT + 2):
+        env = env.next_attempt(1700000000.0 + n, f"Boom: attempt {n}" + "x" * FAILURE_TEXT)
+    assert env.attempt == FAILURES_KEPT + 2 and len(env.failures) == FAILURES_KEPT
+    assert env.failures[0][0] == 1700000002000 and all(len(text) == FAILURE_TEXT for _, text in env.failures)
+    assert Envelope.from_wire(env.to_wire()) == env
+    with pytest.raises(EnvelopeError, match=r"^envelope.failures: expected at most"):
+        Envelope.from_wire({**env.to_wire(), "failures": [["soon", "Boom"]]})

@@ -133,7 +133,7 @@ def test_a_due_firing_without_an_outcome_records_retention_expired_naming_what_w
     clock.now = fires_at(runtime.retention, int(T0) + TTL)
     assert runtime.watchdog.fire(timer_envelope(timers)) == "recorded"
     outcome = read_outcome(store, "wf-g")
-    assert outcome.status is WorkflowStatus.FAILED
+    assert outcome.status is WorkflowStatus.TIMED_OUT
     failure = outcome.failure
     assert failure["Error"] == "Unum.RetentionExpired" and failure["Watchdog"] is True
     assert failure["Function"] == "Entry" and failure["Invocation"] == timer_of("wf-g", 0)
@@ -196,7 +196,7 @@ def test_the_last_result_after_the_watchdogs_record_wins_and_a_partial_one_does_
     branch_result(store, "wf-k", 0, 2)
     clock.now = T0 + TTL - MARGIN
     assert runtime.watchdog.fire(timer_envelope(timers)) == "recorded"
-    assert read_outcome(store, "wf-k").status is WorkflowStatus.FAILED  # one branch of two: failed
+    assert read_outcome(store, "wf-k").status is WorkflowStatus.TIMED_OUT  # one branch of two: timed out
     branch_result(store, "wf-k", 1, 2)  # the branch that started before deadline - margin commits
     outcome = read_outcome(store, "wf-k")
     assert outcome.status is WorkflowStatus.SUCCEEDED and outcome.failure is None and outcome.results == [0, 1]

@@ -106,6 +106,7 @@ class LambdaContext:
     log_group_name: str = ""
     log_stream_name: str = ""
     unum: Any = None              # the runtime's InvocationContext (steps API of `@durable` handlers)
+    retry_count: int = 0          # the Task's retries so far: a durable function's execution per attempt
 
     def __getattr__(self, name: str) -> Any:
         # `ctx.step`, `ctx.transact`, `ctx.now`, `ctx.abort`, ... come from the unum context.
@@ -387,7 +388,7 @@ class _Runner:
             return self._catch(name, state, th, exceeded.error, exceeded.cause)
         while True:
             try:
-                result = self._call(event, timeout)
+                result = self._call(event, timeout, retry_count=sum(counts))
                 break
             except _TaskError as exc:
                 delay = retry_delay(state.get("Retry", []), exc.error, counts, self.services.random or _random)
@@ -514,14 +515,14 @@ class _Runner:
         return timing.seconds_field(state, "TimeoutSeconds",
                                     lambda key: dataflow.resolve(state[key], raw, scope, field=key))
 
-    def _call(self, event: Any, timeout: float | None) -> Any:
+    def _call(self, event: Any, timeout: float | None, *, retry_count: int = 0) -> Any:
         """The user handler, its exceptions as Step Functions errors (Lambda's shape)."""
         import time
         ctx = LambdaContext(function_name=self.f.lambda_name or self.f.function, invocation=self.context.invocation,
                             workflow_id=self.context.workflow_id, attempt=self.context.attempt,
                             index=self.context.index, size=self.context.size, iteration=self.context.iteration,
                             deadline=None if timeout is None else time.monotonic() + timeout * self.services.time_scale,
-                            unum=self.context)
+                            unum=self.context, retry_count=retry_count)
         handler = self.handler
         if handler is None:  # pragma: no cover - the compiler gives every Task function a handler
             raise _TaskError("States.Runtime", f"function {self.f.function!r} has no handler")

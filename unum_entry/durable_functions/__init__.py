@@ -6,11 +6,13 @@ unum's invokers and timers (docs/durable-functions.md).
 - `log` / `service`: the execution's checkpoint log and what it means (first outcome wins);
 - `client`: `DurableServiceClient` over the log;
 - `callbacks`: callback ids, `complete` and `heartbeat` (callback-success / -failure / -heartbeat);
-- `history`: every operation of a workflow's executions (`inspect --history`).
+- `history`: every operation of a workflow's executions (`inspect --history`);
+- `effects`: `transact(step_context, name, fn, ...)`, a step's exactly-once transactional effect.
 
 Importing this package does not import the SDK (only running a durable handler does).
 """
 
 from unum_entry.durable_functions.adapter import DurableSuspended, adapt, is_durable_handler
+from unum_entry.durable_functions.effects import transact
 
-__all__ = ["DurableSuspended", "adapt", "is_durable_handler"]
+__all__ = ["DurableSuspended", "adapt", "is_durable_handler", "transact"]

@@ -8,7 +8,8 @@ completed operations are answered from the log (replay), new ones are checkpoint
 Then, by the SDK's answer:
 - SUCCEEDED: the result is the invocation's output (unum commits it create-if-absent and the
   workflow goes on);
-- FAILED: the workflow fails with the execution's error, not retried (as the service does);
+- FAILED: the workflow fails with the execution's error, not retried (as the service does) — or,
+  in a compiled Step Functions Task, the Task fails with it so its Retry / Catch apply;
 - PENDING after a lost race (token revoked): replay at once, now from the winner's entries;
 - PENDING on a wait, a step's retry or a callback: if the earliest time that changes anything
   (a wait's end, a retry, a callback's timeout) has come, replay at once; otherwise arm a
@@ -19,6 +20,7 @@ Then, by the SDK's answer:
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 from collections.abc import Callable
@@ -84,6 +86,7 @@ class DurableHandler:
                                                                 InitialExecutionState)
 
         from unum_entry.durable_functions.client import StoreServiceClient
+        from unum_entry.durable_functions.effects import running
         from unum_entry.durable_functions.log import ExecutionLog
         from unum_entry.durable_functions.service import wake_times
         from unum_entry.retention import Ledger, Retention
@@ -97,6 +100,8 @@ class DurableHandler:
         retention = Retention(ttl_seconds=store.ttl_seconds, clock=timers.clock)
         ledger = Ledger.bounded(timers.workflow, envelope.deadline, retention)
         invocation = context.invocation
+        if getattr(context, "retry_count", 0):  # a Task's retry is a new execution, as a new Lambda invoke is
+            invocation = f"{invocation}-retry-{context.retry_count}"  # no "/": the SDK splits its ARN on it
         execution = ExecutionLog(store, invocation, ledger, clock=timers.clock)
         execution.catch_up()
         if execution.length == 0:
@@ -119,7 +124,8 @@ class DurableHandler:
                 durable_execution_arn=arn, checkpoint_token=f"{invocation}:0",
                 initial_execution_state=InitialExecutionState(operations=client.initial_operations(), next_marker=""),
                 service_client=client)
-            out = self.sdk_handler(request, _LambdaContext(context))
+            with running(arn, store, ledger, invocation):  # for `transact` inside its steps
+                out = self.sdk_handler(request, _LambdaContext(context))
             if client.revoked:
                 continue  # another execution's outcome won: replay from it
             status = out.get("Status")
@@ -133,9 +139,11 @@ class DurableHandler:
                 if caller:  # the caller's invoke fails (InvokeError), this function's invocation ends
                     _answer(caller, {"Status": "FAILED", "Result": None, "Error": error}, store, timers)
                     return {"Error": error}
+                _fail_task(context, error)  # a Step Functions Task: its Retry / Catch apply
                 raise WorkflowAborted(error.get("ErrorType") or "DurableExecutionFailed",
                                       error.get("ErrorMessage") or "")
-            _dispatch_invokes(execution, timers, context)
+            if _dispatch_invokes(execution, timers, context):
+                continue  # an invoke was refused (no such function): the SDK sees its failure now
             # What the SDK waits for, as of the state it last saw; if that time has come while it
             # ran, replay now (arming nothing would strand the execution).
             times = wake_times(execution.state, client.viewed_at)
@@ -155,22 +163,47 @@ class DurableHandler:
         raise StoreError(f"durable execution {invocation}: no progress after {MAX_ROUNDS} replays in one delivery")
 
 
+def _fail_task(context: Any, error: dict[str, Any]) -> None:
+    """When this durable function is a compiled Step Functions Task (its context is the Task's
+    Lambda context), raise the Task's error as Lambda reports a failed function to Step Functions
+    — the execution's error type as the error, Lambda's error payload as the cause — so that the
+    Task's Retry and Catch see it (States.TaskFailed matches it). Otherwise return."""
+    import sys
+
+    runner = sys.modules.get("unum_entry.asl.runner")
+    if runner is None or not isinstance(context, runner.LambdaContext):
+        return
+    from unum_entry.asl.integrations.resources import TaskFailed
+
+    # The SDK qualifies its own error types (aws_durable_execution_sdk_python.exceptions.StepError);
+    # Lambda names a function's error by its class, as Retry / Catch match it.
+    name = str(error.get("ErrorType") or "DurableExecutionFailed").rsplit(".", 1)[-1]
+    cause = {"errorMessage": error.get("ErrorMessage") or "", "errorType": name,
+             "stackTrace": list(error.get("StackTrace") or [])}
+    raise TaskFailed(name, json.dumps(cause))
+
+
 def _resume_wire(meta: dict[str, Any], envelope: Any) -> dict[str, Any]:
     """What re-delivers the execution: its first delivery's envelope, as recorded in its log."""
     wire = meta.get("Resume")
     return dict(wire) if isinstance(wire, dict) else envelope.to_wire()
 
 
-def _dispatch_invokes(execution: Any, timers: Any, context: Any) -> None:
+def _dispatch_invokes(execution: Any, timers: Any, context: Any) -> bool:
     """(Re-)send every chained invoke still running (`context.invoke`): the target function runs
     as its own workflow `<caller workflow>~<operation>` (its result is not the caller's
-    workflow's), at its root, with the caller's deadline; a re-send is absorbed by its commit."""
+    workflow's), at its root, with the caller's deadline; a re-send is absorbed by its commit.
+    An invoke of a function the platform does not have fails at once, as Lambda's Invoke does
+    (ResourceNotFoundException, recorded in the log: first wins); returns whether one did."""
     from aws_durable_execution_sdk_python.lambda_service import OperationStatus, OperationType
 
     from unum_entry.envelope import DataRef, Envelope
+    from unum_entry.errors import InvokeError
+
+    refused = False
 
     meta = execution.state.meta
-    for op_id, op in execution.state.ops.items():
+    for op_id, op in list(execution.state.ops.items()):  # a refusal below folds new entries
         if op.operation_type is not OperationType.CHAINED_INVOKE or op.status is not OperationStatus.STARTED:
             continue
         target = execution.state.invokes.get(op_id, {})
@@ -179,7 +212,27 @@ def _dispatch_invokes(execution: Any, timers: Any, context: Any) -> None:
         env = Envelope(workflow=f"{meta.get('Workflow')}~{op_id[:16]}",
                        inputs=(DataRef(value={INVOKE: {"caller": caller, "payload": target.get("payload")}}),),
                        deadline=int(meta.get("Deadline") or 0))
-        timers.invoker.invoke(target.get("function", ""), env.to_wire())
+        function = str(target.get("function", ""))
+        has_function = getattr(timers.invoker, "has_function", None)  # the embedded engine knows its functions
+        try:
+            if has_function is not None and not has_function(function):
+                raise InvokeError(f"no function {function!r}")
+            timers.invoker.invoke(function, env.to_wire())
+        except InvokeError as exc:
+            if has_function is None and not _not_found(exc):
+                raise  # transient: the platform redelivers this execution, which sends it again
+            message = f"Function not found: {function} (invoke {op.name or op_id} of {meta.get('Function')})"
+            execution.append_completion({"Id": op_id, "Status": "FAILED", "Result": None,
+                                         "Error": {"ErrorType": "ResourceNotFoundException", "ErrorMessage": message}})
+            refused = True
+    return refused
+
+
+def _not_found(error: Exception) -> bool:
+    """Did the platform refuse an invoke because the function does not exist (Lambda)?"""
+    cause = getattr(error, "__cause__", None)
+    code = getattr(cause, "response", {}).get("Error", {}).get("Code") if cause is not None else None
+    return code == "ResourceNotFoundException"
 
 
 def _answer(caller: dict[str, Any], outcome: dict[str, Any], store: Any, timers: Any) -> None:
@@ -197,8 +250,37 @@ def _answer(caller: dict[str, Any], outcome: dict[str, Any], store: Any, timers:
 
 
 def adapt(handler: Callable[..., Any]) -> Callable[..., Any]:
-    """`handler` itself, or a DurableHandler when it is decorated with `@durable_execution`."""
-    return DurableHandler(handler) if is_durable_handler(handler) else handler
+    """A DurableHandler when `handler` is decorated with `@durable_execution`; otherwise
+    `handler` behind a check that refuses a durable function's `invoke` of it (a plain function
+    is not a durable one: the caller's invoke fails at once, as on AWS)."""
+    if is_durable_handler(handler):
+        return DurableHandler(handler)
+
+    @functools.wraps(handler)  # keeps its marks (`@durable` steps) and `__wrapped__` for its module
+    def plain(event: Any, context: Any) -> Any:
+        if isinstance(event, dict) and INVOKE in event:
+            _refuse_invoke(event[INVOKE], context)
+        return handler(event, context)
+
+    return plain
+
+
+def _refuse_invoke(invoked: Any, context: Any) -> None:
+    """A durable function invoked this plain function: fail the caller's invoke (first outcome
+    wins, the caller is re-delivered) and end this invocation's own workflow
+    (`<caller workflow>~<operation>`) without running the handler or its next instructions."""
+    from unum_entry.timers import timers_of
+
+    timers = timers_of(context)
+    name = getattr(context, "function_name", "") or "?"
+    message = (f"function {name!r} is not a durable function (its handler is not decorated with "
+               "@durable_execution): a durable function can invoke only durable functions")
+    if timers is None or not isinstance(invoked, dict) or not isinstance(invoked.get("caller"), dict):
+        raise ConfigurationError(message)
+    _answer(invoked["caller"], {"Status": "FAILED", "Result": None,
+                                "Error": {"ErrorType": "InvalidParameterValueException", "ErrorMessage": message}},
+            timers.store, timers)
+    raise WorkflowAborted("InvalidParameterValueException", message)
 
 
 def is_durable_handler(handler: Any) -> bool:

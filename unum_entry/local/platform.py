@@ -7,8 +7,11 @@ function's `max_attempts` and then `Runtime.fail` records the workflow's failure
 store or invoke errors (also when recording a failure) and bugs are redelivered after a bounded
 exponential backoff, crashed executions at once; a delivery that fails `max_redeliveries` times
 in a row (a bug: `BUG_REDELIVERIES` + 1 times) is dead-lettered, after a last attempt at
-recording the workflow's failure, as Lambda's on-failure destination would. No exception ends a
-worker thread. Orchestration stays in each function's runtime, exactly as in the cloud. With a
+recording the workflow's failure, as Lambda's on-failure destination would. Once a delivery of
+this platform recorded a workflow's failure, the fan-out items and branches of that workflow
+still queued are dropped before their handler if the failure record is still there (one read
+each, for failed workflows only: Step Functions starts no more items of a failed Map). No
+exception ends a worker thread. Orchestration stays in each function's runtime, exactly as in the cloud. With a
 `FaultInjector` it also misbehaves the ways a real platform may.
 """
 
@@ -31,7 +34,7 @@ from unum_entry.errors import EnvelopeError, RedeliveriesExhausted, UnumError, W
 from unum_entry.invocation_log import InvocationLog, InvocationRecord, error_type, hosted_state
 from unum_entry.local.faults import FaultInjector, InjectedCrash
 from unum_entry.local.queue import Delivery, DeliveryQueue, MemoryQueue
-from unum_entry.outcome import RunResult, read_outcome
+from unum_entry.outcome import Ending, RunResult, read_outcome
 from unum_entry.platforms.common import DeliveryStatus, RetryPolicy, deliver, record_failure
 from unum_entry.runtime import Handler, Runtime, RuntimeConfig, load_handler, new_workflow
 from unum_entry.steps.layer import StepsLayer
@@ -83,6 +86,11 @@ class _LocalInvoker:
     def invoke_at(self, when: float, function: str, payload: dict[str, Any], *, name: str) -> None:
         self._platform.submit_at(when, function, payload, name=name)
 
+    def has_function(self, function: str) -> bool:
+        """Does the platform run `function`? (A durable function's `invoke` of another fails at
+        once when not, as Lambda's Invoke does: unum_entry.durable_functions.adapter.)"""
+        return function in self._platform.runtimes
+
 
 class LocalPlatform:
     """Runs the functions of `workflow` against `store` with `workers` concurrent executions.
@@ -120,6 +128,7 @@ class LocalPlatform:
         self._committed: Counter[str] = Counter()
         self._running = 0  # deliveries taken and not yet done (`progress()`)
         self._failures: deque[str] = deque(maxlen=FAILURES_SHOWN)  # the latest failed attempts (`progress()`)
+        self._failed_here: set[str] = set()  # workflows whose failure a delivery here recorded (`_ended`)
         self._cancelled = False
         self._backoff = RetryPolicy(base=retry_delay, cap=max(max_backoff, retry_delay))
         self._stats_lock = threading.Lock()
@@ -361,8 +370,15 @@ class LocalPlatform:
         if runtime is None:
             self._dead_letter(f"invoke of unknown function {delivery.function!r} in workflow {env.workflow}")
             return
+        if self._ended(env):
+            self._count("stale")
+            return
         started = time.perf_counter()
         outcome = deliver(runtime, env, retry=self._backoff)
+        if outcome.status is DeliveryStatus.FAILED or (outcome.status is DeliveryStatus.DONE
+                                                       and outcome.done_report.failed):
+            with self._lock:
+                self._failed_here.add(env.workflow)
         if self.invocation_log is not None:
             self.invocation_log.write(InvocationRecord.of(delivery.function, env, outcome.status, outcome.error,
                                                           (time.perf_counter() - started) * 1000,
@@ -389,6 +405,18 @@ class LocalPlatform:
             self._count("failed")
         else:
             self._redeliver(delivery, runtime, env, outcome.cause)
+
+    def _ended(self, env: Envelope) -> bool:
+        """Whether `env` is a fan-out item or branch (not a timer, not a compensation: those have
+        no fan-out position) of a workflow whose failure a delivery here recorded, and the
+        failure record still exists (a redrive clears it): then its handler must not start."""
+        if env.workflow not in self._failed_here or env.top.size <= 1 or env.watchdog:
+            return False
+        ending = Ending.of(env.workflow)
+        try:
+            return ending.failure in self.store.read([ending.failure])
+        except UnumError:  # the store is struggling: deliver as usual (the runtime's own rules apply)
+            return False
 
     def _redeliver(self, delivery: Delivery, runtime: Runtime, env: Envelope, error: BaseException) -> None:
         """Deliver `delivery` again after the backoff, or dead-letter it once it failed

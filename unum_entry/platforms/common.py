@@ -200,8 +200,9 @@ def deliver(runtime: Runtime, env: Envelope, *, retry: RetryPolicy) -> DeliveryO
     except HandlerFailed as exc:
         if env.attempt + 1 < runtime.ir.max_attempts:
             log.warning("%s: attempt %d failed (%s); retrying", runtime.ir.function, env.attempt + 1, exc)
-            return DeliveryOutcome(DeliveryStatus.RETRY_HANDLER, retry=env.next_attempt(),
-                                   delay=retry.delay(env.attempt), error=exc)
+            retry_env = env.next_attempt(runtime.retention.clock(), f"{exc.error_type}: {exc.message}")  # history
+            return DeliveryOutcome(DeliveryStatus.RETRY_HANDLER, retry=retry_env, delay=retry.delay(env.attempt),
+                                   error=exc)
         log.error("%s: workflow %s failed after %d attempt(s): %s", runtime.ir.function, env.workflow,
                   env.attempt + 1, exc)
         return record_failure(runtime, env, exc)
