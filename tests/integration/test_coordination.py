@@ -150,7 +150,7 @@ def test_a_workflow_that_outlives_its_retention_fails_clearly(tmp_path: Path) ->
         "F0": FunctionSource(late, [{"op": "invoke", "function": "F1"}]), "F1": FunctionSource(IDENTITY)})
 
     def wrap(function: str, handler: Any) -> Any:
-        handler.__globals__["CLOCK"] = now
+        getattr(handler, "__wrapped__", handler).__globals__["CLOCK"] = now  # the user's module, not a wrapper's
         return handler
 
     store = FileStore(tmp_path / "store", clock=lambda: now[0])
