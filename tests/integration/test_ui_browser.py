@@ -12,6 +12,8 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -32,6 +34,31 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+@contextmanager
+def running_ui(store: str) -> Iterator[int]:
+    """`python -m builder ui --store STORE` on a free port, once it accepts connections; stopped
+    (SIGINT, then SIGKILL after 10 s) when the block ends. Yields the port."""
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "builder", "ui", "--store", store, "--port", str(port)],
+                            cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            with socket.socket() as s:
+                if s.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+            assert proc.poll() is None and time.monotonic() < deadline, "the ui did not start"
+            time.sleep(0.1)
+        yield port
+    finally:
+        os.killpg(proc.pid, signal.SIGINT)
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=10)
 
 
 @pytest.fixture
@@ -170,30 +197,13 @@ def test_the_redrive_button_reruns_a_failed_workflow(browser, tmp_path):
     store = str(tmp_path / "store.db")
     assert cli("run", str(folder), "--store", store, "--workflow-id", "wf-fix").returncode == 1
     fixed.touch()
-    port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "builder", "ui", "--store", store, "--port", str(port)],
-                            cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            with socket.socket() as s:
-                if s.connect_ex(("127.0.0.1", port)) == 0:
-                    break
-            assert proc.poll() is None and time.monotonic() < deadline, "the ui did not start"
-            time.sleep(0.1)
+    with running_ui(store) as port:
         browser.get(f"http://127.0.0.1:{port}/?w=wf-fix")
         wait_for(browser, "#status", "failed")
         wait_for(browser, "#redrive-button")
         browser.execute_script("document.getElementById('redrive-button').click()")  # the pane is redrawn each second
         wait_for(browser, "#status", "succeeded")
         assert json.loads(cli("inspect", "wf-fix", "--store", store).stdout)["results"] == [6]
-    finally:
-        os.killpg(proc.pid, signal.SIGINT)
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=10)
 
 
 @needs_browser
@@ -244,17 +254,7 @@ def test_a_state_machine_run_shows_the_path_it_took(browser, tmp_path):
     store = str(tmp_path / "store.db")
     assert cli("run", "images/asl-order/statemachine.json", "--input", "@images/asl-order/input.json", "--store", store,
                "--workflow-id", "wf-asl").returncode == 0
-    port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "builder", "ui", "--store", store, "--port", str(port)],
-                            cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            with socket.socket() as s:
-                if s.connect_ex(("127.0.0.1", port)) == 0:
-                    break
-            assert proc.poll() is None and time.monotonic() < deadline, "the ui did not start"
-            time.sleep(0.1)
+    with running_ui(store) as port:
         browser.get(f"http://127.0.0.1:{port}/?w=wf-asl")
         wait_for(browser, "#states svg")
         nodes = browser.execute_script(
@@ -264,10 +264,3 @@ def test_a_state_machine_run_shows_the_path_it_took(browser, tmp_path):
         coloured = {text.split()[0] for text, fills in nodes if "#d9ead3" in fills}
         assert {"Received", "Price", "ReserveStock", "ChargeCard", "Ship"} <= coloured
         assert not any(text.startswith("Rejected") for text, fills in nodes if "#d9ead3" in fills)
-    finally:
-        os.killpg(proc.pid, signal.SIGINT)
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=10)
