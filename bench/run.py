@@ -165,9 +165,14 @@ class RecordingInvoker:
     """Does nothing but keep each payload (list.append is atomic under the GIL)."""
 
     calls: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    timers: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
 
     def invoke(self, function: str, payload: dict[str, Any]) -> None:
         self.calls.append((function, payload))
+
+    def invoke_at(self, when: float, function: str, payload: dict[str, Any], *, name: str) -> None:
+        """A timer (the entry's deadline watchdog): kept apart, it is not a transition."""
+        self.timers.append((function, payload))
 
     def take(self) -> list[tuple[str, dict[str, Any]]]:
         """The calls so far; starts a new list."""
@@ -182,6 +187,10 @@ class SleepingInvoker:
     latency: float
 
     def invoke(self, function: str, payload: dict[str, Any]) -> None:
+        time.sleep(self.latency)
+
+    def invoke_at(self, when: float, function: str, payload: dict[str, Any], *, name: str) -> None:
+        """Arming a timer is one scheduler request: the same round trip."""
         time.sleep(self.latency)
 
 

@@ -36,7 +36,9 @@ def test_json_lines_on_stderr_one_per_delivery_and_stdout_the_result_only(tmp_pa
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["greeting"] == "HELLO, ADA!"  # stdout: the result alone
     lines = logged(proc.stderr)
-    assert [line["function"] for line in lines] == ["Hello", "Shout", "Sign"]
+    # One line per delivery, written when the delivery ends: a successor invoked from egress may end
+    # (and log) before its predecessor's line is written, as in CloudWatch across log groups.
+    assert sorted(line["function"] for line in lines) == ["Hello", "Shout", "Sign"]
     for line in lines:
         assert set(line) == KEYS and line["log"] == LOG_NAME and line["workflow_id"] == "wf-log"
         assert (line["outcome"], line["attempt"], line["error_type"], line["state"]) == ("done", 1, None, None)
