@@ -11,8 +11,9 @@ Workflows (each returns a number both sides must agree on):
 Systems:
   unum  the workflow folder written with `write_workflow` + `FunctionSource` (as bench/run.py does),
         run by `local_platform` (8 workers) over the SQLite store (`run`'s default) in a fresh temp
-        dir, with durability full (synchronous=FULL, WAL, group commit: durable across power loss)
-        and off (synchronous=OFF); and over the file store (no fsync) for reference.
+        dir, with `run`'s durable delivery queue journaled in the same database, with durability
+        full (synchronous=FULL, WAL, group commit: durable across power loss) and off
+        (synchronous=OFF); and over the file store (no fsync, in-memory queue) for reference.
   DBOS  @DBOS.workflow / @DBOS.step over a fresh SQLite system database in a temp dir, with
         SQLite's default synchronous setting (FULL, rollback journal: durable) and with PRAGMA
         synchronous=OFF. Like for like: unum full against DBOS default (both durable), unum off
@@ -211,7 +212,11 @@ def run_unum(case: Case, tmp: Path, started: float) -> Measurement:
         store = SQLiteStore.open(tmp / "store" / "unum.db", durability=case.synchronous)
     else:
         store = FileStore(tmp / "store")
-    with local_platform(workflow, store, workers=case.workers) as plat:
+    queue: Any = None
+    if isinstance(store, SQLiteStore):  # as `run` does: the durable delivery queue in the store's database
+        from unum_entry.local.queue import SQLiteQueue
+        queue = SQLiteQueue(store.database)
+    with local_platform(workflow, store, workers=case.workers, **({"queue": queue} if queue else {})) as plat:
         setup_s = time.perf_counter() - started
         t0 = time.perf_counter()
         outcome = plat.run(input_value, timeout=CHILD_TIMEOUT - 60)

@@ -6,8 +6,11 @@
 Runs a chain of no-op functions and a map of no-op branches + a sum (fan-in) on `LocalPlatform`
 in this process, and prints per workload: transitions (invocations committed), wall time, the
 process's CPU time per transition, and the peak RSS growth per map branch. `--queue sqlite` is
-`run`'s durable delivery queue (unum_entry.local.queue.SQLiteQueue) in a temporary file; `--store
-sqlite` the SQLite store (durability normal unless --durability). Not a test: figures only.
+`run`'s durable delivery queue (unum_entry.local.queue.SQLiteQueue): in the store's own database
+with `--store sqlite` (as `run` does), else in a temporary file; `--store sqlite` the SQLite store
+(durability normal unless --durability). With `--store sqlite` it also prints the raw commit rate
+(one thread creating records one at a time on a fresh store: store work only, same durability,
+same file system) and each workload's transitions/s as a share of it. Not a test: figures only.
 """
 
 from __future__ import annotations
@@ -63,24 +66,46 @@ def rss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def measure(label: str, folder: Path, value: object, args: argparse.Namespace, tmp: Path) -> None:
+def raw_commit_rate(args: argparse.Namespace, tmp: Path, n: int = 2000) -> float:
+    """Creates per second of one thread on a fresh SQLite store (one commit each), the best of 3."""
+    from unum_entry.stores.sqlite import SQLiteStore
+
+    store = SQLiteStore.open(tmp / "raw.db", durability=args.durability)
+    value, expires = os.urandom(200), int(time.time()) + 86400
+    best = 0.0
+    for r in range(3):
+        began = time.perf_counter()
+        for i in range(n):
+            store.create(f"raw-{r}-{i}", value, workflow="raw", expires_at=expires)
+        best = max(best, n / (time.perf_counter() - began))
+    store.close()
+    return best
+
+
+def measure(label: str, folder: Path, value: object, args: argparse.Namespace, tmp: Path,
+            raw: float | None = None) -> None:
     if args.store == "sqlite":
         from unum_entry.stores.sqlite import SQLiteStore
         store = SQLiteStore.open(tmp / f"{label}.db", durability=args.durability)
+        queue = SQLiteQueue(store.database) if args.queue == "sqlite" else MemoryQueue()  # as `run` does
     else:
         store = MemoryStore()
-    queue = SQLiteQueue(tmp / f"{label}-queue.db") if args.queue == "sqlite" else MemoryQueue()
+        queue = SQLiteQueue(tmp / f"{label}-queue.db") if args.queue == "sqlite" else MemoryQueue()
     workflow = load_workflow(folder)
     rss_before = rss_mib()
-    cpu, wall = time.process_time(), time.perf_counter()
     with LocalPlatform(workflow, store, workers=args.workers, queue=queue) as platform:
+        # Timed from here: the platform's start (importing every handler) is not a transition's cost.
+        usage, cpu, wall = resource.getrusage(resource.RUSAGE_SELF), time.process_time(), time.perf_counter()
         result = platform.run(value, timeout=args.timeout)
+        cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+        switches = resource.getrusage(resource.RUSAGE_SELF).ru_nvcsw - usage.ru_nvcsw
         committed = platform.stats["committed"]
-    cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
     grown = rss_mib() - rss_before
     print(f"{label}: {committed} transitions in {wall:.2f} s ({committed / wall:,.0f}/s); CPU "
-          f"{cpu / committed * 1e6:.0f} us/transition; peak RSS {rss_mib():.0f} MiB (+{grown:.0f}); "
-          f"result {str(result.result)[:40]}", flush=True)
+          f"{cpu / committed * 1e6:.0f} us/transition; {switches / committed:.1f} voluntary context switches/transition; "
+          f"peak RSS {rss_mib():.0f} MiB (+{grown:.0f}); result {str(result.result)[:40]}", flush=True)
+    if raw:
+        print(f"  {committed / wall / raw:.0%} of the raw commit rate ({raw:,.0f} creates/s)", flush=True)
     if label.startswith("map"):
         print(f"  memory per map branch (peak RSS growth / branches): {grown * 2**20 / max(1, int(str(value))):.0f} B",
               flush=True)
@@ -98,10 +123,14 @@ def main() -> None:
     args = parser.parse_args()
     print(f"store {args.store}, queue {args.queue}, {args.workers} workers, {os.cpu_count()} CPUs", flush=True)
     with tempfile.TemporaryDirectory() as tmp:
+        raw = raw_commit_rate(args, Path(tmp)) if args.store == "sqlite" else None
+        if raw:
+            print(f"raw commit rate, durability {args.durability}: {raw:,.0f} creates/s ({1e6 / raw:.0f} us each)",
+                  flush=True)
         if args.chain:
-            measure(f"chain-{args.chain}", chain(Path(tmp) / "chain", args.chain), 0, args, Path(tmp))
+            measure(f"chain-{args.chain}", chain(Path(tmp) / "chain", args.chain), 0, args, Path(tmp), raw)
         if args.map:
-            measure(f"map-{args.map}", map_sum(Path(tmp) / "map"), args.map, args, Path(tmp))
+            measure(f"map-{args.map}", map_sum(Path(tmp) / "map"), args.map, args, Path(tmp), raw)
 
 
 if __name__ == "__main__":

@@ -3,18 +3,20 @@
 #   localstack/gcp-emulators.sh start|stop|reset|status|env
 # Environment: FIRESTORE_PORT (default 8681), PUBSUB_PORT (default 8685), PROJECT (demo-test).
 # Each emulator runs in its own process group (the gcloud wrapper has a java child): stop kills
-# the group. Pid files /tmp/unum-{firestore,pubsub}-emulator.pid, logs beside them (.log).
+# the group. Pid files $UNUM_EMULATOR_DIR/unum-{firestore,pubsub}-emulator.pid (default /tmp), logs
+# beside them (.log): a second set of emulators (other ports, another folder) stays apart.
 # Point clients at them with: eval "$(localstack/gcp-emulators.sh env)"
 set -euo pipefail
 
 FIRESTORE_PORT="${FIRESTORE_PORT:-8681}"
 PUBSUB_PORT="${PUBSUB_PORT:-8685}"
 PROJECT="${PROJECT:-demo-test}"
+STATE_DIR="${UNUM_EMULATOR_DIR:-/tmp}"
 HOST=127.0.0.1                      # loopback only, always
 
 port_of() { if [[ $1 == firestore ]]; then echo "$FIRESTORE_PORT"; else echo "$PUBSUB_PORT"; fi; }
-pid_file() { echo "/tmp/unum-$1-emulator.pid"; }
-log_file() { echo "/tmp/unum-$1-emulator.log"; }
+pid_file() { echo "$STATE_DIR/unum-$1-emulator.pid"; }
+log_file() { echo "$STATE_DIR/unum-$1-emulator.log"; }
 running() { [[ -f "$(pid_file "$1")" ]] && kill -0 "$(cat "$(pid_file "$1")")" 2>/dev/null; }
 answers() { curl -sf --noproxy '*' --max-time 1 "http://${HOST}:$(port_of "$1")/" 2>/dev/null | grep -q Ok; }
 

@@ -160,6 +160,12 @@ class Envelope(Frozen):
     @classmethod
     def from_wire(cls, wire: Any) -> Envelope:
         """Validate and decode; raises EnvelopeError naming the bad field."""
+        plain = _plain_from_wire(wire)
+        return plain if plain is not None else cls._checked_from_wire(wire)
+
+    @classmethod
+    def _checked_from_wire(cls, wire: Any) -> Envelope:
+        """`from_wire` for any envelope, field by field (the reference `_plain_from_wire` agrees with)."""
         if not isinstance(wire, Mapping):
             raise EnvelopeError(f"envelope: expected an object, found {type(wire).__name__}")
         if wire.get("unum") != ENVELOPE_VERSION:
@@ -193,6 +199,46 @@ class Envelope(Frozen):
         return cls(workflow=workflow, frames=frames, inputs=inputs, gathered=gathered, gather=gather,
                    attempt=attempt, start=start, deadline=deadline, redelivered=redelivered, lanes=lanes,
                    watchdog=watchdog, trace=trace, failures=_failures_from_wire(wire.get("failures", [])))
+
+
+_PLAIN_KEYS = frozenset(("unum", "workflow", "frames", "inputs", "deadline", "attempt", "redelivered"))
+_PLAIN_INPUT_KEYS = frozenset(("ref", "item", "value"))
+
+
+def _plain_from_wire(wire: Any) -> Envelope | None:
+    """The envelope of the common request (one input, no gather, lanes, watchdog, trace or
+    failures: nearly every hop of a chain or map), checked field by field as `from_wire` checks
+    it, or None for anything else (which `from_wire` then validates in full). A hot path: about
+    a third of `from_wire`'s general cost."""
+    if type(wire) is not dict or not _PLAIN_KEYS.issuperset(wire) or wire.get("unum") != ENVELOPE_VERSION:
+        return None
+    workflow, raw_frames, raw_inputs = wire.get("workflow"), wire.get("frames"), wire.get("inputs")
+    deadline, attempt = wire.get("deadline", 0), wire.get("attempt", 0)
+    redelivered = wire.get("redelivered", False)
+    if not (type(workflow) is str and workflow and type(raw_frames) is list and raw_frames
+            and type(raw_inputs) is list and len(raw_inputs) == 1 and type(deadline) is int and deadline >= 0
+            and type(attempt) is int and attempt >= 0 and type(redelivered) is bool):
+        return None
+    frames = []
+    for f in raw_frames:
+        if not (type(f) is list and len(f) == 3):
+            return None
+        index, size, iteration = f
+        if not (type(index) is int and type(size) is int and type(iteration) is int
+                and 0 <= index < size and iteration >= 0):
+            return None
+        frames.append(Frame(index, size, iteration))
+    raw = raw_inputs[0]
+    if type(raw) is not dict or not _PLAIN_INPUT_KEYS.issuperset(raw):
+        return None
+    ref, item = raw.get("ref"), raw.get("item")
+    if not (ref is None or (type(ref) is str and ref)) or not (item is None or (type(item) is int and item >= 0)):
+        return None
+    if ref is None and "value" not in raw:
+        return None
+    data = DataRef(ref=ref, value=raw.get("value", _MISSING), item=item)
+    return Envelope(workflow=workflow, frames=tuple(frames), inputs=(data,), attempt=attempt, deadline=deadline,
+                    redelivered=redelivered)
 
 
 def _failures_from_wire(raw: Any) -> tuple[tuple[int, str], ...]:

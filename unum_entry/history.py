@@ -10,6 +10,8 @@ value: one msgpack ext object (code `STAMP_EXT`) holding a small map
      "g": [set, width] (a fan-in target's join set), "gd": 1 (its inputs arrive as a list),
      "l": lanes (a map item run in lanes), "w": the workflow's input (its entry only; one
      over WORKFLOW_INPUT_LIMIT shows as {"$omitted": bytes}: the history's cost stays bounded),
+     "v": [value, …]: the inputs that came inline without a reference (sent by a
+     function without a checkpoint, or a timer: nowhere else to read them; bounded as "w"),
      "d": the workflow's deadline (a failure record's stamp only),
      "x": [[epoch ms, "Error: message"], …] (the invocation's earlier failed attempts, carried
      by the retry envelope: `Envelope.failures`; absent when the first attempt succeeded)}
@@ -71,14 +73,18 @@ def stamp(function: str, env: Envelope, *, started: float | None, committed: flo
         meta["x"] = [[at, text] for at, text in env.failures]
     if env.start and env.inputs and env.inputs[0].inline:
         meta["w"] = env.inputs[0].value
+    elif any(d.ref is None and d.inline for d in env.inputs):  # sent by a function without a checkpoint
+        meta["v"] = [d.value for d in env.inputs if d.ref is None and d.inline]
     try:
         body = msgpack.packb(meta, use_bin_type=True)
     except (TypeError, ValueError, OverflowError):
         meta.pop("w", None)
+        meta.pop("v", None)
         body = msgpack.packb(meta, use_bin_type=True)
-    if "w" in meta and len(body) > WORKFLOW_INPUT_LIMIT:  # a large input is not copied: its size only
-        meta["w"] = {"$omitted": len(body)}
-        body = msgpack.packb(meta, use_bin_type=True)
+    for copied in ("w", "v"):
+        if copied in meta and len(body) > WORKFLOW_INPUT_LIMIT:  # a large input is not copied: its size only
+            meta[copied] = {"$omitted": len(body)}
+            body = msgpack.packb(meta, use_bin_type=True)
     packed: bytes = msgpack.packb(msgpack.ExtType(STAMP_EXT, body), use_bin_type=True)
     return packed
 
@@ -138,6 +144,7 @@ class Step:
     error: dict[str, Any] | None = None
     redriven: bool = False  # a failure that a redrive cleared (unum_entry.redrive): the run went on
     failed_attempts: tuple[tuple[int, str], ...] = ()  # earlier attempts: (failed at, epoch ms; "Error: message")
+    received: Any = None  # the stamp's "v": inputs that came inline without a reference (None: none)
 
     @property
     def duration_ms(self) -> int | None:
@@ -207,7 +214,7 @@ def read_history(store: Store, workflow: str, *, inline_bytes: int = VALUE_INLIN
             inputs=tuple((str(r[0]), r[1], r[2]) for r in meta.get("i", [])),
             gathered=_gathered(records, meta.get("g")), output=shown,
             error=value if failed and isinstance(value, dict) else None, redriven=redriven,
-            failed_attempts=tuple((int(x[0]), str(x[1])) for x in meta.get("x", []))))
+            failed_attempts=tuple((int(x[0]), str(x[1])) for x in meta.get("x", [])), received=meta.get("v")))
     steps = _causal_order(steps)
     started = next((s.started_ms for s in steps if s.started_ms is not None), None)
     ended = max([s.ended_ms for s in steps] + ([last_result] if last_result is not None else []), default=None)
@@ -301,6 +308,10 @@ def input_of(step: Step, by_key: Mapping[str, Step], history: History) -> Any:
 
     if step.gathered:
         return [one(ref, None, None) for ref in step.gathered]
+    if isinstance(step.received, dict):  # too large to copy: {"$omitted": bytes}
+        return step.received
+    if isinstance(step.received, list) and step.received and not step.inputs:  # sent without a checkpoint
+        return step.received[0] if len(step.received) == 1 else step.received
     if not step.inputs:
         return history.input if history.input_known else None
     values = [one(*ref) for ref in step.inputs]

@@ -5,20 +5,27 @@ members) read from the store in consistent batches. Whenever ingress reads anywa
 asked to (`ingress_check` in the IR, or a request sent by a duplicate) — it reads the
 invocation's own checkpoint in the same batch and skips the handler when it exists. A first
 delivery of a chain hop reads nothing: the commit detects duplicates (unum_entry.checkpoint).
+
+A fan-out item or branch (a Map item, a Parallel branch) whose ingress reads anyway also reads
+the workflow's two ending records (unum_entry.outcome.Ending) in the same batch, and when the
+workflow has ended (failed, stopped, timed out) and the item has not committed, its handler does
+not run (`Ended`; the runtime drops the delivery): no request is added, only two keys to a
+batch read already made; an item's retry (`attempt` > 0, a fault path) reads them too. Which
+items read anyway: docs/history.md ("Stop").
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any
 
 from unum_entry import fanin
 from unum_entry.checkpoint import reads_checkpoint_first
 from unum_entry.codec import decode
 from unum_entry.conditions import resolve_path
-from unum_entry.envelope import DataRef, Envelope
+from unum_entry.envelope import Envelope
 from unum_entry.errors import EnvelopeError, RetentionExpired
 from unum_entry.frozen import Frozen, frozen
+from unum_entry.outcome import Ending
 from unum_entry.stores.base import Store
 
 
@@ -33,6 +40,14 @@ class AlreadyCommitted(Frozen):
 
 
 @frozen
+class Ended(Frozen):
+    """A fan-out item of a workflow that has ended: do not run the handler, drop the delivery."""
+
+    def __init__(self) -> None:
+        pass
+
+
+@frozen
 class Ready(Frozen):
     """No checkpoint seen: run the handler on `event`."""
 
@@ -42,8 +57,9 @@ class Ready(Frozen):
         self.__dict__.update(event=event)
 
 
-def ingress(env: Envelope, store: Store, checkpoint: str | None, *, check_first: bool = False) -> AlreadyCommitted | Ready:
-    """Decide whether to run the handler and with what.
+def ingress(env: Envelope, store: Store, checkpoint: str | None, *,
+            check_first: bool = False) -> AlreadyCommitted | Ready | Ended:
+    """Decide whether to run the handler and with what (Ended: not at all, module docstring).
 
     `check_first`: read the checkpoint even when no input has to be read. Raises
     RetentionExpired when an input or a join set is gone: nothing is deleted before its expiry,
@@ -51,30 +67,35 @@ def ingress(env: Envelope, store: Store, checkpoint: str | None, *, check_first:
     refs = [d.ref for d in env.inputs if d.ref is not None and not d.inline]
     gather = fanin.leaf_keys(env.gather.set, env.gather.width) if env.gather is not None else []
     keys = refs + gather
-    if checkpoint is not None and reads_checkpoint_first(env, reads_anyway=bool(keys), ingress_check=check_first):
+    item = len(env.frames) > 1  # a fan-out item or branch; its retry (a fault path) reads too
+    if checkpoint is not None and reads_checkpoint_first(env, reads_anyway=bool(keys) or (item and env.attempt > 0),
+                                                         ingress_check=check_first):
         keys.insert(0, checkpoint)
     if not keys:
         return Ready(resolve_inputs(env, {}))
-    records = store.read(keys)
+    ending = Ending.of(env.workflow) if item else None
+    records = store.read(keys if ending is None else [*keys, *ending.keys])
     committed = records[checkpoint].value if checkpoint is not None and checkpoint in records else None
     if committed is not None:
         return AlreadyCommitted(committed)
+    if ending is not None and ending.reached(records):
+        return Ended()
     fetched = {key: record.value for key, record in records.items() if record.value is not None}
     missing = [ref for ref in refs if ref not in fetched]
     if missing:
         raise RetentionExpired(f"workflow {env.workflow}: input {missing[0]} is gone (expired)")
     if env.gather is not None:
         members = fanin.members(records, env.gather.set, env.gather.width)
+        del records, fetched  # a wide join's shards: not held while its inputs are read
         fetched = store.get_many(members)
         gone = [m for m in members if m not in fetched]
         if gone:
             raise RetentionExpired(f"workflow {env.workflow}: fan-in input {gone[0]} is gone (expired)")
-        env = _with_inputs(env, members)
+        # The event `resolve_inputs` makes of one reference per member, without an input object
+        # per member (a million-branch join held a million of them at once).
+        event = [decode(fetched[m]) for m in members]
+        return Ready(event if env.gathered else event[0])
     return Ready(resolve_inputs(env, fetched))
-
-
-def _with_inputs(env: Envelope, members: list[str]) -> Envelope:
-    return replace(env, inputs=tuple(DataRef(ref=m) for m in members), gather=None)
 
 
 def resolve_inputs(env: Envelope, fetched: dict[str, bytes]) -> Any:

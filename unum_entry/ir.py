@@ -25,7 +25,7 @@ Instructions are a tiny straight-line program that egress runs over the committe
   at index + `offset` in `slot`), `succeed` (terminal: the workflow result is the value at `path`,
   default the whole output) and `fail` (terminal: the workflow fails with the `{"Error", "Cause"}`
   object at `path`; a compiled Step Functions Fail state), `suspend` (no successor and no result:
-  a Task waiting for a task-token callback, which invokes the continuation; unum_entry/callbacks.py).
+  a Task waiting for a task-token callback, which invokes the continuation; unum_entry/asl/callbacks.py).
   `invoke` may carry `path`: the successor
   gets only the value at `path` of the output (a routing wrapper stays behind). Each may carry `when`, a Step Functions Choice rule over the
   output (`$`) and the request metadata (`$$`). The first transition whose `when` holds fires and
@@ -102,7 +102,7 @@ class Succeed(Frozen):
 @frozen
 class Suspend(Frozen):
     """End this invocation with no successor and no result: a Step Functions Task waiting for a
-    task-token callback (unum_entry.callbacks invokes the continuation)."""
+    task-token callback (unum_entry.asl.callbacks invokes the continuation)."""
 
     when: Mapping[str, Any] | None = None
 
@@ -178,11 +178,16 @@ class FunctionIR(Frozen):
     # Read our own checkpoint before running the handler, so a duplicate delivery never re-runs
     # user code (one read per invocation). Off by default: the commit detects duplicates.
     ingress_check: bool = False
+    # The entry function's execution timeout (a state machine's top-level TimeoutSeconds): a
+    # workflow started here ends `timed out` (States.Timeout) when it elapses (unum_entry.watchdog).
+    timeout_seconds: float | None = None
 
     def __init__(self, function: str, handler: str, instructions: tuple[Instruction, ...], checkpoint: bool = True,
-                 max_attempts: int = 3, source: str = "<ir>", ingress_check: bool = False) -> None:
+                 max_attempts: int = 3, source: str = "<ir>", ingress_check: bool = False,
+                 timeout_seconds: float | None = None) -> None:
         self.__dict__.update(function=function, handler=handler, instructions=instructions, checkpoint=checkpoint,
-                             max_attempts=max_attempts, source=source, ingress_check=ingress_check)
+                             max_attempts=max_attempts, source=source, ingress_check=ingress_check,
+                             timeout_seconds=timeout_seconds)
 
     def targets(self) -> set[str]:
         """Every function this IR can invoke or join (for workflow-level validation)."""
@@ -200,7 +205,8 @@ def instruction_targets(ins: Instruction) -> tuple[str, ...]:
 
 # ---- loading and validation ---------------------------------------------------------------
 
-_TOP_FIELDS = {"unum_ir", "function", "handler", "checkpoint", "max_attempts", "ingress_check", "instructions"}
+_TOP_FIELDS = {"unum_ir", "function", "handler", "checkpoint", "max_attempts", "ingress_check", "instructions",
+               "timeout_seconds"}
 _OP_FIELDS: dict[str, set[str]] = {
     "pop": set(),
     "next": set(),
@@ -254,12 +260,17 @@ def parse_ir(doc: Any, *, source: str = "<ir>") -> FunctionIR:
     if ingress_check and not checkpoint:
         raise v.error("ingress_check", f"function {function!r}: \"ingress_check\": true needs \"checkpoint\": true "
                       "(ingress would read a checkpoint that is never written)")
+    timeout_seconds = doc.get("timeout_seconds")
+    if timeout_seconds is not None and (isinstance(timeout_seconds, bool) or not isinstance(timeout_seconds, (int, float))
+                                        or not timeout_seconds > 0):
+        raise v.error("timeout_seconds", f"expected a number of seconds > 0, found {timeout_seconds!r}")
     raw_instructions = doc.get("instructions", [])
     if not isinstance(raw_instructions, list):
         raise v.error("instructions", f"expected a list, found {_type_name(raw_instructions)}")
     instructions = tuple(v.instruction(raw, f"instructions[{i}]") for i, raw in enumerate(raw_instructions))
     ir = FunctionIR(function=function, handler=handler, instructions=instructions,
-                    checkpoint=checkpoint, max_attempts=max_attempts, source=source, ingress_check=ingress_check)
+                    checkpoint=checkpoint, max_attempts=max_attempts, source=source, ingress_check=ingress_check,
+                    timeout_seconds=timeout_seconds)
     _check_program(ir, v)
     return ir
 

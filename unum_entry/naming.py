@@ -77,14 +77,14 @@ def start_key(workflow: str) -> str:
 
 
 def callback_key(invocation: str, nonce: str) -> str:
-    """The callback record of the task token (`invocation`, `nonce`) (unum_entry.callbacks): the
+    """The callback record of the task token (`invocation`, `nonce`) (unum_entry.asl.callbacks): the
     first callback's create-if-absent write; `a-` as in the task's answer."""
     return "a-" + _digest("callback", invocation, nonce)
 
 
 def heartbeat_key(invocation: str, nonce: str, bucket: int) -> str:
     """A `task-heartbeat` of the task token (`invocation`, `nonce`) in time bucket `bucket`
-    (unum_entry.callbacks): the first heartbeat of each bucket is recorded (create-if-absent)."""
+    (unum_entry.asl.callbacks): the first heartbeat of each bucket is recorded (create-if-absent)."""
     return "b-" + _digest("heartbeat", invocation, nonce, bucket)
 
 
@@ -105,6 +105,21 @@ def durable_effect_key(invocation: str, operation: str, name: str) -> str:
     of the execution run by `invocation` (unum_entry.durable_functions.effects): written once,
     in the effect's own transaction."""
     return "t-" + _digest("durable-effect", invocation, operation, name)
+
+
+INVOKED = "~"  # joins a caller's workflow id and its operation in the workflow of a chained invoke's target
+
+
+def invoked_workflow(caller_workflow: str, operation: str) -> str:
+    """The workflow a durable function's `context.invoke` runs its target as (its result is
+    not the caller's workflow's): `<caller workflow>~<operation, 16 characters>`."""
+    return f"{caller_workflow}{INVOKED}{operation[:16]}"
+
+
+def durable_caller_key(workflow: str) -> str:
+    """Who waits for the end of `workflow`, a compiled state machine that a durable function
+    invoked (unum_entry.durable_functions.chained): written once by its first function."""
+    return "t-" + _digest("durable-caller", workflow)
 
 
 # ---- step journal and compensations (unum_entry.steps) ------------------------------------------

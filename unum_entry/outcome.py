@@ -45,10 +45,10 @@ class WorkflowStatus(enum.StrEnum):
     SUCCEEDED = "succeeded"   # results cover every fan-out position
     FAILED = "failed"         # a failure record exists
     RUNNING = "running"       # objects exist, the results do not cover the workflow yet
-    WAITING = "waiting"       # running, and a Task waits for its task-token callback (unum_entry.callbacks.waiting)
+    WAITING = "waiting"       # running, and a Task waits for its task-token callback (unum_entry.asl.callbacks.waiting)
     INTERRUPTED = "interrupted"  # no outcome, work pending, and no live `run` drives it (unum_entry.local.runs)
     STOPPED = "stopped"       # `python -m builder stop` recorded its failure record first (Step Functions: ABORTED)
-    TIMED_OUT = "timed out"   # the deadline watchdog recorded its failure record (Step Functions: TIMED_OUT)
+    TIMED_OUT = "timed out"   # the deadline watchdog or an execution timeout ended it (Step Functions: TIMED_OUT)
     UNKNOWN = "unknown"       # nothing retained for this id
 
 
@@ -59,10 +59,12 @@ ENDED = (WorkflowStatus.SUCCEEDED, WorkflowStatus.FAILED, WorkflowStatus.STOPPED
 def failed_status(failure: Mapping[str, Any]) -> WorkflowStatus:
     """The status of a workflow whose (decoded) failure record is `failure` and stands (it did
     not yield to results): STOPPED when `stop_workflow` wrote it, TIMED_OUT when the deadline
-    watchdog did, else FAILED. The one place the word is chosen (`list`, `inspect`, UI, `run`)."""
+    watchdog or an execution timeout (`TIMEOUT_FIELD`, unum_entry.watchdog) did, else FAILED.
+    The one place the word is chosen (`list`, `inspect`, UI, `run`)."""
     if failure.get(STOP_FIELD) is True:
         return WorkflowStatus.STOPPED
-    return WorkflowStatus.TIMED_OUT if failure.get(WATCHDOG_FIELD) is True else WorkflowStatus.FAILED
+    timed_out = failure.get(WATCHDOG_FIELD) is True or failure.get(TIMEOUT_FIELD) is True
+    return WorkflowStatus.TIMED_OUT if timed_out else WorkflowStatus.FAILED
 
 
 def yields_to_results(failure: Mapping[str, Any] | None, complete: bool) -> bool:
@@ -120,18 +122,72 @@ def failure_record(error: str | None, cause: str | None, *, function: str, invoc
 
 
 STOP_FIELD = "Stopped"  # true in a failure record written by `stop_workflow` (status STOPPED)
+TIMEOUT_FIELD = "TimedOut"  # true in the failure record of an execution timeout (status TIMED_OUT)
+CLAIMING = (STOP_FIELD, TIMEOUT_FIELD)  # endings that claim the result record (`end_workflow`)
 
 
 def stop_workflow(store: Store, workflow: str, *, error: str | None = None, cause: str | None = None) -> bool:
-    """Stop `workflow`: create its failure record, marked `STOP_FIELD`, unless it has ended
-    (the first ending wins). Returns whether this call stopped it. What in-flight invocations
-    do afterwards: docs/history.md ("Stop")."""
+    """Stop `workflow` unless it has ended (the first ending wins): `end_workflow` with a
+    failure record marked `STOP_FIELD`. Returns whether this call stopped it. What in-flight
+    invocations do afterwards: docs/history.md ("Stop")."""
     record = failure_record(error or "Unum.Stopped", cause or "stopped by request", function="",
                             invocation="", attempts=0)
     record[STOP_FIELD] = True
-    if store.read(Ending.of(workflow).keys):
+    return end_workflow(store, workflow, record)
+
+
+def end_workflow(store: Store, workflow: str, record: Mapping[str, Any]) -> bool:
+    """End `workflow` from outside its functions with the failure `record` (marked with one of
+    `CLAIMING`: a stop, an execution timeout) unless it has ended; returns whether this call
+    ended it. Two writes, each create-if-absent, so this ending and a result never both count:
+
+    1. the **claim** (`claim_result`): the workflow's root-level result record is created
+       holding `record` (kind MARKER), in one transaction that also requires the failure record
+       absent. From then on the result write of a terminal invocation (an unchanged, unguarded
+       create-if-absent: nothing is added to the workflow's path) finds the record taken and
+       stores nothing; a result that came first makes the claim lose (this ending is refused);
+    2. the workflow's failure record, which every reader goes by. A failure that an invocation
+       records between the two writes wins (this ending is refused); an ending that died between
+       them reads as ended (`read_outcome`) and is completed by calling it again.
+
+    Results of a workflow whose terminal functions lie inside a fan-out (per-branch result
+    records, no root-level one) are not claimed: written afterwards, every reader ignores them."""
+    ending = Ending.of(workflow)
+    found = store.read(ending.keys)
+    if ending.failure in found:
+        return False
+    if ending.result in found:  # a result, or the claim of an ending that died before its failure record
+        claimed = found[ending.result].value
+        if claimed is None or not is_claim(decode(claimed)):
+            return False
+    elif not claim_result(store, workflow, record):
         return False
     return record_failure(store, workflow, record)
+
+
+def claim_result(store: Store, workflow: str, record: Mapping[str, Any]) -> bool:
+    """Create the claim of `workflow`'s root result record (`end_workflow`, step 1) holding
+    `record`, or find an earlier claim; False when a result or a failure came first. The claim is
+    shaped as a root-level result record with no value (`{"at": [], "of": [], "value": None, …}`),
+    so a terminal invocation that loses its result write to it continues as a duplicate of nothing."""
+    from unum_entry.errors import GuardFailed
+    from unum_entry.stores.base import Guard
+
+    ending = Ending.of(workflow)
+    ledger = Ledger.bounded(workflow, 0, store_retention(store))
+    claim = encode({"at": [], "of": [], "value": None, **record})
+    try:
+        stored, created = store.transact(ending.result, claim, (), workflow=workflow, kind=Kind.MARKER,
+                                         guards=[Guard(ending.failure, present=False)],
+                                         expires_at=ledger.expires_at(Kind.MARKER))
+    except GuardFailed:
+        return False
+    return created or is_claim(decode(stored))
+
+
+def is_claim(value: Any) -> bool:
+    """Whether a (decoded) record found at a workflow's root result key is a claim (`end_workflow`)."""
+    return isinstance(value, dict) and "Error" in value and any(value.get(f) is True for f in CLAIMING)
 
 
 def record_failure(store: Store, workflow: str, record: Mapping[str, Any], *, stamp: bytes = b"",
@@ -177,19 +233,25 @@ def read_outcome(store: Store, workflow_id: str) -> RunResult:
     failure = None
     pending: Counter[str] = Counter()
     retained_until: int | None = None
+    root = Ending.of(workflow_id).result
+    claim = None  # a claim (end_workflow): the failure record of an ending that died half-way
     for record in store.records(workflow_id):
         retained_until = max(retained_until or 0, record.expires_at)
         if record.kind is Kind.RESULT and record.value is not None:
             results.append(decode(record.value))
         elif record.kind is Kind.FAILURE and record.value is not None:
             failure = decode(record.value)
+        elif record.key == root and record.value is not None and is_claim(found := decode(record.value)):
+            claim = {k: v for k, v in found.items() if k not in ("at", "of", "value")}
         else:
             pending[record.kind.value] += 1
+    if failure is None:
+        failure = claim
     results.sort(key=lambda r: r["at"])
     complete = covers_every_position(results)
     if yields_to_results(failure, complete):
         failure = None
-    if failure is not None and failure.get(STOP_FIELD) is True:  # a stopped workflow has no result
+    if failure is not None and any(failure.get(f) is True for f in CLAIMING):  # stopped / timed out: no result
         results, complete = [], False
     return RunResult(workflow_id=workflow_id, results=[r["value"] for r in results], failure=failure,
                      pending=dict(pending), complete=complete, retained_until=retained_until)

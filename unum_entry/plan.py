@@ -101,7 +101,7 @@ def plan(ir: FunctionIR, env: Envelope, out: Committed, *, invocation: str, inli
     """Run the IR program over the committed output (see unum_entry.ir for the semantics)."""
     frames = list(env.frames)
     pending_sets: list[CreateSet] = []
-    context = condition_context(ir, env, invocation)
+    context: dict[str, Any] | None = None  # built at the first condition (most programs have none)
     for ins in ir.instructions:
         if isinstance(ins, Pop):
             if len(frames) == 1:
@@ -112,7 +112,8 @@ def plan(ir: FunctionIR, env: Envelope, out: Committed, *, invocation: str, inli
             frames[-1] = Frame(top.index, top.size, top.iteration + 1)
         elif isinstance(ins, CreateSet):
             pending_sets.append(ins)
-        elif ins.when is not None and not evaluate(ins.when, out.value, context):
+        elif ins.when is not None and not evaluate(ins.when, out.value,
+                                                   context or (context := condition_context(ir, env, invocation))):
             if isinstance(ins, (Map, FanOut)):
                 pending_sets.clear()  # they belonged to this fan-out
         else:
@@ -130,7 +131,7 @@ def _transition(ins, ir: FunctionIR, env: Envelope, out: Committed, frames: tupl
         return Plan(terminal=True, result=None if ins.path is None else Selected(resolve_path(ins.path, out.value, {})))
     if isinstance(ins, Fail):
         return Plan(terminal=True, failure=_failure(ins, ir, out.value))
-    if isinstance(ins, Suspend):  # waits for a callback: nothing to invoke, no result (unum_entry.callbacks)
+    if isinstance(ins, Suspend):  # waits for a callback: nothing to invoke, no result (unum_entry.asl.callbacks)
         return Plan()
     if isinstance(ins, FanIn):
         return _fan_in(ins, env, frames)

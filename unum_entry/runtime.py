@@ -27,7 +27,7 @@ from unum_entry.errors import (HandlerFailed, HandlerLoadError, InvokeError, Ret
 from unum_entry.frozen import Frozen, frozen
 from unum_entry.history import stamp
 from unum_entry.hooks import FaultPoint, FunctionParts, Hooks, LayerFactory, NoHooks, NoLayer
-from unum_entry.ingress import AlreadyCommitted, ingress
+from unum_entry.ingress import AlreadyCommitted, Ended, ingress
 from unum_entry.invokers import Invoker
 from unum_entry.ir import FunctionIR
 from unum_entry.outcome import Ending, failure_record, finished, record_failure, user_trace
@@ -106,7 +106,8 @@ class Runtime:
                                      dispatch_workers=self.config.dispatch_workers)
         self.layer = layer(FunctionParts(function=ir.function, handler=handler, store=store, invoker=invoker,
                                          hooks=self.hooks))
-        self.watchdog = Watchdog(ir.function, store, invoker, self.retention, enabled=self.config.watchdog)
+        self.watchdog = Watchdog(ir.function, store, invoker, self.retention, enabled=self.config.watchdog,
+                                 timeout_seconds=ir.timeout_seconds)
 
     def handle(self, env: Envelope) -> EgressReport | None:
         """Process one delivery. Returns None when nothing was left to do (dropped, a delivery
@@ -139,6 +140,8 @@ class Runtime:
         with self.tracing.span("ingress"):
             before = (AlreadyCommitted(allowed) if isinstance(allowed, bytes)
                       else ingress(env, self.store, checkpoint, check_first=self.ir.ingress_check))
+        if isinstance(before, Ended):  # a fan-out item of a workflow that ended (unum_entry.ingress)
+            return None
         if isinstance(before, AlreadyCommitted):
             stored, created = before.stored, False
         else:
@@ -165,7 +168,10 @@ class Runtime:
                 stored, created = commit(self.store, self.ir, self.retention, env, checkpoint, output, stamp=history)
         self.hooks.at(FaultPoint.AFTER_CHECKPOINT, invocation)
         with self.tracing.span("egress"):
-            return egress(self._egress, env, invocation, checkpoint, stored, created)
+            report = egress(self._egress, env, invocation, checkpoint, stored, created)
+        if report.terminal and not report.failed and len(env.frames) <= 1:  # the workflow's root result
+            self._answer_caller(env.workflow)
+        return report
 
     def _may_run(self, env: Envelope, invocation: str) -> bool | bytes:
         """The retention rule's deadline (unum_entry.retention): past `deadline - margin` no
@@ -219,6 +225,17 @@ class Runtime:
         re-drives the layer."""
         record_failure(self.store, workflow, record, stamp=history, deadline=deadline, retention=self.retention)
         self.layer.workflow_failed(workflow)
+        self._answer_caller(workflow)
+
+    def _answer_caller(self, workflow: str) -> None:
+        """`workflow` ended: when a durable function's `context.invoke` started it (a compiled
+        state machine), complete that invoke with its outcome (first wins) and re-deliver the
+        caller. Every duplicate of the ending invocation does it again (absorbed), so a crash
+        after the end's record loses nothing."""
+        if naming.INVOKED in workflow:  # no I/O, no import for any other workflow
+            from unum_entry.durable_functions.chained import workflow_ended
+
+            workflow_ended(self.store, self._egress.invoker, self.retention.clock, workflow)
 
     def _give_up(self, env: Envelope, error: UnumError, invocation: str) -> None:
         self.end_in_failure(env.workflow, failure_record(

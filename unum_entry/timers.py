@@ -75,13 +75,16 @@ class Timers(Frozen):
         """The timer name for `purpose` and `parts` in this workflow (naming.timer_name)."""
         return naming.timer_name(self.workflow, purpose, *parts)
 
-    def arm(self, when: float, event: Mapping[str, Any], *, name: str, here: bool = False) -> None:
+    def arm(self, when: float, event: Mapping[str, Any], *, name: str, here: bool = False,
+            function: str | None = None) -> None:
         """Deliver `event` (the handler's input) at or after `when` to the next invocation of this
-        thread, or with `here` to this same invocation (an early delivery re-arming itself)."""
+        thread, or with `here` to this same invocation (an early delivery re-arming itself);
+        `function`: of another function at those frames (a fan-out's join, which the branches'
+        fan-in invokes at the next frames too), else this one."""
         frames = self.envelope.frames if here else self.next_frames()
         env = Envelope(workflow=self.workflow, frames=frames, inputs=(DataRef(value=dict(event)),),
                        deadline=self.envelope.deadline)
-        self.invoker.invoke_at(when, self.function, env.to_wire(), name=name)
+        self.invoker.invoke_at(when, function or self.function, env.to_wire(), name=name)
 
     def read(self, keys: Iterable[str]) -> dict[str, Record]:
         """Committed records by key (absent keys are missing from the result)."""

@@ -27,6 +27,15 @@
   then that results covering every position win over a watchdog failure
   (`outcome.read_outcome` reports SUCCEEDED and no failure). Any other failure record (a
   handler that failed, a Fail state) still wins over results, as before.
+- **Execution timeout** (an entry function whose IR has `timeout_seconds`: a state machine's
+  top-level `TimeoutSeconds`): `arm` also arms a second timer at `start + timeout_seconds`
+  (`timer_name(workflow, "execution-timeout")`, its input `{"timeout": seconds, "at": when}`).
+  Fired and due, unless the workflow has ended or its results cover every position, it ends the
+  workflow `timed out` with `States.Timeout` through `outcome.end_workflow` (the failure record,
+  marked `TimedOut`, after claiming the root result record: a result written afterwards is
+  refused, a result written before wins; unlike the deadline watchdog's, this failure does not
+  yield to results). Early: re-armed under the next name. In-flight invocations then drain
+  as after a stop (docs/history.md). One more timer per workflow, only where it is set.
 - **Cost**: one timer per workflow (arming is idempotent by name; each duplicate of the start
   re-sends it), and at its firing one batch read of the two ending records plus, when the
   workflow has not ended, one scan of its objects. `RuntimeConfig(watchdog=False)` (workflow
@@ -44,13 +53,14 @@ from unum_entry import naming
 from unum_entry.codec import decode, encode
 from unum_entry.envelope import DataRef, Envelope
 from unum_entry.errors import RetentionExpired, TimersUnavailable
-from unum_entry.outcome import WATCHDOG_FIELD, Ending, covers_every_position, failure_record
+from unum_entry.outcome import TIMEOUT_FIELD, WATCHDOG_FIELD, Ending, covers_every_position, end_workflow, failure_record
 from unum_entry.retention import Ledger, Retention
 from unum_entry.stores.base import Kind, Record, Store
 
 log = logging.getLogger("unum.watchdog")
 
 PURPOSE = "watchdog"
+TIMEOUT_PURPOSE = "execution-timeout"
 LISTED = 10  # at most this many waiting tasks and incomplete joins are named in the failure record
 
 
@@ -69,8 +79,9 @@ class Watchdog:
     """The watchdog of the workflows whose entry function is `function` (module docstring)."""
 
     def __init__(self, function: str, store: Store, invoker: Any, retention: Retention, *,
-                 enabled: bool = True) -> None:
+                 enabled: bool = True, timeout_seconds: float | None = None) -> None:
         self.function = function
+        self.timeout_seconds = timeout_seconds  # the execution timeout (module docstring), None: none
         self.store = store
         self.retention = retention
         self._invoke_at = getattr(invoker, "invoke_at", None)
@@ -88,11 +99,23 @@ class Watchdog:
             except TimersUnavailable as exc:  # an invoker without a scheduler configured: as without invoke_at
                 self.enabled = False
                 log.warning("%s: %s: workflows started here run without a deadline watchdog", self.function, exc)
+        if self.timeout_seconds is not None:
+            try:
+                if self._invoke_at is None:
+                    raise TimersUnavailable("the invoker has no invoke_at")
+                seconds = self.timeout_seconds
+                self._schedule_timeout(env.workflow, env.deadline, seconds, self.retention.clock() + seconds, 0)
+            except TimersUnavailable as exc:  # as the watchdog: the workflow runs, unbounded but by its deadline
+                log.warning("%s: %s: workflow %s runs without its execution timeout (TimeoutSeconds)",
+                            self.function, exc, env.workflow)
 
     def fire(self, env: Envelope) -> str:
         """Handle one delivery of the watchdog timer `env`; returns what it did: "early",
         "late", "ended", "succeeded" or "recorded" (logs and tests). Raises StoreError /
         InvokeError on transient trouble (the platform redelivers the timer)."""
+        timeout = env.inputs[0].value if env.inputs and env.inputs[0].inline else None
+        if isinstance(timeout, dict) and "timeout" in timeout:
+            return self._time_out(env, timeout)
         workflow, deadline = env.workflow, env.deadline
         now = self.retention.clock()
         try:
@@ -124,6 +147,36 @@ class Watchdog:
         log.error("workflow %s: no outcome by its deadline: %s", workflow, record["Cause"])
         return "recorded"
 
+    def _time_out(self, env: Envelope, timer: dict[str, Any]) -> str:
+        """One delivery of the execution-timeout timer (module docstring): "early", "ended",
+        "succeeded" or "recorded"."""
+        workflow, due, seconds = env.workflow, float(timer["at"]), timer["timeout"]
+        if self.retention.clock() < due:
+            self._schedule_timeout(workflow, env.deadline, seconds, due, env.attempt + 1)
+            return "early"
+        ending = Ending.of(workflow)
+        if ending.reached(self.store.read(ending.keys)):
+            return "ended"
+        results = [decode(r.value) for r in self.store.records(workflow) if r.kind is Kind.RESULT and r.value is not None]
+        if covers_every_position(results):
+            return "succeeded"
+        record = failure_record("States.Timeout", f"the execution timed out: its TimeoutSeconds ({seconds:g} s) "
+                                f"elapsed", function=self.function,
+                                invocation=naming.timer_name(workflow, TIMEOUT_PURPOSE, env.attempt),
+                                attempts=env.attempt + 1)
+        record[TIMEOUT_FIELD] = True
+        if not end_workflow(self.store, workflow, record):
+            return "ended"
+        log.info("workflow %s: %s", workflow, record["Cause"])
+        return "recorded"
+
+    def _schedule_timeout(self, workflow: str, deadline: int, seconds: float, due: float, rearms: int) -> None:
+        if self._invoke_at is None:
+            return
+        timer = Envelope(workflow=workflow, inputs=(DataRef(value={"timeout": seconds, "at": due}),),
+                         deadline=deadline, attempt=rearms, watchdog=True)
+        self._invoke_at(due, self.function, timer.to_wire(), name=naming.timer_name(workflow, TIMEOUT_PURPOSE, rearms))
+
     def _schedule(self, workflow: str, deadline: int, rearms: int) -> None:
         if self._invoke_at is None:  # not `enabled`: nothing to arm with
             return
@@ -138,7 +191,7 @@ def pending_of(records: Iterable[Record], workflow: str) -> dict[str, Any]:
     objects tells: `Waiting` (Tasks waiting for their task-token callback: state, function,
     token), `Joins` (fan-in set shards not full: key, members, size), `Checkpoints` (how many
     invocations committed). At most LISTED entries of each list."""
-    from unum_entry import callbacks  # lazy: the task-token rules, only needed when a workflow stalled
+    from unum_entry.asl import callbacks  # lazy: the task-token rules, only needed when a workflow stalled
 
     records = list(records)
     waiting = callbacks.waiting(_Snapshot(records), workflow)

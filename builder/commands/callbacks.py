@@ -1,7 +1,7 @@
 """`python -m builder task-success|task-failure|task-heartbeat TOKEN`: the callbacks of a
 `.waitForTaskToken` Task.
 
-Resumes the waiting workflow exactly once (unum_entry/callbacks.py): a second callback for the
+Resumes the waiting workflow exactly once (unum_entry/asl/callbacks.py): a second callback for the
 same token, an unknown token and an expired one are refused with one line (exit 2). Where the
 continuation runs:
 - `--workflow FOLDER|statemachine.json` (with `--store`): on the embedded local platform, like
@@ -15,18 +15,17 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from typing import Any
 
-from unum_entry.errors import UnumError, WorkflowFailed
+from unum_entry.errors import WorkflowFailed
 
+from builder.commands.callback_commands import Completions, deployed_invoker, register_completions
 from builder.commands.io import parse_input, to_json
-from builder.commands.options import add_store_option, add_wait_options
 
 
 def cmd_callback(args: argparse.Namespace) -> int:
-    from unum_entry import callbacks
+    from unum_entry.asl import callbacks
 
     from builder.commands.inspect import open_existing_store
 
@@ -36,13 +35,8 @@ def cmd_callback(args: argparse.Namespace) -> int:
     else:
         outcome = {"error": args.error, "cause": args.cause}  # AWS: null when not given
     if args.workflow is None:
-        from unum_entry.invokers import open_invoker
-
-        url = args.invoker or os.environ.get("UNUM_INVOKER")
-        if not url:
-            raise UnumError(f"{args.command}: give --workflow (run the continuation locally) or --invoker URL "
-                            "($UNUM_INVOKER: the deployed functions' invoker)")
-        resumed = callbacks.complete(args.token, outcome, store=store, invoker=open_invoker(url, store=store))
+        invoker = deployed_invoker(args, store, local_hint="--workflow (run the continuation locally)")
+        resumed = callbacks.complete(args.token, outcome, store=store, invoker=invoker)
         print(json.dumps({"workflow": resumed.workflow, "resumed": resumed.function}))
         return 0
     return _locally(args, store, outcome)
@@ -59,7 +53,7 @@ class _Submit:
 
 
 def _locally(args: argparse.Namespace, store: Any, outcome: dict[str, Any]) -> int:
-    from unum_entry import callbacks
+    from unum_entry.asl import callbacks
     from unum_entry.local.platform import local_platform
     from unum_entry.outcome import read_outcome
     from unum_entry.workflow import load_workflow
@@ -99,7 +93,7 @@ def cmd_heartbeat(args: argparse.Namespace) -> int:
     """SendTaskHeartbeat: record that the waiting Task is alive (its HeartbeatSeconds start
     again); prints the workflow and the function. Refused with one line (exit 2) when the token
     is unknown, the task was completed or has timed out."""
-    from unum_entry import callbacks
+    from unum_entry.asl import callbacks
 
     from builder.commands.inspect import open_existing_store
 
@@ -109,24 +103,17 @@ def cmd_heartbeat(args: argparse.Namespace) -> int:
     return 0
 
 
+TASK_COMPLETIONS = Completions(
+    prefix="task", id_dest="token", id_help="the task token ($$.Task.Token the Task sent)",
+    id_help_complete="the task token ($$.Task.Token the Task sent)",
+    helps=("tell a waiting .waitForTaskToken Task it is alive (SendTaskHeartbeat)",
+           "complete a .waitForTaskToken Task with an output (SendTaskSuccess)",
+           "fail a .waitForTaskToken Task with an error (SendTaskFailure)"),
+    success_option="--output", success_help="the Task's result: JSON text or @file.json",
+    error_help="error name (default: none, null as on AWS)", cause_help="cause text",
+    workflow_help="workflow folder or state machine: run the continuation on the embedded local platform",
+    functions=True)
+
+
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("task-heartbeat", help="tell a waiting .waitForTaskToken Task it is alive (SendTaskHeartbeat)")
-    p.add_argument("token", help="the task token ($$.Task.Token the Task sent)")
-    add_store_option(p)
-    p.set_defaults(func=cmd_heartbeat)
-    for name, help_text in (("task-success", "complete a .waitForTaskToken Task with an output (SendTaskSuccess)"),
-                            ("task-failure", "fail a .waitForTaskToken Task with an error (SendTaskFailure)")):
-        p = sub.add_parser(name, help=help_text)
-        p.add_argument("token", help="the task token ($$.Task.Token the Task sent)")
-        if name == "task-success":
-            p.add_argument("--output", required=True, help="the Task's result: JSON text or @file.json")
-        else:
-            p.add_argument("--error", default=None, help="error name (default: none, null as on AWS)")
-            p.add_argument("--cause", default=None, help="cause text")
-        add_store_option(p)
-        p.add_argument("--workflow", default=None, help="workflow folder or state machine: run the continuation on the "
-                                                        "embedded local platform")
-        p.add_argument("--functions", default=None, help="the state machine's function code (as for run)")
-        p.add_argument("--invoker", default=None, help="invoker URL of deployed functions (default $UNUM_INVOKER)")
-        add_wait_options(p, workers=True, timeout_help="seconds to wait locally")
-        p.set_defaults(func=cmd_callback)
+    register_completions(sub, TASK_COMPLETIONS, complete=cmd_callback, heartbeat=cmd_heartbeat)

@@ -14,14 +14,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from typing import Any
 
-from unum_entry.errors import UnumError, WorkflowFailed
+from unum_entry.errors import WorkflowFailed
 
+from builder.commands.callback_commands import Completions, deployed_invoker, register_completions
 from builder.commands.io import parse_input, to_json
-from builder.commands.options import add_store_option, add_wait_options
 
 
 def cmd_complete(args: argparse.Namespace) -> int:
@@ -35,13 +34,8 @@ def cmd_complete(args: argparse.Namespace) -> int:
     else:
         outcome = {"error": {"ErrorType": args.error or "CallbackFailure", "ErrorMessage": args.cause or ""}}
     if args.workflow is None:
-        from unum_entry.invokers import open_invoker
-
-        url = args.invoker or os.environ.get("UNUM_INVOKER")
-        if not url:
-            raise UnumError(f"{args.command}: give --workflow FOLDER (resume locally) or --invoker URL "
-                            "($UNUM_INVOKER: the deployed functions' invoker)")
-        done = callbacks.complete(args.callback_id, store=store, invoker=open_invoker(url, store=store), **outcome)
+        invoker = deployed_invoker(args, store, local_hint="--workflow FOLDER (resume locally)")
+        done = callbacks.complete(args.callback_id, store=store, invoker=invoker, **outcome)
         print(json.dumps({"workflow": done.workflow, "resumed": done.function}))
         return 0
     from unum_entry.local.platform import local_platform
@@ -78,22 +72,16 @@ def cmd_heartbeat(args: argparse.Namespace) -> int:
     return 0
 
 
+DURABLE_COMPLETIONS = Completions(
+    prefix="callback", id_dest="callback_id", id_help="the callback id",
+    id_help_complete="the callback id (create_callback / wait_for_callback's submitter got it)",
+    helps=("tell a durable function's waiting callback that it is alive",
+           "complete a durable function's callback with a result",
+           "fail a durable function's callback with an error"),
+    success_option="--result", success_help="the callback's result: JSON text or @file.json",
+    error_help="error type (default CallbackFailure)", cause_help="error message",
+    workflow_help="workflow folder: resume on the embedded local platform", functions=False)
+
+
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("callback-heartbeat", help="tell a durable function's waiting callback that it is alive")
-    p.add_argument("callback_id", help="the callback id")
-    add_store_option(p)
-    p.set_defaults(func=cmd_heartbeat)
-    for name, help_text in (("callback-success", "complete a durable function's callback with a result"),
-                            ("callback-failure", "fail a durable function's callback with an error")):
-        p = sub.add_parser(name, help=help_text)
-        p.add_argument("callback_id", help="the callback id (create_callback / wait_for_callback's submitter got it)")
-        if name == "callback-success":
-            p.add_argument("--result", required=True, help="the callback's result: JSON text or @file.json")
-        else:
-            p.add_argument("--error", default=None, help="error type (default CallbackFailure)")
-            p.add_argument("--cause", default=None, help="error message")
-        add_store_option(p)
-        p.add_argument("--workflow", default=None, help="workflow folder: resume on the embedded local platform")
-        p.add_argument("--invoker", default=None, help="invoker URL of deployed functions (default $UNUM_INVOKER)")
-        add_wait_options(p, workers=True, timeout_help="seconds to wait locally")
-        p.set_defaults(func=cmd_complete)
+    register_completions(sub, DURABLE_COMPLETIONS, complete=cmd_complete, heartbeat=cmd_heartbeat)

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 
     from unum_entry.outcome import WorkflowStatus
 
-    from unum_entry.callbacks import Waiting
+    from unum_entry.asl.callbacks import Waiting
     from unum_entry.local.runs import RunState
     from unum_entry.outcome import RunResult
     from unum_entry.stores.base import Store
@@ -60,7 +60,7 @@ def report(outcome: RunResult, store_url: str, folder: str | None = None,
     """What `inspect` prints: status, results, failure record (with the user's `Trace` when
     their code raised), retained objects and until when, and for a running workflow how to
     resume it (the store cannot tell whether a process still runs it; `folder`: the workflow
-    folder its run recorded). A running workflow with `waiting` Tasks (unum_entry.callbacks.
+    folder its run recorded). A running workflow with `waiting` Tasks (unum_entry.asl.callbacks.
     waiting) is "waiting": each Task's state, function and token, and how to complete it. With
     `queued` (the embedded engine's delivery queue, unum_entry.local.runs) a running workflow
     that no live `run` drives is "interrupted" (pending deliveries, or its run was killed) or
@@ -104,7 +104,7 @@ def callback_hint(store_url: str, folder: str | None) -> str:
 
 
 def cmd_inspect(args: argparse.Namespace) -> int:
-    from unum_entry.callbacks import waiting
+    from unum_entry.asl.callbacks import waiting
     from unum_entry.local.runs import run_state
     from unum_entry.outcome import WorkflowStatus, read_outcome
 
@@ -157,15 +157,19 @@ def cmd_gc(args: argparse.Namespace) -> int:
     clock (the file store's stand-in for DynamoDB's and Firestore's own TTL deletion; on those
     it deletes what their sweeper has not reached yet). The margin keeps a host whose clock
     runs fast from sweeping what a running workflow may still use (unum_entry.retention)."""
+    from unum_entry.local.runs import collect
     from unum_entry.retention import store_retention, sweep_horizon
 
     store = open_existing_store(args.store)
     try:
-        swept = store.sweep(sweep_horizon(store_retention(store).clock(), int(args.clock_skew)))
+        horizon = sweep_horizon(store_retention(store).clock(), int(args.clock_skew))
+        swept = store.sweep(horizon)
+        queued = collect(store, horizon)  # the queue rows of workflows whose records are all gone
     finally:
         store.close()
     Console().message(f"swept {swept} expired object(s) from {args.store} "
-                      f"(expired {int(args.clock_skew)} s or more ago)")
+                      f"(expired {int(args.clock_skew)} s or more ago)"
+                      + (f" and {queued} queued delivery/driver row(s) of workflows with no record left" if queued else ""))
     return 0
 
 

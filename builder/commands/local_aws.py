@@ -54,8 +54,9 @@ def cmd_local_aws(args: argparse.Namespace) -> int:
         print(f"local-aws: {len(lambdas.containers)} function containers behind {endpoint.endpoint}; "
               f"store {store_url}", file=sys.stderr)
         if input_value is None and args.input is None:
-            print(f"invoke: aws lambda invoke --endpoint-url {endpoint.endpoint} --function-name {workflow.entry} "
-                  f"--invocation-type Event --cli-binary-format raw-in-base64-out --payload '<json>' /dev/null\n"
+            print(f"invoke: aws lambda invoke --endpoint-url {endpoint.endpoint} --region us-east-1 "
+                  f"--function-name {workflow.entry} --invocation-type Event --payload fileb://INPUT.json /dev/null "
+                  "(any AWS keys; AWS CLI v1 or v2)\n"
                   f"inspect: python -m builder inspect wf-<request id> --store '{store_url}'\n"
                   "Ctrl-C stops the stack.", file=sys.stderr)
             try:

@@ -135,6 +135,10 @@ def _run(args: argparse.Namespace, results: TextIO) -> int:
         rq.runs.drop_watchdog(workflow_id)
     _release(rq, workflow_id)
     if next_timer is not None and outcome.status not in ENDED:
+        if _report_callbacks(store, workflow_id, args, console):  # a callback's timeout is a timer too
+            console.message(f"its next timer is due at {utc(next_timer)} (a timeout or a wait); until then "
+                            f"nothing else runs; to drive it: {_hint(args, workflow_id, inspect=False)}")
+            return 0
         kept = "" if rq.runs is not None else " (this store keeps no delivery queue: the timer ends with this run)"
         console.message(f"workflow {workflow_id} is waiting until {utc(next_timer)} for a timer{kept}; "
                         f"nothing runs until then; resume with: {_hint(args, workflow_id, inspect=False)}")
@@ -218,26 +222,14 @@ def _report(outcome: RunResult, args: argparse.Namespace, console: Console, summ
         f = outcome.failure
         if f.get("Stopped") is True:  # `python -m builder stop` (docs/history.md)
             raise WorkflowFailed(f"workflow {outcome.workflow_id} was stopped: {f['Error']}: {f['Cause']}")
-        if f.get("Watchdog") is True:  # the deadline watchdog (unum_entry/watchdog.py): README's `timed out`
+        if f.get("Watchdog") is True or f.get("TimedOut") is True:  # deadline watchdog, execution timeout: `timed out`
             raise WorkflowFailed(f"workflow {outcome.workflow_id} timed out: {f['Error']}: {f['Cause']}")
         for line in trace_lines(f.get("Trace") or []):
             console.message(line)
         raise WorkflowFailed(f"workflow {outcome.workflow_id} failed in function {f['Function']!r} "
                              f"after {f['Attempts']} attempt(s): {f['Error']}: {f['Cause']}")
-    if not outcome.results or not outcome.complete:
-        from unum_entry.callbacks import waiting
-        tasks = waiting(store, outcome.workflow_id) if store is not None else []
-        if tasks:
-            _waiting_message(outcome.workflow_id, tasks, args, console)
-            return 0
-        from unum_entry.durable_functions.callbacks import waiting_in
-        callback_ids = waiting_in(store, outcome.workflow_id) if store is not None else []
-        if callback_ids:  # a durable function's create_callback / wait_for_callback (docs/durable-functions.md)
-            store_args = [] if args.store == DEFAULT_STORE else ["--store", args.store]
-            console.message(f"workflow {outcome.workflow_id} is waiting for {len(callback_ids)} durable function "
-                            "callback(s); complete one with: " + "; ".join(
-                                command_line("callback-success", cid, "--result", "JSON", *store_args,
-                                             "--workflow", args.workflow) for cid in callback_ids[:WAITING_SHOWN]))
+    if (not outcome.results or not outcome.complete) and store is not None:
+        if _report_callbacks(store, outcome.workflow_id, args, console):
             return 0
     if not outcome.results:
         raise UnumError(f"workflow {outcome.workflow_id} finished without a result (see warnings above)")
@@ -248,6 +240,34 @@ def _report(outcome: RunResult, args: argparse.Namespace, console: Console, summ
 
 
 WAITING_SHOWN = 5  # tokens printed by run; inspect lists every waiting Task
+
+
+def _report_callbacks(store: Any, workflow_id: str, args: argparse.Namespace, console: Console) -> bool:
+    """When the workflow waits for callbacks — task tokens of `.waitForTaskToken` Tasks, or a
+    durable function's `create_callback` / `wait_for_callback` — say which, with the command
+    that completes each, on stderr, and return True."""
+    from unum_entry.asl.callbacks import waiting
+
+    tasks = waiting(store, workflow_id)
+    if tasks:
+        _waiting_message(workflow_id, tasks, args, console)
+        return True
+    from unum_entry.durable_functions.callbacks import waiting_in
+
+    callbacks = waiting_in(store, workflow_id)
+    if not callbacks:
+        return False
+    store_args = [] if args.store == DEFAULT_STORE else ["--store", args.store]
+    console.message(f"workflow {workflow_id} is waiting for {len(callbacks)} durable function callback(s) "
+                    "(create_callback / wait_for_callback); complete each with:")
+    for callback in callbacks[:WAITING_SHOWN]:
+        console.message(f"  {callback.function} {callback.name!r}: " + command_line(
+            "callback-success", callback.callback_id, "--result", "JSON", *store_args, "--workflow", args.workflow))
+    if len(callbacks) > WAITING_SHOWN:
+        console.message(f"  … and {len(callbacks) - WAITING_SHOWN} more: "
+                        f"{command_line('inspect', workflow_id, *store_args, '--history')}")
+    console.message("  (or callback-failure CALLBACK_ID --error E --cause C; callback-heartbeat CALLBACK_ID)")
+    return True
 
 
 def _waiting_message(workflow_id: str, tasks: list[Any], args: argparse.Namespace, console: Console) -> None:

@@ -43,6 +43,10 @@ class RunQueue:
 
     @classmethod
     def for_store(cls, store: Store) -> RunQueue:
+        from unum_entry.stores.sqlite import SQLiteStore
+
+        if isinstance(store, SQLiteStore):  # the journal shares the store's database: module docstring of queue.py
+            return cls(SQLiteQueue(store.database), Runs(store.database))
         path = queue_path(store)
         if path is None:
             return cls(MemoryQueue(), None)

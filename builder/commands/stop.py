@@ -28,7 +28,8 @@ def cmd_stop(args: argparse.Namespace) -> int:
         if outcome.status is WorkflowStatus.UNKNOWN:
             raise UnknownWorkflow(f"no workflow {args.workflow_id!r} in store {args.store} (mistyped, another "
                                   f"--store, or expired and collected)")
-        if outcome.status is not WorkflowStatus.RUNNING or not stop_workflow(
+        # STOPPED here may be a stop that died between its two writes: stop_workflow completes it
+        if outcome.status not in (WorkflowStatus.RUNNING, WorkflowStatus.STOPPED) or not stop_workflow(
                 store, args.workflow_id, error=args.error, cause=args.cause):
             ended = read_outcome(store, args.workflow_id).status
             raise UnumError(f"workflow {args.workflow_id} has already ended ({ended}): nothing to stop")

@@ -18,10 +18,11 @@ from pathlib import Path
 from typing import Any
 
 from builder.compiler.load import find_definition, load_definition
-from builder.compiler.nested import inline_children
+from builder.compiler.nested import DetachedChild, inline_children
 from builder.compiler.plan import Function, Layout, instructions, plan
 from builder.compiler.validate import JSONATA, Machine, integration_task, lambda_name, validate
 from unum_entry.asl.function import FRAGMENT_FILE_NAME, MAIN_MODULE
+from unum_entry.asl.nested import MARK as NESTED_MARK
 from unum_entry.asl.runner import FRAGMENT_VERSION
 from unum_entry.errors import AslDefinitionError
 from unum_entry.ir import IR_FILE_NAME
@@ -58,9 +59,17 @@ def compile_state_machine(path: str | Path, out: str | Path, *, functions: str |
         if found is None:
             raise AslDefinitionError(str(path), None, "<file>", "no state machine file here (statemachine.json, *.asl.json, statemachine.yaml)")
         path = found
-    doc = inline_children(load_definition(path, substitutions), path, substitutions)  # states:startExecution.sync
+    detached: dict[str, DetachedChild] = {}  # the children of fire-and-forget startExecution Tasks
+    doc = inline_children(load_definition(path, substitutions), path, substitutions, detached=detached)
     machine = validate(doc, str(path))
     layout = plan(machine)
+    children = []
+    for child in detached.values():  # each compiled into the same folder as a machine of its own
+        child_machine = validate(child.definition, str(child.path))
+        child_layout = plan(child_machine)
+        for marker in child.markers:
+            marker["entry"] = child_layout.entry
+        children.append((child, child_machine, child_layout))
     functions_dir = Path(functions) if functions is not None else _default_functions_dir(path)
     name = name or _machine_name(path)
     out = Path(out)
@@ -70,19 +79,46 @@ def compile_state_machine(path: str | Path, out: str | Path, *, functions: str |
         else:
             raise AslDefinitionError(str(out), None, "--out", "exists and is not a compiled workflow folder; refusing to overwrite it")
     out.mkdir(parents=True)
+    summary: dict[str, dict[str, Any]] = {}
+    for child, child_machine, child_layout in children:
+        _write_layout(out, child.definition, child_machine, child_layout, functions_dir, handler, child.name, summary)
+    _write_layout(out, doc, machine, layout, functions_dir, handler, name, summary)
+    (out / WORKFLOW_FILE_NAME).write_text(json.dumps({"unum_workflow": 1, "name": name, "entry": layout.entry}, indent=1))
+    (out / "statemachine.json").write_text(json.dumps(doc, indent=2))
+    load_workflow(out)  # what was written is validated exactly as `builder run` would
+    return CompileResult(out=out, name=name, entry=layout.entry, functions=summary, states=len(machine.scope_of))
+
+
+def _write_layout(out: Path, doc: dict[str, Any], machine: Machine, layout: Layout, functions_dir: Path,
+                  handler: str | None, name: str, summary: dict[str, dict[str, Any]]) -> None:
+    """Write the functions of one state machine (the parent, or a fire-and-forget child) into `out`."""
     carry_input = reads_execution_input(json.dumps(doc))
     # A Task in a branch waits for a task token: every fan-out records its position (runner).
     positions = any(fn.scope.owner is not None and fn.task is not None
                     and str(fn.scope.states[fn.task].get("Resource", "")).endswith(".waitForTaskToken")
                     for fn in layout.functions.values())
-    summary: dict[str, dict[str, Any]] = {}
     for fn in layout.functions.values():
+        if fn.name in summary:
+            raise AslDefinitionError(machine.source, fn.head, "<function>", f"function {fn.name!r} of state machine "
+                                     f"{name!r} has the name of another compiled function; rename the state")
         summary[fn.name] = _write_function(out, fn, layout, machine, functions_dir, handler, name, carry_input,
                                           positions)
-    (out / WORKFLOW_FILE_NAME).write_text(json.dumps({"unum_workflow": 1, "name": name, "entry": layout.entry}, indent=1))
-    (out / "statemachine.json").write_text(json.dumps(doc, indent=2))
-    load_workflow(out)  # what was written is validated exactly as `builder run` would
-    return CompileResult(out=out, name=name, entry=layout.entry, functions=summary, states=len(machine.scope_of))
+    _execution_timeout(doc, machine.source, out / layout.entry / IR_FILE_NAME)
+
+
+def _execution_timeout(doc: dict[str, Any], source: str, entry_ir: Path) -> None:
+    """The machine's top-level TimeoutSeconds (an execution timeout) becomes the entry function's
+    IR `timeout_seconds`: the workflow ends `timed out` (States.Timeout) when it elapses
+    (unum_entry.watchdog)."""
+    if "TimeoutSeconds" not in doc:
+        return
+    seconds = doc["TimeoutSeconds"]
+    if isinstance(seconds, bool) or not isinstance(seconds, int) or not 1 <= seconds <= 99999999:
+        raise AslDefinitionError(source, None, "TimeoutSeconds",
+                                 f"expected an integer from 1 to 99999999 (seconds), found {seconds!r}")
+    ir = json.loads(entry_ir.read_text())
+    ir["timeout_seconds"] = seconds
+    entry_ir.write_text(json.dumps(ir, indent=1))
 
 
 # `$$` / `$states.context` whole, or the part holding Execution.Input (not $$.State..., not
@@ -122,7 +158,7 @@ def _write_function(out: Path, fn: Function, layout: Layout, machine: Machine, f
         "in_branch": fn.scope.owner is not None, "task": fn.task, "handler": user_handler, "lambda_name": lam,
         "query_language": fn.scope.query_language, "carry_input": carry_input, "positions": positions,
         "machine": {"Name": machine_name, "Id": f"arn:aws:states:local:000000000000:stateMachine:{machine_name}"},
-        "states": {name: _strip(state) for name, state in fn.scope.states.items()},
+        "states": {name: _strip(state, layout) for name, state in fn.scope.states.items()},
     }
     (folder / FRAGMENT_FILE_NAME).write_text(json.dumps(fragment, indent=1))
     ir = {"unum_ir": 1, "function": fn.name, "handler": f"{MAIN_MODULE}.handler",
@@ -134,9 +170,23 @@ def _write_function(out: Path, fn: Function, layout: Layout, machine: Machine, f
             "handler": user_handler}
 
 
-def _strip(state: dict[str, Any]) -> dict[str, Any]:
-    """A state as its scope's runner needs it: nested branches are other functions' business."""
-    return {k: v for k, v in state.items() if k not in ("Branches", "ItemProcessor", "Iterator")}
+def _strip(state: dict[str, Any], layout: Layout) -> dict[str, Any]:
+    """A state as its scope's runner needs it: nested branches are other functions' business (the
+    runner keeps only how many branches a Parallel has and a Map's processor mode, which the history
+    event ids depend on: unum_entry/asl/event_ids.py). A nested state machine's marker gets its
+    join function (a `.sync` Task's TimeoutSeconds timer is delivered there: unum_entry/asl/timing.py)."""
+    out = {k: v for k, v in state.items() if k not in ("Branches", "ItemProcessor", "Iterator")}
+    if isinstance(state.get(NESTED_MARK), dict):
+        joins = [fn.name for fn in layout.functions.values() if fn.join and fn.scope.states.get(fn.head) is state]
+        if joins:
+            out[NESTED_MARK] = {**state[NESTED_MARK], "join": joins[0]}
+    if isinstance(state.get("Branches"), list):
+        out["__branches__"] = len(state["Branches"])
+    processor = state.get("ItemProcessor")
+    config = processor.get("ProcessorConfig") if isinstance(processor, dict) else None
+    if isinstance(config, dict) and isinstance(config.get("Mode"), str):
+        out["__mode__"] = config["Mode"]
+    return out
 
 
 def _detect_handler(code: Path, source: str, state: str) -> str:

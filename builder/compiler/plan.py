@@ -201,7 +201,7 @@ def instructions(fn: Function, layout: Layout, machine: Machine) -> list[dict[st
                                 "max_concurrency": "$.max_concurrency", "when": when})
     if ("wait", None) in fn.exits or (
             fn.task is not None and str(fn.scope.states[fn.task].get("Resource", "")).endswith(".waitForTaskToken")):
-        # waits for its callback (unum_entry/callbacks.py) or a timer (unum_entry/asl/timing.py):
+        # waits for its callback (unum_entry/asl/callbacks.py) or a timer (unum_entry/asl/timing.py):
         # no successor, no result until then
         program.append({"op": "suspend", "when": {"Variable": "$.__next__", "StringEquals": "__wait__"}})
     if fn.scope.owner is None:

@@ -21,7 +21,7 @@ COMMON = {"Type", "Comment", "QueryLanguage", "Assign"}
 FIELDS: dict[str, set[str]] = {
     "Task": {"Resource", "Next", "End", "InputPath", "OutputPath", "Parameters", "ResultPath", "ResultSelector",
              "Retry", "Catch", "TimeoutSeconds", "TimeoutSecondsPath", "HeartbeatSeconds", "HeartbeatSecondsPath",
-             "Credentials", "Arguments", "Output"},
+             "Credentials", "Arguments", "Output", "__unum_detached__"},  # fire-and-forget startExecution (nested.py)
     "Pass": {"Next", "End", "InputPath", "OutputPath", "Parameters", "ResultPath", "Result", "Output"},
     "Choice": {"Choices", "Default", "InputPath", "OutputPath", "Output"},
     "Wait": {"Next", "End", "InputPath", "OutputPath", "Seconds", "SecondsPath", "Timestamp", "TimestampPath", "Output"},
@@ -439,7 +439,8 @@ def integration_task(full: str, state: Mapping[str, Any], source: str) -> bool:
     """True when the Task's Resource is a service integration unum runs (no user code)."""
     from unum_entry.asl.integrations import parse
 
-    return parse(str(state.get("Resource", ""))) is not None
+    from unum_entry.asl.detached import MARK
+    return MARK in state or parse(str(state.get("Resource", ""))) is not None
 
 
 def _checked_function(value: str, source: str, full: str, field_name: str) -> str:

@@ -24,7 +24,7 @@ from typing import Any
 
 from builder.deploy.output import emit
 from builder.image.build import image_repository
-from unum_entry.asl.integrations.grants import function_statements
+from unum_entry.asl.integrations.grants import function_statements, started_functions
 from unum_entry.errors import BuildError
 from unum_entry.workflow import Workflow, load_workflow
 
@@ -89,7 +89,7 @@ def sam_template(workflow: Workflow, *, image_prefix: str, tag: str = "latest", 
     }}
     resources.update(_timer_resources(sorted(workflow.functions)))
     for name, spec in sorted(workflow.functions.items()):
-        invokes = sorted(spec.ir.targets() | {name})
+        invokes = sorted(spec.ir.targets() | {name} | started_functions(spec.folder))  # + a started child's entry
         repository = image_repository(tag_prefix, workflow.name, name)
         resources[ids[name]] = {
             "Type": "AWS::Serverless::Function",

@@ -157,6 +157,9 @@ def render_script(workflow: Workflow, options: GcpDeployOptions) -> str:
     env_common = (f"UNUM_STORE=firestore://{collection}?project=${{PROJECT}}&database={options.database},"
                   f"UNUM_INVOKER=pubsub://${{PROJECT}}?prefix={prefix}"
                   f"&tasks_queue=projects/${{PROJECT}}/locations/${{REGION}}/queues/{timer_queue}&tasks_sa=${{RUN_SA}}")
+    # The invoker URL's last option, after the ","-to-";" swap below: a durable invoke of any other
+    # function is refused at once (unum_entry.invokers.pubsub).
+    known = f"&functions={','.join(functions)}"
     for function in functions:
         service = service_name(workflow.name, function)
         signature = "http" if function == workflow.entry else "cloudevent"
@@ -164,7 +167,7 @@ def render_script(workflow: Workflow, options: GcpDeployOptions) -> str:
             f"\"${{G[@]}}\" run deploy {service} --region \"$REGION\" --image {q(image_name(options, workflow.name, function))} \\",
             f"  --service-account \"$RUN_SA\" --no-allow-unauthenticated --concurrency {options.concurrency} \\",
             f"  --timeout {options.timeout_seconds} --memory {options.memory} \\",
-            f"  --set-env-vars \"^;^{env_common.replace(',', ';')};FUNCTION_SIGNATURE_TYPE={signature}\"",
+            f"  --set-env-vars \"^;^{env_common.replace(',', ';')}{known};FUNCTION_SIGNATURE_TYPE={signature}\"",
             f"\"${{G[@]}}\" run services add-iam-policy-binding {service} --region \"$REGION\" "
             "--member=\"serviceAccount:$PUSH_SA\" --role=roles/run.invoker >/dev/null",
         ]

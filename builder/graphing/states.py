@@ -8,7 +8,7 @@ builder.graphing.build)."""
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -97,36 +97,52 @@ def _edges(view: StateView, body: Mapping[str, Any], sid: str, ids: Mapping[str,
             view.edges.append((sid, ids[catcher["Next"]], "catch " + ", ".join(catcher.get("ErrorEquals", [])), True))
 
 
+def _layout(view: StateView) -> Iterator[tuple[str, str, str]]:
+    """The view in drawing order, as (what, id, indent): ("node", state id), ("open", container id)
+    ... its members and nested containers, one level deeper ... ("close", container id)."""
+    def container(cid: str, indent: str) -> Iterator[tuple[str, str, str]]:
+        _, members, children = view.containers[cid]
+        yield "open", cid, indent
+        for sid in members:
+            yield "node", sid, indent + "  "
+        for child in children:
+            yield from container(child, indent + "  ")
+        yield "close", cid, indent
+
+    for sid in view.top:
+        yield "node", sid, "  "
+    for cid in view.top_containers:
+        yield from container(cid, "  ")
+
+
+def _colours(name: str, kind: str, ran: Collection[str], failed: Collection[str]) -> tuple[str, str] | None:
+    """(fill, stroke) of a state the run failed in or went through; None for the others and for
+    the Start/End markers."""
+    if kind in ("Start", "End"):
+        return None
+    if name in failed:
+        return FAILED_FILL, FAILED_STROKE
+    return (RAN_FILL, RAN_STROKE) if name in ran else None
+
+
 def states_to_dot(view: StateView, *, ran: Collection[str] = (), failed: Collection[str] = ()) -> str:
     """DOT text; states named in `ran` are green, in `failed` red (by state name)."""
     lines = [f'digraph "{_esc(view.name)}" {{', "  graph [rankdir=TB, fontname=Helvetica, fontsize=11];",
              '  node [shape=box, style="rounded,filled", fillcolor="#ffffff", color="#888888", fontname=Helvetica, fontsize=11];',
              '  edge [fontname=Helvetica, fontsize=9, color="#444444"];']
-
-    def node(sid: str, indent: str) -> None:
-        name, kind = view.states[sid]
-        shape = {"Start": "circle", "End": "doublecircle", "Choice": "diamond"}.get(kind, "box")
-        colour = ""
-        if name in failed and kind not in ("Start", "End"):
-            colour = f', fillcolor="{FAILED_FILL}", color="{FAILED_STROKE}", penwidth=2'
-        elif name in ran and kind not in ("Start", "End"):
-            colour = f', fillcolor="{RAN_FILL}", color="{RAN_STROKE}", penwidth=2'
-        label = name if kind in ("Start", "End", "Task") else f"{name}\n({kind})"
-        lines.append(f'{indent}{sid} [label="{_esc(label)}", shape={shape}{colour}];')
-
-    def container(cid: str, indent: str) -> None:
-        label, members, children = view.containers[cid]
-        lines.append(f'{indent}subgraph cluster_{cid} {{ label="{_esc(label)}"; style="rounded"; color="#999999";')
-        for sid in members:
-            node(sid, indent + "  ")
-        for child in children:
-            container(child, indent + "  ")
-        lines.append(f"{indent}}}")
-
-    for sid in view.top:
-        node(sid, "  ")
-    for cid in view.top_containers:
-        container(cid, "  ")
+    for what, ident, indent in _layout(view):
+        if what == "open":
+            label = view.containers[ident][0]
+            lines.append(f'{indent}subgraph cluster_{ident} {{ label="{_esc(label)}"; style="rounded"; color="#999999";')
+        elif what == "close":
+            lines.append(f"{indent}}}")
+        else:
+            name, kind = view.states[ident]
+            shape = {"Start": "circle", "End": "doublecircle", "Choice": "diamond"}.get(kind, "box")
+            colours = _colours(name, kind, ran, failed)
+            colour = f', fillcolor="{colours[0]}", color="{colours[1]}", penwidth=2' if colours else ""
+            label = name if kind in ("Start", "End", "Task") else f"{name}\n({kind})"
+            lines.append(f'{indent}{ident} [label="{_esc(label)}", shape={shape}{colour}];')
     for source, target, label, dashed in view.edges:
         attrs = ([f'label="{_esc(label)}"'] if label else []) + (["style=dashed"] if dashed else [])
         lines.append(f"  {source} -> {target} [{', '.join(attrs)}];")
@@ -137,30 +153,20 @@ def states_to_dot(view: StateView, *, ran: Collection[str] = (), failed: Collect
 def states_to_mermaid(view: StateView, *, ran: Collection[str] = (), failed: Collection[str] = ()) -> str:
     """Mermaid flowchart text of the same view (subgraphs for Map/Parallel and their branches)."""
     lines = ["flowchart TD", f"  %% {view.name}: states in definition order"]
-
-    def node(sid: str, indent: str) -> None:
-        name, kind = view.states[sid]
-        text = name.replace('"', "'") if kind in ("Start", "End", "Task") else f"{name} ({kind})".replace('"', "'")
-        opening, closing = {"Start": ("((", "))"), "End": ("(((", ")))"), "Choice": ("{", "}")}.get(kind, ("[", "]"))
-        lines.append(f'{indent}{sid}{opening}"{text}"{closing}')
-        if name in failed and kind not in ("Start", "End"):
-            lines.append(f"{indent}style {sid} fill:{FAILED_FILL},stroke:{FAILED_STROKE}")
-        elif name in ran and kind not in ("Start", "End"):
-            lines.append(f"{indent}style {sid} fill:{RAN_FILL},stroke:{RAN_STROKE}")
-
-    def container(cid: str, indent: str) -> None:
-        label, members, children = view.containers[cid]
-        lines.append(f'{indent}subgraph {cid}["{label or " "}"]')
-        for sid in members:
-            node(sid, indent + "  ")
-        for child in children:
-            container(child, indent + "  ")
-        lines.append(f"{indent}end")
-
-    for sid in view.top:
-        node(sid, "  ")
-    for cid in view.top_containers:
-        container(cid, "  ")
+    for what, ident, indent in _layout(view):
+        if what == "open":
+            label = view.containers[ident][0]
+            lines.append(f'{indent}subgraph {ident}["{label or " "}"]')
+        elif what == "close":
+            lines.append(f"{indent}end")
+        else:
+            name, kind = view.states[ident]
+            text = name.replace('"', "'") if kind in ("Start", "End", "Task") else f"{name} ({kind})".replace('"', "'")
+            opening, closing = {"Start": ("((", "))"), "End": ("(((", ")))"), "Choice": ("{", "}")}.get(kind, ("[", "]"))
+            lines.append(f'{indent}{ident}{opening}"{text}"{closing}')
+            colours = _colours(name, kind, ran, failed)
+            if colours:
+                lines.append(f"{indent}style {ident} fill:{colours[0]},stroke:{colours[1]}")
     for source, target, label, dashed in view.edges:
         arrow = "-.->" if dashed else "-->"
         shown = label.replace('"', "'").replace("|", "/")

@@ -63,11 +63,11 @@ def run_action(store: Store, action: str, form: Mapping[str, list[str]]) -> str:
 
 
 def complete_here(store: Store, workflow: str, action: str, form: Mapping[str, list[str]]) -> None:
-    """SendTaskSuccess / SendTaskFailure for the form's `task_token` (unum_entry.callbacks),
+    """SendTaskSuccess / SendTaskFailure for the form's `task_token` (unum_entry.asl.callbacks),
     continuing the workflow on the embedded engine in this process (as `redrive_here`)."""
     import json
 
-    from unum_entry import callbacks
+    from unum_entry.asl import callbacks
 
     def one(key: str) -> str:
         return (form.get(key) or [""])[0]

@@ -19,7 +19,8 @@ from unum_entry.codec import decode
 from unum_entry.errors import UnumError
 from unum_entry.outcome import ENDED, STOP_FIELD, WorkflowStatus, covers_every_position, failed_status, yields_to_results
 from unum_entry.retention import DEFAULT_REDELIVERY_SECONDS, DEFAULT_TTL_SECONDS
-from unum_entry.stores.base import Store, WorkflowEntry
+from unum_entry.outcome import Ending, is_claim
+from unum_entry.stores.base import Kind, Store, WorkflowEntry
 
 FINISHED = ENDED
 _DURATION = re.compile(r"^(\d+)([smhdw]?)$")
@@ -89,6 +90,11 @@ def status_of(store: Store, entry: WorkflowEntry) -> WorkflowStatus:
             return failed_status(failure)
     if complete:
         return WorkflowStatus.SUCCEEDED
+    if entry.failure is None and entry.objects.get(Kind.MARKER):  # a stop / timeout that died half-way?
+        raw = store.get(Ending.of(entry.workflow).result)
+        claim = decode(raw) if raw is not None else None
+        if isinstance(claim, dict) and is_claim(claim):
+            return failed_status(claim)
     return _running_or_waiting(store, entry.workflow)
 
 
@@ -96,7 +102,7 @@ def _running_or_waiting(store: Store, workflow: str) -> WorkflowStatus:
     """WAITING when a Task of the unfinished `workflow` waits for a task-token callback (one
     scan of its objects, as `inspect` does), else RUNNING - or what the embedded engine's
     delivery queue says of it (`unfinished_status`)."""
-    from unum_entry.callbacks import waiting
+    from unum_entry.asl.callbacks import waiting
 
     if waiting(store, workflow):
         return WorkflowStatus.WAITING
@@ -120,8 +126,11 @@ def unfinished_status(store: Store, workflow: str) -> WorkflowStatus:
 
 def remove_workflow(store: Store, workflow: str) -> int:
     """Delete every object of `workflow` now (before its TTL); returns how many."""
+    from unum_entry.local.runs import forget_workflows
+
     keys = [record.key for record in store.records(workflow)]
     store.delete(keys)
+    forget_workflows(store, [workflow])  # its queued deliveries and timers would run it again
     return len(keys)
 
 

@@ -1,10 +1,11 @@
 """One page of a store's runs for the web UI, newest first, filtered and paginated on the server.
 
-`query_runs` reads the store in a few passes whatever its size: one `Store.workflows` pass, one
-batch read of the start records `run` wrote (start time, folder: the workflow's name), and the
-result and failure records of the runs it must give a status (every filtered run when filtering
-by status, else the page's). A run without an outcome costs one more scan of its own objects
-(`listing.status_of`: waiting / interrupted / running). Its duration: from its entry's handler
+`index_runs` lists the store's runs newest first in two passes whatever its size: one
+`Store.workflows` pass and one batch read of the start records `run` wrote (start time, folder:
+the workflow's name). `query_runs` filters and pages such a list (the UI server keeps one between
+requests: builder.ui.run_index) and reads the result and failure records of the runs it must give
+a status (every filtered run when filtering by status, else the page's). A run without an outcome
+costs one more scan of its own objects (`listing.status_of`: waiting / interrupted / running). Its duration: from its entry's handler
 start (the entry checkpoint's history stamp, unum_entry.history) or the recorded start second,
 to its latest result or failure stamp.
 """
@@ -14,7 +15,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -61,30 +62,41 @@ class _Run:
     ended_ms: int | None = None
 
 
-def query_runs(store: Store, flt: RunFilter, *, ttl_seconds: int = DEFAULT_TTL_SECONDS,
-               now: float | None = None, starts: dict[str, dict[str, Any]] | None = None) -> RunPage:
-    """`starts`: a cache of the start records read so far (they never change once written), kept
-    by the caller between pages (the UI server), so a refresh reads only new runs' records."""
-    clock = time.time() if now is None else now
-    entries = store.workflows()
-    runs = _with_starts(store, entries, ttl_seconds, {} if starts is None else starts)
-    names = sorted({r.name for r in runs if r.name})
-    if flt.search:
-        runs = [r for r in runs if flt.search.strip().lower() in r.entry.workflow.lower()]
-    if flt.name:
-        runs = [r for r in runs if r.name == flt.name]
-    if flt.since is not None:
-        runs = [r for r in runs if r.started >= flt.since]
+def index_runs(store: Store, *, ttl_seconds: int = DEFAULT_TTL_SECONDS,
+               starts: dict[str, dict[str, Any]] | None = None) -> list[_Run]:
+    """Every run of `store` with its start and name, newest first. `starts`: a cache of the start
+    records read so far (they never change once written), kept by the caller between calls, so
+    a later call reads only new runs' records."""
+    runs = _with_starts(store, store.workflows(), ttl_seconds, {} if starts is None else starts)
     runs.sort(key=lambda r: (-r.started, r.entry.workflow))
+    return runs
+
+
+def query_runs(store: Store, flt: RunFilter, *, ttl_seconds: int = DEFAULT_TTL_SECONDS,
+               now: float | None = None, starts: dict[str, dict[str, Any]] | None = None,
+               runs: Sequence[_Run] | None = None) -> RunPage:
+    """One page of runs as `flt` asks. `runs`: an `index_runs` list to page through (it is not
+    changed) instead of listing the store again; `starts`: as for `index_runs`."""
+    clock = time.time() if now is None else now
+    listed = index_runs(store, ttl_seconds=ttl_seconds, starts=starts) if runs is None else runs
+    names = sorted({r.name for r in listed if r.name})
+    selected = list(listed)  # newest first: the filters keep the order
+    if flt.search:
+        selected = [r for r in selected if flt.search.strip().lower() in r.entry.workflow.lower()]
+    if flt.name:
+        selected = [r for r in selected if r.name == flt.name]
+    if flt.since is not None:
+        selected = [r for r in selected if r.started >= flt.since]
     if flt.status:
-        _give_status(store, runs)
-        runs = [r for r in runs if r.status is not None and r.status.value == flt.status]
-    pages = max(1, -(-len(runs) // flt.per_page))
+        selected = [replace(r) for r in selected]  # given a status below: copies, the list stays as it is
+        _give_status(store, selected)
+        selected = [r for r in selected if r.status is not None and r.status.value == flt.status]
+    pages = max(1, -(-len(selected) // flt.per_page))
     page = min(max(1, flt.page), pages)
-    shown = runs[(page - 1) * flt.per_page: page * flt.per_page]
+    shown = [r if flt.status else replace(r) for r in selected[(page - 1) * flt.per_page: page * flt.per_page]]
     _give_status(store, [r for r in shown if r.status is None])
     _give_entry_start(store, shown)
-    return RunPage(rows=[_row(r, clock) for r in shown], total=len(runs), page=page, pages=pages, names=names)
+    return RunPage(rows=[_row(r, clock) for r in shown], total=len(selected), page=page, pages=pages, names=names)
 
 
 def _with_starts(store: Store, entries: Sequence[WorkflowEntry], ttl_seconds: int,

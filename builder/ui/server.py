@@ -57,6 +57,8 @@ class UiServer:
         from builder.ui.actions import new_token
         self.token = new_token()  # this server's session token: actions need it (builder.ui.actions)
         self._starts: dict[str, dict[str, Any]] = {}  # start records read so far (builder.ui.pages)
+        from builder.ui.run_index import RunIndex
+        self._index: RunIndex[Any] = RunIndex(self._list_runs)  # the runs, newest first, kept between requests
         try:
             self._httpd = ThreadingHTTPServer((host, port), _handler(self))
         except (OSError, OverflowError) as exc:
@@ -79,6 +81,7 @@ class UiServer:
         return f"http://{HOST}:{self.port}"
 
     def serve_forever(self) -> None:
+        self._index.prime()  # the list of runs is read while the browser opens the page
         self._httpd.serve_forever(poll_interval=0.2)
 
     def start(self) -> UiServer:
@@ -105,7 +108,13 @@ class UiServer:
         from builder.ui.list_view import run_filter
         from builder.ui.pages import query_runs
 
-        return query_runs(self.store, run_filter(query), ttl_seconds=self.ttl_seconds, starts=self._starts)
+        return query_runs(self.store, run_filter(query), ttl_seconds=self.ttl_seconds, runs=self._index.runs())
+
+    def _list_runs(self) -> Any:
+        """Every run, newest first (builder.ui.pages.index_runs; read in the background by the index)."""
+        from builder.ui.pages import index_runs
+
+        return index_runs(self.store, ttl_seconds=self.ttl_seconds, starts=self._starts)
 
     def workflow(self, workflow_id: str) -> dict[str, Any]:
         """Status, results, failure and the coloured graph (None when its definition is unknown)."""
@@ -130,7 +139,7 @@ class UiServer:
         if status is WorkflowStatus.WAITING:  # each waiting Task, its token and how to complete it
             from builder.commands import start_record
             from builder.commands.inspect import callback_hint
-            from unum_entry.callbacks import waiting
+            from unum_entry.asl.callbacks import waiting
 
             recorded = start_record.read(self.store, workflow_id)
             shown["waiting"] = [{"state": w.state, "function": w.function, "token": w.token}

@@ -76,7 +76,8 @@ def test_distributed_map_paths_that_resolve_to_bad_values_fail_with_states_runti
         "Type": "Map", "ItemsPath": "$.items", "End": True, **fields, "ItemProcessor": {**DISTRIBUTED, **ECHO}}}}
     proc = cli("run", definition, tmp_path, NO_AWS, {"items": [1, 2, 3], "v": value})
 
-    assert failure(proc) == expected
+    entered = "An error occurred while executing the state 'Each' (entered at the event id #2). "  # AWS's prefix
+    assert failure(proc) == expected.replace("States.Runtime: ", "States.Runtime: " + entered, 1)
 
 
 def reader(bucket: dict[str, Any], key: str, **config: Any) -> dict[str, Any]:
@@ -103,9 +104,11 @@ def test_csv_reader_fills_short_rows_and_refuses_duplicate_headers_and_negative_
                    bucket["endpoint"], {"max": -1})
 
     assert json.loads(short.stdout) == [{"id": "a", "qty": "1", "note": "x"}, {"id": "b", "qty": "", "note": ""}]
-    duplicates = {"Error": "States.ItemReaderFailed", "Cause": "CSV headers cannot contain duplicates."}
+    entered = "An error occurred while executing the state 'Each' (entered at the event id #2). "  # AWS's prefix
+    duplicates = {"Error": "States.ItemReaderFailed", "Cause": entered + "CSV headers cannot contain duplicates."}
     assert json.loads(dup.stdout) == duplicates and json.loads(given.stdout) == duplicates
-    assert json.loads(negative.stdout) == {"Error": "States.ItemReaderFailed", "Cause": "field MaxItems must be positive"}
+    assert json.loads(negative.stdout) == {"Error": "States.ItemReaderFailed",
+                                           "Cause": entered + "field MaxItems must be positive"}
 
 
 def test_result_writer_names_the_map_run_by_the_label(bucket, tmp_path: Path) -> None:
@@ -239,7 +242,8 @@ def test_wait_seconds_path_causes_are_aws_wording(tmp_path: Path, seconds: Any, 
     definition = {"StartAt": "W", "States": {"W": {"Type": "Wait", "SecondsPath": "$.s", "End": True}}}
     proc = cli("run", definition, tmp_path, NO_AWS, {"s": seconds})
 
-    assert failure(proc) == f"States.Runtime: {cause}"
+    entered = "An error occurred while executing the state 'W' (entered at the event id #2). "  # AWS's prefix
+    assert failure(proc) == f"States.Runtime: {entered}{cause}"
 
 
 def test_a_malformed_jsonata_delimiter_is_rejected_at_compile_time_naming_state_and_field(tmp_path: Path) -> None:
@@ -325,7 +329,7 @@ def test_nested_state_machines_that_cannot_run_are_rejected_at_compile_time(tmp_
 
     missing = compiled("states:startExecution.sync", "Nowhere", tmp_path / "m")
     dynamic = compiled("states:startExecution.sync:2", None, tmp_path / "d")
-    forget = compiled("states:startExecution", "Child", tmp_path / "f")
+    forget = compiled("states:startExecution.waitForTaskToken", "Child", tmp_path / "f")
     (tmp_path / "c").mkdir()
     (tmp_path / "c" / "Loop.asl.json").write_text(json.dumps({"StartAt": "Again", "States": {"Again": {
         "Type": "Task", "Resource": f"{AWS}states:startExecution.sync", "End": True,
@@ -338,7 +342,7 @@ def test_nested_state_machines_that_cannot_run_are_rejected_at_compile_time(tmp_
     assert "Loop.asl.json: state 'Again'" in cycle.stderr  # where the cycle closes
     assert "no definition of state machine 'Nowhere'" in missing.stderr
     assert "named literally" in dynamic.stderr
-    assert "fire-and-forget" in forget.stderr
+    assert "the .waitForTaskToken form would start an execution that nothing joins" in forget.stderr
     assert "starts itself" in cycle.stderr
 
 
@@ -371,3 +375,36 @@ def test_a_nested_child_completes_its_parent_exactly_once_under_faults(tmp_path:
 
     assert results[0] == results[1] == {"status": "SUCCEEDED", "output": {
         "items": [{"v": 2}, {"v": 4}, {"v": 6}], "execution": "child", "input": {"items": [1, 2, 3]}}}
+
+
+def test_put_events_appends_the_execution_and_state_machine_arns_to_resources(moto_server, tmp_path: Path) -> None:
+    """AWS: "The execution ARN and the state machine ARN are automatically appended to the
+    Resources field of each PutEventsRequestEntry" (optimized integration only). Seen on the event
+    as an EventBridge rule delivers it to an SQS queue (moto)."""
+    sqs, events = client("sqs", moto_server.endpoint), client("events", moto_server.endpoint)
+    queue = sqs.create_queue(QueueName=f"ev-{uuid.uuid4().hex[:8]}")["QueueUrl"]
+    queue_arn = sqs.get_queue_attributes(QueueUrl=queue, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    source = f"unum.test.{uuid.uuid4().hex[:8]}"
+    events.put_rule(Name=f"r-{source[-8:]}", EventPattern=json.dumps({"source": [source]}))
+    events.put_targets(Rule=f"r-{source[-8:]}", Targets=[{"Id": "q", "Arn": queue_arn}])
+    definition = {"StartAt": "Emit", "States": {"Emit": {
+        "Type": "Task", "Resource": f"{AWS}events:putEvents", "End": True, "ResultPath": None,
+        "Parameters": {"Entries": [{"Source": source, "DetailType": "t", "Detail": {"a": 1},
+                                    "Resources": ["arn:aws:s3:::mine"]}]}}}}
+    proc = cli("run", definition, tmp_path / "emit", moto_server.endpoint, {},
+               env={"UNUM_ASL_REGION": "eu-west-1", "UNUM_ASL_ACCOUNT": "111122223333"})
+
+    assert proc.returncode == 0, proc.stderr
+    messages = sqs.receive_message(QueueUrl=queue, WaitTimeSeconds=2).get("Messages", [])
+    assert len(messages) == 1
+    resources = json.loads(messages[0]["Body"])["resources"]
+    assert resources[0] == "arn:aws:s3:::mine" and len(resources) == 3, resources
+    assert resources[1].startswith("arn:aws:states:eu-west-1:111122223333:execution:emit:wf-")
+    assert resources[2] == "arn:aws:states:eu-west-1:111122223333:stateMachine:emit"
+
+
+def test_result_path_under_a_non_object_fails_with_aws_wording(tmp_path: Path) -> None:
+    definition = {"StartAt": "Put", "States": {"Put": {"Type": "Pass", "Result": 1, "ResultPath": "$.x.y", "End": True}}}
+    proc = cli("run", definition, tmp_path, NO_AWS, {"x": 5})
+
+    assert failure(proc) == 'States.ResultPathMatchFailure: Unable to apply step "y" to input {"x":5}'

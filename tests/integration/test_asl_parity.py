@@ -64,7 +64,9 @@ def test_jsonata_map_over_a_non_array_fails_with_query_evaluation_error(tmp_path
     proc = run(tmp_path, path, {"things": {"a": 1}})
 
     assert proc.returncode == 1, proc.stderr
-    assert ("States.QueryEvaluationError: The JSONata expression '$states.input.things' specified for the field 'Items' "
+    assert ("States.QueryEvaluationError: "
+            "An error occurred while executing the state 'M' (entered at the event id #2). "
+            "The JSONata expression '$states.input.things' specified for the field 'Items' "
             "returned an unexpected result type. Expected 'array', but was 'object'") in proc.stderr
 
 

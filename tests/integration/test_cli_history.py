@@ -29,14 +29,13 @@ def history(workflow: str, store: str) -> dict:
 
 
 def write_workflow(folder: Path, functions: dict[str, tuple[str, list]], entry: str) -> Path:
-    folder.mkdir(parents=True)
-    (folder / "unum-workflow.json").write_text(json.dumps({"unum_workflow": 1, "name": folder.name, "entry": entry}))
-    for name, (code, instructions) in functions.items():
-        (folder / name).mkdir()
-        (folder / name / "app.py").write_text(code)
-        (folder / name / "unum-ir.json").write_text(json.dumps(
-            {"unum_ir": 1, "function": name, "handler": "app.handler", "max_attempts": 2,
-             "instructions": instructions}))
+    """A workflow folder named like `folder`: function name -> (app.py source, IR instructions),
+    each function with two attempts."""
+    from unum_entry.workflow import FunctionSource
+    from unum_entry.workflow import write_workflow as write
+
+    write(folder, name=folder.name, entry=entry, functions={
+        name: FunctionSource(code, instructions, {"max_attempts": 2}) for name, (code, instructions) in functions.items()})
     return folder
 
 
@@ -289,3 +288,24 @@ class Recorder:
 
     def invoke_at(self, when: float, function: str, payload: dict, *, name: str) -> None:
         self.calls.append((function, payload))
+
+
+def test_a_function_without_a_checkpoint_is_absent_but_its_output_shows_as_the_next_input(tmp_path):
+    """docs/history.md ("Not recorded"): `"checkpoint": false` commits nothing, so it is no step;
+    the first checkpointed function after it shows the input it received (copied into its stamp)."""
+    folder = write_workflow(tmp_path / "nc", {
+        "Entry": ("def handler(event, context):\n    return {'seen': event}\n", [{"op": "invoke", "function": "Free"}]),
+        "Free": ("def handler(event, context):\n    return {'free': event}\n", [{"op": "invoke", "function": "Last"}]),
+        "Last": ("def handler(event, context):\n    return {'last': event}\n", []),
+    }, "Entry")
+    ir = json.loads((folder / "Free" / "unum-ir.json").read_text())
+    (folder / "Free" / "unum-ir.json").write_text(json.dumps({**ir, "checkpoint": False}))
+    store = str(tmp_path / "unum.db")
+    ran = cli("run", str(folder), "--input", "3", "--store", store, "--workflow-id", "wf-free")
+    assert ran.returncode == 0, ran.stderr
+    document = history("wf-free", store)
+    check_numbering(document)
+    assert [s["function"] for s in document["steps"]] == ["Entry", "Last"]
+    assert document["steps"][1]["input"] == {"free": {"seen": 3}}
+    started = [e for e in document["events"] if e["type"] == "LambdaFunctionStarted"]
+    assert [e["details"]["input"] for e in started] == [3, {"free": {"seen": 3}}]

@@ -4,20 +4,17 @@ at once and say how to resume, reused workflow ids, and the user's frames of a f
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
-import pty
-import select
 import signal
-import struct
 import subprocess
 import sys
-import termios
 import time
 from pathlib import Path
 
 import pytest
+
+from tests.support.terminal import run_on_terminal
 
 pytestmark = pytest.mark.integration
 
@@ -61,30 +58,9 @@ def test_progress_is_drawn_on_a_terminal(tmp_path: Path) -> None:
         (folder / name / "app.py").write_text(code)
         (folder / name / "unum-ir.json").write_text(json.dumps({"unum_ir": 1, "function": name, "handler": "app.handler", **ir}))
     (folder / "unum-workflow.json").write_text(json.dumps({"unum_workflow": 1, "name": "m", "entry": "Split"}))
-    main, child = pty.openpty()
-    fcntl.ioctl(child, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 160, 0, 0))  # 160 columns
-    proc = subprocess.Popen([sys.executable, "-m", "builder", "run", str(folder), "--store", str(tmp_path / "s"),
-                             "--workers", "2"], cwd=REPO, stdout=subprocess.PIPE, stderr=child, text=True,
-                            env={k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")})
-    os.close(child)
-    seen = b""
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        ready, _, _ = select.select([main], [], [], 1.0)
-        if ready:
-            try:
-                chunk = os.read(main, 4096)
-            except OSError:  # the child closed the terminal
-                break
-            if not chunk:
-                break
-            seen += chunk
-        elif proc.poll() is not None:
-            break
-    out, _ = proc.communicate(timeout=30)
-    os.close(main)
-    text = seen.decode()
-    assert proc.returncode == 0, text
+    code, text, out = run_on_terminal(["run", str(folder), "--store", str(tmp_path / "s"), "--workers", "2"], 160,
+                                      timeout=60)
+    assert code == 0, text
     assert json.loads(out) == sum(range(40))
     assert text.startswith("workflow wf-")
     assert "\r\x1b[K" in text and "running" in text and "queued" in text and "committed" in text

@@ -4,24 +4,16 @@ lines of their own, rate, running and queued, an ETA for the map, the failed ite
 
 from __future__ import annotations
 
-import fcntl
 import json
-import os
-import pty
 import re
-import select
-import struct
-import subprocess
-import sys
-import termios
-import time
 from pathlib import Path
 
 import pytest
 
+from tests.support.terminal import run_on_terminal
+
 pytestmark = pytest.mark.integration
 
-REPO = Path(__file__).resolve().parents[2]
 CLEAR = "\r\x1b[K"
 
 
@@ -39,32 +31,6 @@ def map_workflow(folder: Path, items: int, failing: int) -> Path:
                                                                 **ir}))
     (folder / "unum-workflow.json").write_text(json.dumps({"unum_workflow": 1, "name": "m", "entry": "Split"}))
     return folder
-
-
-def run_on_terminal(args: list[str], columns: int, timeout: float = 90) -> tuple[int, str, str]:
-    """(exit code, what was drawn on the terminal (stderr), stdout)."""
-    main, child = pty.openpty()
-    fcntl.ioctl(child, termios.TIOCSWINSZ, struct.pack("HHHH", 24, columns, 0, 0))
-    proc = subprocess.Popen([sys.executable, "-m", "builder", *args], cwd=REPO, stdout=subprocess.PIPE, stderr=child,
-                            text=True, env={k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")})
-    os.close(child)
-    seen = b""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        ready, _, _ = select.select([main], [], [], 1.0)
-        if ready:
-            try:
-                chunk = os.read(main, 65536)
-            except OSError:  # the child closed the terminal
-                break
-            if not chunk:
-                break
-            seen += chunk
-        elif proc.poll() is not None:
-            break
-    out, _ = proc.communicate(timeout=30)
-    os.close(main)
-    return proc.returncode, seen.decode().replace("\r\n", "\n"), out
 
 
 def test_a_narrow_terminal_gets_lines_that_fit_and_warnings_of_their_own(tmp_path: Path) -> None:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.test_ui_access import ui
+from tests.support.ui import running_ui
 from tests.support.watchdog_schedules import TTL, _platform, chain, wait_for_outcome
 from unum_entry.outcome import WorkflowStatus
 from unum_entry.stores.file import FileStore
@@ -75,7 +75,7 @@ def test_list_and_inspect_say_timed_out(timed_out: Path) -> None:
 
 
 def test_the_ui_says_timed_out(timed_out: Path) -> None:
-    with ui(timed_out) as port:
+    with running_ui(timed_out) as port:
         listing = page(port, "/fragment/list", {})
         assert "<span class='status timed-out'>timed out</span>" in listing, listing
         filtered = page(port, "/fragment/list", {"status": "timed out"})

@@ -103,7 +103,7 @@ def test_the_driver_record_tells_a_live_run_from_a_killed_one(tmp_path: Path) ->
         with sqlite3.connect(path) as conn:  # another (live) process records itself as wf-2's driver
             from unum_entry.local.runs import _process_started
             import socket
-            conn.execute("INSERT INTO unum_runs VALUES ('wf-2', ?, ?, ?, ?)",
+            conn.execute("INSERT INTO unum_runs (workflow, host, pid, pid_started, since) VALUES ('wf-2', ?, ?, ?, ?)",
                          (socket.gethostname(), other.pid, _process_started(other.pid), time.time()))
         found = runs.acquire("wf-2")
         assert found is not None and found.pid == other.pid and found.alive()
@@ -115,3 +115,35 @@ def test_the_driver_record_tells_a_live_run_from_a_killed_one(tmp_path: Path) ->
     assert runs.acquire("wf-2") is None  # its driver died: taken over
     runs.release("wf-2")
     assert runs.owner("wf-2") is None
+
+
+def test_a_queue_database_of_the_previous_unum_is_opened_and_migrated(tmp_path: Path) -> None:
+    """A `queue.db` written before the queue shared the store's database code (no unum mark,
+    no heartbeat column) opens, keeps its rows and gains the column; another program's
+    database is still refused."""
+    from unum_entry.errors import StoreError
+
+    path = tmp_path / "queue.db"
+    with sqlite3.connect(path) as conn:
+        conn.execute("CREATE TABLE unum_queue (id INTEGER PRIMARY KEY, workflow TEXT NOT NULL, function TEXT NOT NULL, "
+                     "payload BLOB NOT NULL, ready_at REAL NOT NULL, failures INTEGER NOT NULL, timer TEXT, "
+                     "background INTEGER NOT NULL)")
+        conn.execute("CREATE INDEX unum_queue_workflow ON unum_queue (workflow)")
+        conn.execute("CREATE TABLE unum_runs (workflow TEXT PRIMARY KEY, host TEXT NOT NULL, pid INTEGER NOT NULL, "
+                     "pid_started TEXT NOT NULL, since REAL NOT NULL)")
+        conn.execute("INSERT INTO unum_queue VALUES (7, 'wf', 'F', x'00', 0, 0, NULL, 0)")
+        conn.execute("INSERT INTO unum_runs VALUES ('wf', 'elsewhere', 1, 'x', 1.0)")
+    conn.close()
+    queue = SQLiteQueue(path)
+    assert [d.id for _, d in queue.recover("wf")] == [7]
+    queue.close()
+    runs = Runs(path)
+    owner = runs.owner("wf")
+    assert owner is not None and owner.heartbeat is None and not owner.alive()  # another host, silent since 1970
+    runs.close()
+    foreign = tmp_path / "app.db"
+    with sqlite3.connect(foreign) as conn:
+        conn.execute("CREATE TABLE users (name TEXT PRIMARY KEY)")
+    conn.close()
+    with pytest.raises(StoreError, match="not a unum store"):
+        SQLiteQueue(foreign)

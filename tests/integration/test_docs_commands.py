@@ -3,7 +3,7 @@ after the first, which tests/integration/test_cli_history.py runs) and docs/embe
 read from the files and run through the real CLI from a folder holding `images/`. Placeholders
 (CALLBACK_ID, WORKFLOW_ID, KEY) are filled with real ids; `[optional parts]` are run both left
 out and filled in as written. The other docs' commands: README (tests/e2e/test_readme_commands.py),
-docs/tracing.md (test_docs_tracing.py); docs/aws.md and docs/gcp.md deploy to real clouds."""
+docs/tracing.md (test_docs_tracing.py); docs/aws.md and docs/gcp.md (test_docs_cloud_commands.py)."""
 
 from __future__ import annotations
 

@@ -61,13 +61,27 @@ def _order_waiting_for_approval(tmp_path: Path) -> tuple[Path, str]:
     waiting = cli("run", EXAMPLE, "--input", json.dumps(order), "--store", store)
     assert waiting.returncode == 0, waiting.stderr
     assert waiting.stdout == ""  # no result: the execution waits for its callback
-    return store, (tmp_path / "callback-id").read_text()
+    callback_id = (tmp_path / "callback-id").read_text()
+    # Its callback has a timeout (a timer): `run` still says which callback waits and how to complete it.
+    assert "durable function callback(s)" in waiting.stderr and "for a timer" not in waiting.stderr
+    [command] = _printed_commands(waiting.stderr)
+    assert command[3:] == ["callback-success", callback_id, "--result", "JSON", "--store", str(store),
+                           "--workflow", str(EXAMPLE)]
+    return store, callback_id
+
+
+def _printed_commands(stderr: str) -> list[list[str]]:
+    """The callback-success commands `run` printed, as argument lists."""
+    import shlex
+
+    return [shlex.split(line[line.index("python -m builder"):]) for line in stderr.splitlines()
+            if "python -m builder callback-success" in line]
 
 
 def test_callback_success_resumes_the_execution_once_and_a_second_completion_is_refused(tmp_path: Path) -> None:
     store, callback_id = _order_waiting_for_approval(tmp_path)
     first = cli("callback-success", callback_id, "--result", '{"by": "ana"}', "--store", store,
-                "--workflow", EXAMPLE, "--compact")
+                "--workflow", EXAMPLE, "--compact")  # the command `run` printed, with the result
     assert first.returncode == 0, first.stderr
     result = json.loads(first.stdout)
     assert result["approval"] == {"by": "ana"} and result["charged"] == 12.0
@@ -226,13 +240,10 @@ def handler(event, context):
 
 
 def test_run_prints_how_to_complete_a_waiting_callback_and_that_command_works(tmp_path: Path) -> None:
-    import shlex
-
     workflow = write_workflow(tmp_path / "wf", name="approval", entry="W", functions={"W": FunctionSource(APPROVAL)})
     waiting = cli("run", workflow.folder, "--input", "{}", "--store", tmp_path / "unum.db")
     assert waiting.returncode == 0 and waiting.stdout == "", waiting.stderr
-    line = next(line for line in waiting.stderr.splitlines() if "durable function callback(s)" in line)
-    command = shlex.split(line.split("complete one with: ", 1)[1])
+    [command] = _printed_commands(waiting.stderr)
     assert command[:4] == ["python", "-m", "builder", "callback-success"]
     command[command.index("JSON")] = '"yes"'
     done = cli(*command[3:], "--compact")

@@ -38,13 +38,11 @@ def run_cli(*args: str | Path, timeout: float = 120) -> subprocess.CompletedProc
 
 def write_workflow(folder: Path, entry: str, functions: dict[str, tuple[str, dict]]) -> Path:
     """Write a workflow folder: functions maps name -> (app.py source, IR fields)."""
-    folder.mkdir(parents=True)
-    (folder / "unum-workflow.json").write_text(json.dumps({"unum_workflow": 1, "name": folder.name, "entry": entry}))
-    for name, (source, ir) in functions.items():
-        (folder / name).mkdir()
-        (folder / name / "app.py").write_text(source)
-        (folder / name / "unum-ir.json").write_text(json.dumps(
-            {"unum_ir": 1, "function": name, "handler": "app.handler", "instructions": [], **ir}))
+    from unum_entry.workflow import FunctionSource
+    from unum_entry.workflow import write_workflow as write
+
+    write(folder, name=folder.name, entry=entry,
+          functions={name: FunctionSource(source, (), ir) for name, (source, ir) in functions.items()})
     return folder
 
 

@@ -11,6 +11,7 @@ import json
 import os
 import random
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -195,3 +196,92 @@ def test_a_workflow_left_with_only_a_far_timer_makes_run_return_and_resumes_when
     assert later.returncode == 0, later.stderr
     assert json.loads(later.stdout) == {"done": 1}
     assert "resuming: 1 " in later.stderr
+
+
+def _queue_rows(store: Path, workflow: str) -> tuple[int, int]:
+    import sqlite3
+
+    with sqlite3.connect(store) as conn:
+        return (conn.execute("SELECT count(*) FROM unum_queue WHERE workflow = ?", (workflow,)).fetchone()[0],
+                conn.execute("SELECT count(*) FROM unum_runs WHERE workflow = ?", (workflow,)).fetchone()[0])
+
+
+def test_gc_and_rm_remove_a_workflows_queued_deliveries_and_driver_record(tmp_path: Path) -> None:
+    """`gc` deletes the queue rows of a workflow with no record left and no live driver (a
+    ghost: its delivery due an hour ago, its driver a dead process), not those of an
+    interrupted workflow that still has records; `rm --force` deletes that one's too."""
+    import sqlite3
+
+    folder = write_workflow(tmp_path / "wf", "A", {
+        "A": ("def handler(event, context):\n    return 1\n", [{"op": "invoke", "function": "B"}]),
+        "B": (f"import time\n\ndef handler(event, context):\n    open({str(tmp_path / 'B')!r}, 'w').close()\n"
+              "    time.sleep(30)\n    return 2\n", []),
+    })
+    store = tmp_path / "s.db"
+    proc = spawn("run", folder, "--store", store, "--workflow-id", "wf-live")
+    deadline = time.monotonic() + 30
+    while not (tmp_path / "B").exists() and time.monotonic() < deadline:  # A committed, B's delivery queued
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    proc.communicate(timeout=30)
+    assert _queue_rows(store, "wf-live")[0] >= 1
+    with sqlite3.connect(store) as conn:
+        conn.execute("INSERT INTO unum_queue VALUES (1, 'wf-ghost', 'A', x'00', ?, 0, NULL, 0)", (time.time() - 3600,))
+        conn.execute("INSERT INTO unum_runs (workflow, host, pid, pid_started, since) VALUES ('wf-ghost', ?, ?, 'x', ?)",
+                     (socket.gethostname(), 2 ** 22 + 17, time.time() - 3600))  # above pid_max: no such process
+    swept = cli("gc", "--store", store, "--clock-skew", "0")
+    assert swept.returncode == 0, swept.stderr
+    assert "2 queued delivery/driver row(s)" in swept.stdout + swept.stderr, swept.stdout + swept.stderr
+    assert _queue_rows(store, "wf-ghost") == (0, 0)
+    assert _queue_rows(store, "wf-live")[0] >= 1, "gc must keep the queue of a workflow that has records"
+    removed = cli("rm", "wf-live", "--force", "--store", store)
+    assert removed.returncode == 0, removed.stderr
+    assert _queue_rows(store, "wf-live") == (0, 0)
+    listed = cli("list", "--json", "--store", store)
+    assert [r for r in json.loads(listed.stdout) if r["workflow"] == "wf-live"] == []
+
+
+def test_a_driver_on_another_host_is_alive_while_its_heartbeat_is_fresh(tmp_path: Path) -> None:
+    """A driver record of another host (its pid cannot be checked here) counts as alive while
+    its heartbeat is at most STALE_AFTER seconds old: `run` of that id waits for it, then takes
+    over once the heartbeat is stale; a record already stale is taken over at once. A live
+    `run` refreshes its own record's heartbeat."""
+    import sqlite3
+
+    from unum_entry.local.runs import HEARTBEAT_INTERVAL, STALE_AFTER
+
+    started = tmp_path / "started"
+    folder = write_workflow(tmp_path / "wf", "A", {
+        "A": (f"import time\n\ndef handler(event, context):\n    open({str(started)!r}, 'w').close()\n"
+              f"    time.sleep(float(open({str(tmp_path / 'pause')!r}).read()))\n    return 7\n", []),
+    })
+    (tmp_path / "pause").write_text(str(2.5 * HEARTBEAT_INTERVAL))
+    store = tmp_path / "s.db"
+    proc = spawn("run", folder, "--store", store, "--workflow-id", "wf-mine")
+    deadline = time.monotonic() + 30
+    while not started.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(1.5 * HEARTBEAT_INTERVAL)
+    with sqlite3.connect(store) as conn:
+        since, beat = conn.execute("SELECT since, heartbeat FROM unum_runs WHERE workflow = 'wf-mine'").fetchone()
+    assert beat > since + 0.5 * HEARTBEAT_INTERVAL, (since, beat)  # refreshed while it runs
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0 and json.loads(out) == 7, err
+    (tmp_path / "pause").write_text("0")
+
+    def foreign_driver(workflow: str, age: float) -> None:
+        with sqlite3.connect(store) as conn:
+            conn.execute("INSERT INTO unum_runs (workflow, host, pid, pid_started, since, heartbeat) "
+                         "VALUES (?, 'another-host.invalid', 1, 'x', ?, ?)", (workflow, time.time() - 600, time.time() - age))
+
+    foreign_driver("wf-stale", STALE_AFTER + 30)
+    stale = cli("run", folder, "--store", store, "--workflow-id", "wf-stale", "--compact")
+    assert stale.returncode == 0 and json.loads(stale.stdout) == 7, stale.stderr
+    assert "is being run by" not in stale.stderr, stale.stderr
+
+    foreign_driver("wf-fresh", STALE_AFTER - 3)  # stale in ~3 s: nobody refreshes it
+    began = time.monotonic()
+    fresh = cli("run", folder, "--store", store, "--workflow-id", "wf-fresh", "--compact")
+    assert fresh.returncode == 0 and json.loads(fresh.stdout) == 7, fresh.stderr
+    assert "is being run by process 1" in fresh.stderr and "continuing it here" in fresh.stderr, fresh.stderr
+    assert time.monotonic() - began >= 2.0, "run must wait while the other host's heartbeat is fresh"

@@ -277,6 +277,75 @@ def test_group_commit_shares_one_fsync_among_concurrent_writers(tmp_path: Path) 
     assert 0 < syncs <= threads * per_thread / 2, syncs
 
 
+def test_full_durability_presizes_the_wal_so_commits_overwrite_instead_of_growing_it(tmp_path: Path) -> None:
+    """With `full`, the first write of a process grows the WAL to WAL_PAGES pages without
+    committing anything (Database._presize_wal); the commits after it stay inside that size (the
+    WAL is checkpointed and rewritten from its start), every record is there after a reopen, the
+    presize's scratch row never is, and the file is intact. `normal` does not presize."""
+    from unum_entry.stores.sqlite_database import WAL_PAGES
+
+    path = tmp_path / "full.db"
+    store = SQLiteStore.open(path, durability="full")
+    store.create("c-0", b"v", workflow="wf", expires_at=EXPIRY)
+    wal = Path(f"{path}-wal")
+    presized = wal.stat().st_size
+    assert presized >= WAL_PAGES * 4096, presized
+    for i in range(1, 3 * WAL_PAGES):  # several times the WAL's size in pages: it must cycle
+        store.create(f"c-{i}", b"v" * 200, workflow="wf", expires_at=EXPIRY)
+    assert wal.stat().st_size <= presized + 64 * 1024, (presized, wal.stat().st_size)
+    store.close()
+    again = SQLiteStore.open(path, durability="full")
+    assert len(list(again.records("wf"))) == 3 * WAL_PAGES
+    assert len(list(again.records())) == 3 * WAL_PAGES  # no scratch row of the presize
+    assert again.database.read(lambda conn: conn.execute("PRAGMA integrity_check").fetchone()[0]) == "ok"
+    again.close()
+    relaxed = SQLiteStore.open(tmp_path / "normal.db", durability="normal")
+    relaxed.create("c-0", b"v", workflow="wf", expires_at=EXPIRY)
+    assert Path(f"{tmp_path / 'normal.db'}-wal").stat().st_size < WAL_PAGES * 4096
+    relaxed.close()
+
+
+JOURNALED = """
+    import os, sys
+    from unum_entry.local.queue import Delivery, SQLiteQueue
+    from unum_entry.stores.sqlite import SQLiteStore
+    path, expiry, batches = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+    store = SQLiteStore.open(path, durability="full")
+    queue = SQLiteQueue(store.database)
+    store.create("c-warm", b"w", workflow="wf", expires_at=expiry)
+    os.access("/unum-audit-begin", os.F_OK)
+    for i in range(batches):  # one journal transaction each: flush waits for it
+        queue.push(Delivery("wf", "F", b"payload"), 0.0)
+        queue.flush()
+    os.access("/unum-audit-end", os.F_OK)
+    store.create("c-after", b"v", workflow="wf", expires_at=expiry)
+    os.access("/unum-audit-store", os.F_OK)
+    assert len(queue.recover("wf")) == batches
+    queue.close()
+"""
+
+
+def test_the_journal_shares_the_store_database_and_its_commits_need_no_fsync_of_their_own(tmp_path: Path) -> None:
+    """The delivery queue journals into the store's own file (one writer, group commit) but
+    asks only for WAL order (module docstring of unum_entry.local.queue): 20 journal-only
+    transactions make no WAL sync; the store's next create (durability full) syncs them all."""
+    if shutil.which("strace") is None:
+        pytest.fail("strace is missing: localstack/setup.d/15-durability-tools.sh installs it")
+    trace, path = tmp_path / "trace.txt", tmp_path / "unum.db"
+    proc = subprocess.run(["strace", "-f", "-y", "-qq", "-e", "trace=fsync,fdatasync,access,faccessat,faccessat2",
+                           "-o", str(trace), sys.executable, "-c", textwrap.dedent(JOURNALED), str(path), str(EXPIRY),
+                           "20"], cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    text = trace.read_text()
+    begin, end, stored = (text.index(marker) for marker in ("/unum-audit-begin", "/unum-audit-end", "/unum-audit-store"))
+    syncs = re.compile(r"f(?:data)?sync\(\d+<[^>]*-wal>\)")
+    assert syncs.findall(text[begin:end]) == []
+    assert len(syncs.findall(text[end:stored])) >= 1
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("SELECT count(*) FROM unum_queue").fetchone()[0] == 20
+        assert conn.execute("PRAGMA application_id").fetchone()[0] == 0x756E756D  # the store's file: one database
+
+
 # ---- the shared database (the durable delivery queue keeps its tables in the same file) -----
 
 def test_a_failing_write_in_a_batch_undoes_only_its_own_changes(tmp_path: Path) -> None:

@@ -91,7 +91,7 @@ def test_task_success_resumes_the_workflow_exactly_once(tmp_path: Path) -> None:
 
 
 def _workflow_of(token: str) -> str:
-    from unum_entry.callbacks import Token
+    from unum_entry.asl.callbacks import Token
     return Token.parse(token).workflow
 
 
@@ -106,7 +106,7 @@ def test_task_failure_goes_to_catch(tmp_path: Path) -> None:
 
 def test_unknown_and_malformed_tokens_are_refused(tmp_path: Path) -> None:
     path, env, token = started(tmp_path)
-    from unum_entry.callbacks import Token
+    from unum_entry.asl.callbacks import Token
     real = Token.parse(token)
     forged = Token(real.workflow, real.function, real.frames, "0" * 32).text()
 

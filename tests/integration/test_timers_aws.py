@@ -37,6 +37,14 @@ def scheduler(moto_server):
 
 
 @pytest.fixture
+def rie():
+    """A function behind the endpoint that records what it is sent (register its url)."""
+    fake = FakeRie()
+    yield fake
+    fake.close()
+
+
+@pytest.fixture
 def endpoint():
     with AsyncInvokeEndpoint(retry=LambdaRetry(delays=(0.05,), unavailable_delay=0.05)) as running:
         yield running
@@ -73,42 +81,34 @@ def test_invoke_at_creates_one_named_schedule(moto_server, scheduler, endpoint) 
     assert json.loads(schedule["Target"]["Input"]) == payload
 
 
-def test_firing_loop_delivers_each_due_timer_once(moto_server, scheduler, endpoint) -> None:
+def test_firing_loop_delivers_each_due_timer_once(moto_server, scheduler, endpoint, rie) -> None:
     client, group = scheduler
-    rie = FakeRie()
-    try:
-        endpoint.register("Later", rie.url)
-        invoker = _invoker(moto_server, endpoint, group, prefix="")
-        soon, late = _envelope("wf-soon", 1), _envelope("wf-late", 2)
-        invoker.invoke_at(time.time() + 2, "Later", soon, name=timer_name("wf-soon", "wait"))
-        invoker.invoke_at(time.time() + 3600, "Later", late, name=timer_name("wf-late", "wait"))
-        lambda_client = build_client(endpoint=endpoint.endpoint, region="us-east-1")
-        with SchedulerFiringLoop(client, lambda_client, interval=0.1) as loop:
-            deadline = time.monotonic() + 20
-            while not loop.fired and time.monotonic() < deadline:
-                time.sleep(0.1)
-            time.sleep(1.0)  # ten more polls: nothing fires twice, the late one stays armed
-        assert endpoint.wait_idle(10)
-        assert [name for name, _ in loop.fired] == [timer_name("wf-soon", "wait")]
-        assert rie.bodies == [soon]
-        left = [s["Name"] for s in client.list_schedules(GroupName=group)["Schedules"]]
-        assert left == [timer_name("wf-late", "wait")]  # the fired one deleted itself
-    finally:
-        rie.close()
+    endpoint.register("Later", rie.url)
+    invoker = _invoker(moto_server, endpoint, group, prefix="")
+    soon, late = _envelope("wf-soon", 1), _envelope("wf-late", 2)
+    invoker.invoke_at(time.time() + 2, "Later", soon, name=timer_name("wf-soon", "wait"))
+    invoker.invoke_at(time.time() + 3600, "Later", late, name=timer_name("wf-late", "wait"))
+    lambda_client = build_client(endpoint=endpoint.endpoint, region="us-east-1")
+    with SchedulerFiringLoop(client, lambda_client, interval=0.1) as loop:
+        deadline = time.monotonic() + 20
+        while not loop.fired and time.monotonic() < deadline:
+            time.sleep(0.1)
+        time.sleep(1.0)  # ten more polls: nothing fires twice, the late one stays armed
+    assert endpoint.wait_idle(10)
+    assert [name for name, _ in loop.fired] == [timer_name("wf-soon", "wait")]
+    assert rie.bodies == [soon]
+    left = [s["Name"] for s in client.list_schedules(GroupName=group)["Schedules"]]
+    assert left == [timer_name("wf-late", "wait")]  # the fired one deleted itself
 
 
-def test_a_due_timer_is_a_plain_invoke(moto_server, scheduler, endpoint) -> None:
+def test_a_due_timer_is_a_plain_invoke(moto_server, scheduler, endpoint, rie) -> None:
     client, group = scheduler
-    rie = FakeRie()
-    try:
-        endpoint.register("Now", rie.url)
-        invoker = _invoker(moto_server, endpoint, group, prefix="")
-        invoker.invoke_at(time.time() - 5, "Now", _envelope("wf-now"), name=timer_name("wf-now", "retry"))
-        assert endpoint.wait_idle(10)
-        assert rie.bodies == [_envelope("wf-now")]
-        assert client.list_schedules(GroupName=group)["Schedules"] == []
-    finally:
-        rie.close()
+    endpoint.register("Now", rie.url)
+    invoker = _invoker(moto_server, endpoint, group, prefix="")
+    invoker.invoke_at(time.time() - 5, "Now", _envelope("wf-now"), name=timer_name("wf-now", "retry"))
+    assert endpoint.wait_idle(10)
+    assert rie.bodies == [_envelope("wf-now")]
+    assert client.list_schedules(GroupName=group)["Schedules"] == []
 
 
 def test_oversized_envelope_is_scheduled_by_reference(moto_server, scheduler, endpoint, dynamodb_store) -> None:
@@ -131,25 +131,21 @@ def test_timer_configuration_errors_are_one_line() -> None:
         open_invoker(f"lambda://?endpoint=http://127.0.0.1:9&schedule_role={ROLE}&schedule_group=a/b")
 
 
-def test_a_target_that_refuses_is_retried_until_it_takes_the_timer(moto_server, scheduler, endpoint) -> None:
+def test_a_target_that_refuses_is_retried_until_it_takes_the_timer(moto_server, scheduler, endpoint, rie) -> None:
     client, group = scheduler
-    rie = FakeRie()
-    try:
-        invoker = _invoker(moto_server, endpoint, group, prefix="")
-        name = timer_name("wf-retry", "wait")
-        invoker.invoke_at(time.time() + 1.5, "Later", _envelope("wf-retry"), name=name)
-        lambda_client = build_client(endpoint=endpoint.endpoint, region="us-east-1")
-        with SchedulerFiringLoop(client, lambda_client, group=group, interval=0.1) as loop:
-            deadline = time.monotonic() + 20
-            while loop.stats["invoke_errors"] < 3 and time.monotonic() < deadline:
-                time.sleep(0.1)  # "Later" is not deployed yet: the endpoint answers 404
-            assert loop.stats["invoke_errors"] >= 3 and loop.fired == []
-            assert [s["Name"] for s in client.list_schedules(GroupName=group)["Schedules"]] == [name]
-            endpoint.register("Later", rie.url)
-            while not loop.fired and time.monotonic() < deadline:
-                time.sleep(0.1)
-        assert endpoint.wait_idle(10)
-        assert rie.bodies == [_envelope("wf-retry")]
-        assert client.list_schedules(GroupName=group)["Schedules"] == []
-    finally:
-        rie.close()
+    invoker = _invoker(moto_server, endpoint, group, prefix="")
+    name = timer_name("wf-retry", "wait")
+    invoker.invoke_at(time.time() + 1.5, "Later", _envelope("wf-retry"), name=name)
+    lambda_client = build_client(endpoint=endpoint.endpoint, region="us-east-1")
+    with SchedulerFiringLoop(client, lambda_client, group=group, interval=0.1) as loop:
+        deadline = time.monotonic() + 20
+        while loop.stats["invoke_errors"] < 3 and time.monotonic() < deadline:
+            time.sleep(0.1)  # "Later" is not deployed yet: the endpoint answers 404
+        assert loop.stats["invoke_errors"] >= 3 and loop.fired == []
+        assert [s["Name"] for s in client.list_schedules(GroupName=group)["Schedules"]] == [name]
+        endpoint.register("Later", rie.url)
+        while not loop.fired and time.monotonic() < deadline:
+            time.sleep(0.1)
+    assert endpoint.wait_idle(10)
+    assert rie.bodies == [_envelope("wf-retry")]
+    assert client.list_schedules(GroupName=group)["Schedules"] == []

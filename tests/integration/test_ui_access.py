@@ -6,51 +6,19 @@ the cookie, or a Bearer header."""
 from __future__ import annotations
 
 import os
-import signal
-import socket
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
+from tests.support.ui import running_ui
+
 pytestmark = pytest.mark.integration
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@contextmanager
-def ui(store: Path, *extra: str) -> Iterator[int]:
-    port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "builder", "ui", "--store", str(store), "--port", str(port), *extra],
-                            cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            with socket.socket() as s:
-                if s.connect_ex(("127.0.0.1", port)) == 0:
-                    break
-            assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read() if proc.stderr else ""
-            time.sleep(0.1)
-        yield port
-    finally:
-        os.killpg(proc.pid, signal.SIGINT)
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=10)
 
 
 def get(port: int, path: str = "/", **headers: str) -> tuple[int, dict[str, str]]:
@@ -72,7 +40,7 @@ def store(tmp_path: Path) -> Path:
 
 
 def test_by_default_only_requests_addressed_to_loopback(store):
-    with ui(store) as port:
+    with running_ui(store) as port:
         assert get(port)[0] == 200
         assert get(port, Host=f"localhost:{port}")[0] == 200
         assert get(port, "/api/workflows", Host=f"evil.example:{port}")[0] == 403  # a DNS-rebinding page
@@ -83,7 +51,7 @@ def test_host_needs_a_token_and_the_token_is_required(store):
                              cwd=REPO, capture_output=True, text=True, timeout=60, env={**os.environ, "UNUM_UI_TOKEN": ""})
     assert refused.returncode == 2 and "Traceback" not in refused.stderr
     assert refused.stderr.strip().startswith("error: ui --host 127.0.0.1: give an access token too")
-    with ui(store, "--host", "127.0.0.1", "--access-token", "s3cret") as port:
+    with running_ui(store, "--host", "127.0.0.1", "--access-token", "s3cret") as port:
         assert get(port)[0] == 401
         assert get(port, "/?access_token=wrong")[0] == 401
         status, headers = get(port, "/?access_token=s3cret")

@@ -5,75 +5,21 @@ is not installed (localstack/setup.d/40-browser.sh installs it; .ci/run runs tha
 
 from __future__ import annotations
 
-import os
-import shutil
-import signal
-import socket
 import subprocess
 import sys
-import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
+from tests.support.ui import browser, needs_browser, running_ui, wait_for  # noqa: F401 - browser: a fixture
+
 pytestmark = pytest.mark.integration
 
 REPO = Path(__file__).resolve().parents[2]
-CHROMIUM, CHROMEDRIVER = shutil.which("chromium"), shutil.which("chromedriver")
-needs_browser = pytest.mark.skipif(CHROMIUM is None or CHROMEDRIVER is None,
-                                   reason="chromium/chromedriver not installed: run localstack/setup.d/40-browser.sh")
 
 
 def cli(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "builder", *args], cwd=REPO, capture_output=True, text=True, timeout=120)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@contextmanager
-def running_ui(store: str) -> Iterator[int]:
-    """`python -m builder ui --store STORE` on a free port, once it accepts connections; stopped
-    (SIGINT, then SIGKILL after 10 s) when the block ends. Yields the port."""
-    port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "builder", "ui", "--store", store, "--port", str(port)],
-                            cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            with socket.socket() as s:
-                if s.connect_ex(("127.0.0.1", port)) == 0:
-                    break
-            assert proc.poll() is None and time.monotonic() < deadline, "the ui did not start"
-            time.sleep(0.1)
-        yield port
-    finally:
-        os.killpg(proc.pid, signal.SIGINT)
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=10)
-
-
-@pytest.fixture
-def browser():
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for flag in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu"):
-        options.add_argument(flag)
-    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
-    driver.set_page_load_timeout(30)
-    yield driver
-    driver.quit()
 
 
 @pytest.fixture
@@ -82,35 +28,8 @@ def ui(tmp_path):
     store = str(tmp_path / "store")
     assert cli("run", "images/map-aggregate", "--input", "@images/map-aggregate/input.json", "--store", store,
                "--workflow-id", "wf-map").returncode == 0
-    port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "builder", "ui", "--store", store, "--port", str(port)],
-                            cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        with socket.socket() as s:
-            if s.connect_ex(("127.0.0.1", port)) == 0:
-                break
-        assert proc.poll() is None, proc.stderr.read()
-        time.sleep(0.1)
-    yield f"http://127.0.0.1:{port}/", store
-    os.killpg(proc.pid, signal.SIGINT)
-    try:
-        proc.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=10)
-
-
-def wait_for(driver, css: str, text: str | None = None, timeout: float = 20):
-    from selenium.webdriver.common.by import By
-    from selenium.webdriver.support import expected_conditions as ec
-    from selenium.webdriver.support.ui import WebDriverWait
-
-    wait = WebDriverWait(driver, timeout)
-    if text is None:
-        return wait.until(ec.presence_of_element_located((By.CSS_SELECTOR, css)))
-    wait.until(ec.text_to_be_present_in_element((By.CSS_SELECTOR, css), text))
-    return driver.find_element(By.CSS_SELECTOR, css)
+    with running_ui(store) as port:
+        yield f"http://127.0.0.1:{port}/", store
 
 
 @needs_browser
@@ -170,6 +89,7 @@ def test_the_history_tab_shows_every_invocation_in_order(browser, ui):
     assert shown["first"] == "1" and "Measure [0/" in shown["table"]
     assert json.loads(shown["input"]) == expected["input"]
     assert "duration" in shown["times"]
+    assert "](docs/ui-history.png)" in (REPO / "README.md").read_text()  # README shows what is saved here
     browser.save_screenshot(str(REPO / "docs" / "ui-history.png"))
 
 
@@ -216,18 +136,7 @@ def test_a_waiting_run_shows_its_token_and_completes_from_the_page(browser, tmp_
 
     _, env, token = started(tmp_path)
     workflow = _workflow_of(token)
-    port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "builder", "ui", "--store", str(tmp_path / "store"), "--port",
-                             str(port)], cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True, env={**os.environ, **env})
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            with socket.socket() as s:
-                if s.connect_ex(("127.0.0.1", port)) == 0:
-                    break
-            assert proc.poll() is None and time.monotonic() < deadline, "the ui did not start"
-            time.sleep(0.1)
+    with running_ui(tmp_path / "store", env=env) as port:
         browser.get(f"http://127.0.0.1:{port}/?w={workflow}")
         wait_for(browser, "#status", "waiting")
         shown = browser.execute_script("return [document.querySelector('code.task-token').textContent,"
@@ -238,13 +147,6 @@ def test_a_waiting_run_shows_its_token_and_completes_from_the_page(browser, tmp_
         wait_for(browser, "#status", "succeeded")
         report = json.loads(cli("inspect", workflow, "--store", str(tmp_path / "store")).stdout)
         assert report["results"] == [{"order": 42, "shipped": True}]
-    finally:
-        os.killpg(proc.pid, signal.SIGINT)
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=10)
 
 
 @needs_browser

@@ -7,11 +7,6 @@ checkpoint for a running one), as the runtime and `run` write them."""
 
 from __future__ import annotations
 
-import os
-import signal
-import socket
-import subprocess
-import sys
 import time
 import urllib.error
 import urllib.request
@@ -19,8 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.test_ui_browser import (CHROMEDRIVER, CHROMIUM, browser, free_port, needs_browser,  # noqa: F401
-                                               wait_for)
+from tests.support.ui import browser, needs_browser, running_ui, wait_for  # noqa: F401 - browser: a fixture
 
 pytestmark = pytest.mark.integration
 
@@ -68,25 +62,10 @@ def big_ui(tmp_path_factory):
     folder = tmp_path_factory.mktemp("scale")
     db = folder / "runs.db"
     fill(f"sqlite:///{db}?durability=off", RUNS, [str(REPO / "images" / "chain"), str(REPO / "images" / "map-aggregate")])
-    port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "builder", "ui", "--store", str(db), "--port", str(port)],
-                            cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        with socket.socket() as s:
-            if s.connect_ex(("127.0.0.1", port)) == 0:
-                break
-        assert proc.poll() is None, proc.stderr.read()
-        time.sleep(0.1)
-    url = f"http://127.0.0.1:{port}/"
-    urllib.request.urlopen(url + "api/workflows", timeout=60).read()  # the server's first request imports its modules
-    yield url
-    os.killpg(proc.pid, signal.SIGINT)
-    try:
-        proc.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=10)
+    with running_ui(db) as port:
+        url = f"http://127.0.0.1:{port}/"
+        urllib.request.urlopen(url + "api/workflows", timeout=60).read()  # the server's first request imports its modules
+        yield url
 
 
 def rows(driver) -> list[list[str]]:
@@ -118,7 +97,7 @@ def test_ten_thousand_runs_paginated_filtered_searched(browser, big_ui):  # noqa
         first = wait_rows(browser, lambda r: len(r) == 50)
         loads.append(time.monotonic() - began)
     print(f"\nfirst page of {RUNS} runs shown in {', '.join(f'{s:.2f}' for s in loads)} s")
-    assert min(loads) < 1.0 and max(loads) < 3.0  # max: room for a shared CPU
+    assert max(loads) < 1.0, loads  # the server pages its kept list of runs (builder.ui.run_index): ~10 ms
     assert first[0][0] == "wf-09999" and [r[0] for r in first] == [f"wf-{i:05d}" for i in range(9999, 9949, -1)]
     workflow, name, status, started, duration, _ = first[0]
     assert (name, status, duration) == ("map-aggregate", "succeeded", "250 ms") and started.endswith("Z")

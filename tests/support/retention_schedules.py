@@ -38,7 +38,7 @@ from typing import Any
 
 from tests.support.faulty_platform import FaultyPlatform
 from tests.support.tracing import CommitWatch, store_snapshot
-from unum_entry import callbacks
+from unum_entry.asl import callbacks
 from unum_entry.local.faults import FaultInjector, FaultRates
 from unum_entry.local.platform import LocalPlatform
 from unum_entry.outcome import RunResult, WorkflowStatus

@@ -105,3 +105,40 @@ def test_a_retry_carries_the_failed_attempts_bounded_and_they_round_trip():
     assert Envelope.from_wire(env.to_wire()) == env
     with pytest.raises(EnvelopeError, match=r"^envelope.failures: expected at most"):
         Envelope.from_wire({**env.to_wire(), "failures": [["soon", "Boom"]]})
+
+
+wire_scalars = st.none() | st.booleans() | st.integers(-2, 3) | st.sampled_from(["", "w", "c-1", "$.x"])
+
+
+@given(wire=st.fixed_dictionaries(
+    {"unum": st.sampled_from([2, 2, 2, 1, True]), "workflow": st.sampled_from(["wf-1", "", 3]),
+     "frames": st.lists(st.lists(st.integers(-1, 3), min_size=2, max_size=4), max_size=3)
+     | st.sampled_from([[[0, 1, 0]], [[0, 1, 0], [2, 4, 1]]]),
+     "inputs": st.lists(st.dictionaries(st.sampled_from(["ref", "item", "value", "path", "junk"]), wire_scalars,
+                                        max_size=3), max_size=2)},
+    optional={"deadline": wire_scalars, "attempt": wire_scalars, "redelivered": wire_scalars,
+              "lanes": wire_scalars, "start": wire_scalars}))
+def test_the_fast_path_decodes_exactly_what_the_full_validation_accepts(wire):
+    """`_plain_from_wire` (the common request, decoded without the general checks) returns the
+    envelope the field-by-field validation returns, or None: it never accepts what the full
+    validation rejects, nor decodes anything differently."""
+    from unum_entry.envelope import _plain_from_wire
+
+    plain = _plain_from_wire(wire)
+    try:
+        checked = Envelope._checked_from_wire(wire)
+    except EnvelopeError:
+        assert plain is None
+    else:
+        assert plain is None or plain == checked
+        assert Envelope.from_wire(wire) == checked
+
+
+def test_a_chain_hop_and_a_map_item_take_the_fast_path():
+    from unum_entry.envelope import _plain_from_wire
+
+    hop = Envelope(workflow="wf-1", inputs=(DataRef(ref="c-1", value=5),), deadline=1_700_000_000)
+    item = Envelope(workflow="wf-1", frames=(Frame(), Frame(3, 8, 0)), inputs=(DataRef(ref="c-1", item=3, value=[1]),),
+                    deadline=1_700_000_000, redelivered=True, attempt=2)
+    for env in (hop, item):
+        assert _plain_from_wire(env.to_wire()) == env

@@ -8,7 +8,8 @@ import re
 
 import pytest
 
-from unum_entry import callbacks, fanin, naming
+from unum_entry import fanin, naming
+from unum_entry.asl import callbacks
 from unum_entry.checkpoint import first_delivery
 from unum_entry.codec import encode
 from unum_entry.envelope import Envelope, Frame

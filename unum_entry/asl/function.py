@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -40,10 +41,15 @@ def make_handler(module_file: str | Path) -> Handler:
         fragment = Fragment.from_json(doc)
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise HandlerLoadError(f"{path}: not a valid state machine fragment: {exc}") from exc
-    user = None
+    user: Callable[[Any, Any], Any] | None = None
     if fragment.task is not None and not doc.get("handler"):  # a service integration Task (asl/integrations)
-        from unum_entry.asl.integrations import handler_for
-        user = handler_for(fragment.states[fragment.task]["Resource"])
+        from unum_entry.asl import detached
+        task = fragment.states[fragment.task]
+        if detached.MARK in task:  # fire-and-forget startExecution: the child starts as its own workflow
+            user = detached.DetachedStart(task[detached.MARK])
+        else:
+            from unum_entry.asl.integrations import handler_for
+            user = handler_for(task["Resource"])
     if doc.get("handler"):
         from unum_entry.runtime import load_handler
         user = load_handler(folder, doc["handler"], function=fragment.function)
@@ -59,7 +65,7 @@ def make_handler(module_file: str | Path) -> Handler:
         if is_durable(user):
             durable(handler)
     if fragment.task is not None and not is_durable(handler):
-        from unum_entry.callbacks import waits
+        from unum_entry.asl.callbacks import waits
         if waits(fragment.states[fragment.task]):
             # Its task token's nonce is a journaled step: every execution sends the same token.
             durable(handler)

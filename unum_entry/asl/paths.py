@@ -361,11 +361,9 @@ def _write(node: Any, steps: tuple[str | int, ...], value: Any, text: str, data:
     step, rest = steps[0], steps[1:]
     if isinstance(step, str):
         if not isinstance(node, Mapping):
-            raise StatesRuntimeError(
-                RESULT_PATH_MATCH_FAILURE,
-                f"Unable to apply ResultPath {text!r} to input {short_json(data)!r}: "
-                f"{step!r} is under a value that is not an object",
-            )
+            # The wording AWS executions report for a ResultPath step under a non-object.
+            raise StatesRuntimeError(RESULT_PATH_MATCH_FAILURE,
+                                     f'Unable to apply step "{step}" to input {short_json(data, limit=1 << 20)}')
         copy = dict(node)
         copy[step] = _write(node.get(step, {}) if rest else None, rest, value, text, data)
         return copy

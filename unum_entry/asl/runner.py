@@ -20,7 +20,7 @@ object fields. Each stack level is `{"parent": P}` where only branch 0 carries P
 Map state's raw input, variables and retry counters, which the join needs) and the others None;
 with `Fragment.positions` it also holds `"at": [index, size, iteration]`, the fan-out frame the
 branches run under (the origin's innermost frame after its IR's leading `next`), so a Task in a
-branch can name its whole fan-out position in a task token (unum_entry/callbacks.py).
+branch can name its whole fan-out position in a task token (unum_entry/asl/callbacks.py).
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import Any
 
-from unum_entry.asl import dataflow, paths, timing
+from unum_entry.asl import dataflow, event_ids, paths, timing
 from unum_entry.asl.retry import matches, retry_delay
 from unum_entry.errors import ConditionEvaluationError, StatesRuntimeError
 from unum_entry.timers import TIMER, timers_of
@@ -107,6 +107,8 @@ class LambdaContext:
     log_stream_name: str = ""
     unum: Any = None              # the runtime's InvocationContext (steps API of `@durable` handlers)
     retry_count: int = 0          # the Task's retries so far: a durable function's execution per attempt
+    execution_arn: str = ""       # $$.Execution.Id and $$.StateMachine.Id (events:putEvents appends them)
+    state_machine_arn: str = ""
 
     def __getattr__(self, name: str) -> Any:
         # `ctx.step`, `ctx.transact`, `ctx.now`, `ctx.abort`, ... come from the unum context.
@@ -135,9 +137,23 @@ class _Thread:
     vars: dict[str, Any]
     stack: list[Any]
     exec: dict[str, Any]
+    ev: int | None = None  # events of the execution history so far in this scope (unum_entry/asl/event_ids.py)
+
+    @classmethod
+    def of(cls, t: Mapping[str, Any]) -> _Thread:
+        """The thread a transfer `t` carries."""
+        ev = t.get("ev")
+        return cls(t["input"], dict(t["vars"]), list(t["stack"]), t["exec"], ev if isinstance(ev, int) else None)
 
     def transfer(self) -> dict[str, Any]:
-        return {MARK: 1, "input": self.input, "vars": self.vars, "stack": self.stack, "exec": self.exec}
+        out = {MARK: 1, "input": self.input, "vars": self.vars, "stack": self.stack, "exec": self.exec}
+        if self.ev is not None:
+            out["ev"] = self.ev
+        return out
+
+    def advanced(self, events: int | None) -> _Thread:
+        """This thread after `events` more history events (None: the count is no longer known)."""
+        return replace(self, ev=None if self.ev is None or events is None else self.ev + events)
 
 
 class _TaskError(Exception):
@@ -169,20 +185,23 @@ class _Runner:
             return self._timer(event[TIMER])
         if self.f.join:
             return self._join(event)
-        if isinstance(event, Mapping) and "__unum_asl_resume__" in event:  # a task-token callback (unum_entry/callbacks.py)
+        if isinstance(event, Mapping) and "__unum_asl_resume__" in event:  # a task-token callback (unum_entry/asl/callbacks.py)
             return self._resumed(event["__unum_asl_resume__"])
         if isinstance(event, Mapping) and "__next__" in event and "fanout" in event:
             fan = event["fanout"]  # a Parallel branch (the origin's whole decision): this is branch `index`
             level = {"parent": fan["parent"] if self.context.index == 0 else None}
-            if "at" in fan:
-                level["at"] = fan["at"]
-            th = _Thread(fan["input"], dict(fan["vars"]), [*fan["stack"], level], fan["exec"])
+            for key in ("at", "ev0", "strip"):
+                if key in fan:
+                    level[key] = fan[key]
+            th = _Thread(fan["input"], dict(fan["vars"]), [*fan["stack"], level], fan["exec"],
+                         fan["ev"] if isinstance(fan.get("ev"), int) else None)
         elif isinstance(event, Mapping) and event.get(MARK) == 1:
-            th = _Thread(event["input"], dict(event["vars"]), list(event["stack"]), event["exec"])
+            th = _Thread.of(event)
         else:  # the workflow's own input
             from unum_entry.asl import context_object
             th = _Thread(event, {}, [], context_object.execution(self.f.machine, self.context.workflow_id, event,
-                                                                  _iso(self.services.now()), self.f.carry_input))
+                                                                  _iso(self.services.now()), self.f.carry_input),
+                         ev=1)  # ExecutionStarted
         return self._walk(self.f.head, th)
 
     # ---- walking the states --------------------------------------------------------------
@@ -235,7 +254,17 @@ class _Runner:
         decision = {"__next__": END, "output": th.input}
         if self.f.in_branch:
             decision["stack"] = th.stack
+            if th.ev is not None:
+                decision["ev"] = th.ev  # the join adds the branch's events (unum_entry/asl/event_ids.py)
         return decision
+
+    def _failed(self, name: str, th: _Thread, exc: StatesRuntimeError) -> dict[str, Any]:
+        """State `name` (entered after `th`) failed at run time: the failure, AWS's prefix on its cause."""
+        return self._fail(th, exc.error, event_ids.prefixed(name, th.stack, th.ev, exc.error, exc.cause))
+
+    def _caught(self, name: str, state: Mapping[str, Any], th: _Thread, exc: StatesRuntimeError):
+        """A runtime failure of state `name` that its Catch may take (the count of events is lost)."""
+        return self._catch(name, state, th, exc.error, event_ids.prefixed(name, th.stack, th.ev, exc.error, exc.cause))
 
     def _fail(self, th: _Thread, error: Any, cause: Any) -> dict[str, Any]:
         decision = {"__next__": FAIL, "error": {"Error": error, "Cause": cause}}
@@ -268,8 +297,8 @@ class _Runner:
             result = state["Result"] if "Result" in state else effective
             output, variables = dataflow.state_output(state, th.input, result, scope)
         except StatesRuntimeError as exc:
-            return self._fail(th, exc.error, exc.cause)
-        return self._checked(name, state, replace(th, input=output, vars={**th.vars, **variables}))
+            return self._failed(name, th, exc)
+        return self._checked(name, state, replace(th, input=output, vars={**th.vars, **variables}).advanced(event_ids.STATE))
 
     def _succeed(self, name: str, state: Mapping[str, Any], th: _Thread):
         scope = self._scope(name, th)
@@ -277,11 +306,11 @@ class _Runner:
             effective = dataflow.state_input(state, th.input, scope)
             output, variables = dataflow.state_output(state, th.input, effective, scope)
         except StatesRuntimeError as exc:
-            return self._fail(th, exc.error, exc.cause)
+            return self._failed(name, th, exc)
         exceeded = self._too_large(name, output)
         if exceeded is not None:
             return self._fail(th, exceeded.error, exceeded.cause)
-        return self._end(replace(th, input=output))
+        return self._end(replace(th, input=output).advanced(event_ids.STATE))
 
     def _fail_state(self, name: str, state: Mapping[str, Any], th: _Thread):
         scope = self._scope(name, th)
@@ -293,7 +322,7 @@ class _Runner:
                 elif key in state:
                     values[key] = dataflow.resolve(state[key], th.input, scope, field=key)
         except StatesRuntimeError as exc:
-            return self._fail(th, exc.error, exc.cause)
+            return self._failed(name, th, exc)
         return self._fail(th, values.get("Error"), values.get("Cause"))
 
     def _wait(self, name: str, state: Mapping[str, Any], th: _Thread):
@@ -303,8 +332,8 @@ class _Runner:
             delay = self._wait_seconds(state, effective, scope)
             output, variables = dataflow.state_output(state, th.input, effective, scope)
         except StatesRuntimeError as exc:
-            return self._fail(th, exc.error, exc.cause)
-        th = replace(th, input=output, vars={**th.vars, **variables})
+            return self._failed(name, th, exc)
+        th = replace(th, input=output, vars={**th.vars, **variables}).advanced(event_ids.STATE)
         waited = self._delay("wait", name, th, delay)
         return waited if waited is not None else self._checked(name, state, th)
 
@@ -349,18 +378,18 @@ class _Runner:
                     out_state[key] = chosen[key]
             output, variables = dataflow.state_output(out_state, th.input, effective, scope)
         except StatesRuntimeError as exc:
-            return self._fail(th, exc.error, exc.cause)
+            return self._failed(name, th, exc)
         except ConditionEvaluationError as exc:
-            return self._fail(th, "States.Runtime", str(exc))
+            return self._failed(name, th, StatesRuntimeError("States.Runtime", str(exc)))
         exceeded = self._too_large(name, output)
         if exceeded is not None:
             return self._fail(th, exceeded.error, exceeded.cause)
-        return target, replace(th, input=output, vars={**th.vars, **variables})
+        return target, replace(th, input=output, vars={**th.vars, **variables}).advanced(event_ids.STATE)
 
     # ---- Task ----------------------------------------------------------------------------
 
     def _task(self, name: str, state: Mapping[str, Any], th: _Thread, counts: list[int] | None = None):
-        from unum_entry import callbacks
+        from unum_entry.asl import callbacks
         self.ran_task = True
         counts = counts if counts is not None else [0] * len(state.get("Retry", []))
         scope = self._scope(name, th, retry_count=sum(counts))
@@ -372,13 +401,14 @@ class _Runner:
                                   "position is unknown (compile the state machine again)")
             token = callbacks.issue(self.context, frames)
             scope = replace(scope, context={**scope.context, "Task": {"Token": token.text()}})  # AWS: only with a token
+            th_after = th.advanced(None)  # a waiting Task's events are not counted (unum_entry/asl/event_ids.py)
         try:
             effective = dataflow.state_input(state, th.input, scope)
             timeout = self._timeout(state, th.input, scope)
             heartbeat = None if token is None else timing.seconds_field(
                 state, "HeartbeatSeconds", lambda key: dataflow.resolve(state[key], th.input, scope, field=key))
         except StatesRuntimeError as exc:
-            return self._catch(name, state, th, exc.error, exc.cause)
+            return self._caught(name, state, th, exc)
         invoke_api = state.get("Resource", "").startswith("arn:aws:states:::lambda:invoke")
         event = effective
         if invoke_api:
@@ -388,17 +418,19 @@ class _Runner:
             return self._catch(name, state, th, exceeded.error, exceeded.cause)
         while True:
             try:
-                result = self._call(event, timeout, retry_count=sum(counts))
+                result = self._call(event, timeout, retry_count=sum(counts), execution=th.exec)
                 break
             except _TaskError as exc:
+                attempts = sum(counts) + 1
                 delay = retry_delay(state.get("Retry", []), exc.error, counts, self.services.random or _random)
                 if delay is None:
-                    return self._catch(name, state, th, exc.error, exc.cause)
+                    return self._catch(name, state, th, exc.error, exc.cause,
+                                       done=th.advanced(event_ids.task_events(attempts)).ev)
                 waited = self._delay("retry", name, th, delay, counts)
                 if waited is not None:
                     return waited
         if token is not None:  # the call is made: this function stops here until the callback resumes it
-            decision = callbacks.wait_decision(name, th.transfer(), token, timeout, counts,
+            decision = callbacks.wait_decision(name, th_after.transfer(), token, timeout, counts,
                                                deadline=getattr(self.context, "deadline", 0))
             timers = timers_of(self.context)
             if timers is not None:  # TimeoutSeconds / HeartbeatSeconds fire when they elapse
@@ -416,14 +448,15 @@ class _Runner:
         try:
             output, variables = dataflow.state_output(state, th.input, result, scope)
         except StatesRuntimeError as exc:
-            return self._catch(name, state, th, exc.error, exc.cause)
-        return self._checked(name, state, replace(th, input=output, vars={**th.vars, **variables}), catch=True)
+            return self._caught(name, state, th, exc)
+        done = th.advanced(event_ids.task_events(sum(counts) + 1) + 1)  # + TaskStateExited
+        return self._checked(name, state, replace(done, input=output, vars={**th.vars, **variables}), catch=True)
 
     def _resumed(self, resume: Mapping[str, Any]) -> dict[str, Any]:
         """Continue after a `.waitForTaskToken` Task with its callback's output or error."""
         wait, outcome = resume["wait"], resume["outcome"]
         name, t = wait["state"], wait["transfer"]
-        th = _Thread(t["input"], dict(t["vars"]), list(t["stack"]), t["exec"])
+        th = _Thread.of(t)
         state = self.f.states[name]
         self.ran_task = True
         if "error" in outcome:
@@ -469,6 +502,8 @@ class _Runner:
         """A timer's delivery: continue after the Wait, re-run the Task (or re-fan the Parallel or
         Map) after a Retry back-off, or resume a waiting Task with its callback's or timeout's
         outcome. Raises TimerNotDue (re-armed) when it came early."""
+        if timer.get("purpose") == timing.NESTED_TIMEOUT:
+            return self._nested_timed_out(timer)
         timers = timers_of(self.context)
         if timers is None:
             raise StatesRuntimeError("States.Runtime", "a timer was delivered to a function running without a runtime")
@@ -477,7 +512,7 @@ class _Runner:
             return self._resumed(fired.resume)
         wait = fired.wait or {}
         name, t = wait["state"], wait["transfer"]
-        th = _Thread(t["input"], dict(t["vars"]), list(t["stack"]), t["exec"])
+        th = _Thread.of(t)
         state = self.f.states[name]
         self.ran_task = bool(wait.get("ran"))
         if wait["timer"] == "wait":
@@ -515,14 +550,18 @@ class _Runner:
         return timing.seconds_field(state, "TimeoutSeconds",
                                     lambda key: dataflow.resolve(state[key], raw, scope, field=key))
 
-    def _call(self, event: Any, timeout: float | None, *, retry_count: int = 0) -> Any:
+    def _call(self, event: Any, timeout: float | None, *, retry_count: int = 0,
+              execution: Mapping[str, Any] | None = None) -> Any:
         """The user handler, its exceptions as Step Functions errors (Lambda's shape)."""
         import time
+        from unum_entry.asl import context_object
         ctx = LambdaContext(function_name=self.f.lambda_name or self.f.function, invocation=self.context.invocation,
                             workflow_id=self.context.workflow_id, attempt=self.context.attempt,
                             index=self.context.index, size=self.context.size, iteration=self.context.iteration,
                             deadline=None if timeout is None else time.monotonic() + timeout * self.services.time_scale,
-                            unum=self.context, retry_count=retry_count)
+                            unum=self.context, retry_count=retry_count,
+                            execution_arn=str((execution or {}).get("Id", "")),
+                            state_machine_arn=context_object.machine(self.f.machine)["Id"])
         handler = self.handler
         if handler is None:  # pragma: no cover - the compiler gives every Task function a handler
             raise _TaskError("States.Runtime", f"function {self.f.function!r} has no handler")
@@ -545,15 +584,19 @@ class _Runner:
             raise box["error"]
         return box["result"]
 
-    def _catch(self, name: str, state: Mapping[str, Any], th: _Thread, error: str, cause: str):
+    def _catch(self, name: str, state: Mapping[str, Any], th: _Thread, error: str, cause: str, *,
+               done: int | None = None):
+        """Catch the error of state `name` (entered after `th`); `done`: the events of the scope when
+        the state failed, if known (a TaskStateExited follows a caught failure)."""
         for catcher in state.get("Catch", []):
             if matches(catcher.get("ErrorEquals", ()), error):
                 scope = self._scope(name, th)
                 try:
                     output, variables = dataflow.error_output(catcher, th.input, {"Error": error, "Cause": cause}, scope)
                 except StatesRuntimeError as exc:
-                    return self._fail(th, exc.error, exc.cause)
-                return catcher["Next"], replace(th, input=output, vars={**th.vars, **variables})
+                    return self._failed(name, th, exc)
+                after = replace(th, ev=None if done is None else done + 1)
+                return catcher["Next"], replace(after, input=output, vars={**th.vars, **variables})
         return self._fail(th, error, cause)
 
     # ---- Parallel and Map: fan out, join -------------------------------------------------
@@ -562,6 +605,12 @@ class _Runner:
         scope = self._scope(name, th)
         retries = retries if retries is not None else [0] * len(state.get("Retry", []))
         parent = {"raw": th.input, "vars": th.vars, "exec": th.exec, "retries": retries}
+        # History events (unum_entry/asl/event_ids.py): the join adds the branches' counts to the
+        # parent's; a branch knows its absolute ids only when nothing runs beside it.
+        before = event_ids.entered(th.stack, th.ev)
+        started = None if before is None else before + 1  # the id of <Type>StateStarted
+        if th.ev is not None:
+            parent["ev"] = th.ev
         try:
             at = {"at": self._position_after_hop()} if self.f.positions else {}
             if state["Type"] == "Parallel":
@@ -570,20 +619,44 @@ class _Runner:
                     from unum_entry.asl import nested
                     child_input, child = nested.start(state[NESTED], effective, self.context.invocation, name,
                                                       self.services.now())
+                    timed = self._nested_timeout(name, state, th, scope)
                     return {"__next__": name, "fanout": {"input": child_input, "vars": {}, "stack": th.stack,
-                                                         "exec": child, "parent": {**parent, "child": child}, **at}}
+                                                         "exec": child, "parent": {**parent, "child": child, **timed},
+                                                         **at, "ev": 1, "ev0": 0, "strip": len(name) + 1}}
+                counted: dict[str, Any] = {} if th.ev is None else {"ev": 0}
+                if started is not None and state.get("__branches__") == 1:  # (builder/compiler: _strip)
+                    counted["ev0"] = started
                 return {"__next__": name, "fanout": {"input": effective, "vars": th.vars, "stack": th.stack,
-                                                     "exec": th.exec, "parent": parent, **at}}
+                                                     "exec": th.exec, "parent": parent, **at, **counted}}
             inputs = self._map_inputs(name, state, th, scope)
             limit = self._max_concurrency(state, th.input, scope)
         except StatesRuntimeError as exc:
-            return self._catch(name, state, th, exc.error, exc.cause)
+            return self._caught(name, state, th, exc)
         if not inputs:  # nothing to fan out: the Map completes here with []
-            return self._complete(name, state, th, [])
+            return self._complete(name, state, th, [], ev=None if th.ev is None else th.ev + event_ids.join_events("Map", []))
+        alone = started is not None and (len(inputs) == 1 or limit == 1) and not _distributed(state)
         items = [{MARK: 1, "input": value, "vars": th.vars, "exec": th.exec,
-                  "stack": [*th.stack, {"parent": parent if i == 0 else None, **at}]} for i, value in enumerate(inputs)]
+                  **({} if th.ev is None else {"ev": 1}),  # MapIterationStarted
+                  "stack": [*th.stack, {"parent": parent if i == 0 else None, **at,
+                                        **({"ev0": started} if alone and i == 0 else {})}]}
+                 for i, value in enumerate(inputs)]
         # The IR's map runs the iterations in `max_concurrency` lanes (0: all at once).
         return {"__next__": name, "items": items, "max_concurrency": limit}
+
+    def _nested_timeout(self, name: str, state: Mapping[str, Any], th: _Thread, scope: dataflow.Scope) -> dict[str, Any]:
+        """A `.sync` Task's TimeoutSeconds(Path): arm its timer, delivered to the Task's join when
+        it elapses (unum_entry/asl/timing.py: nested_due); `{"timeout", "timeout_at"}` for the
+        fan-out's parent, or {} without a timeout (or a runtime to arm it: unit runs)."""
+        timeout = self._timeout(state[NESTED], th.input, scope)  # the Task's TimeoutSeconds(Path) (compiler)
+        timers = timers_of(self.context)
+        join = state[NESTED].get("join")
+        if timeout is None or timers is None or not isinstance(join, str):
+            return {}
+        scaled = timeout * self.services.time_scale
+        if timers.now() + scaled > timers.latest:
+            raise StatesRuntimeError("Unum.RetentionExpired", f"the TimeoutSeconds of state {name!r} ends "
+                                     f"{scaled:.0f} s from now, after the workflow's retention ends")
+        return {"timeout": timeout, "timeout_at": timing.arm_nested_timeout(timers, join, scaled)}
 
     def _max_concurrency(self, state: Mapping[str, Any], raw: Any, scope: dataflow.Scope) -> int:
         """MaxConcurrency(Path), checked with AWS's causes (and the tolerated-failure limits, which
@@ -628,30 +701,57 @@ class _Runner:
         state = self.f.states[name]
         ends = list(event)
         parent = ends[0]["stack"][-1]["parent"]
-        th = _Thread(parent["raw"], dict(parent["vars"]), list(ends[0]["stack"][:-1]), parent["exec"])
+        th = _Thread(parent["raw"], dict(parent["vars"]), list(ends[0]["stack"][:-1]), parent["exec"],
+                     parent["ev"] if isinstance(parent.get("ev"), int) else None)
         failed = [(i, e["error"]) for i, e in enumerate(ends) if e["__next__"] == FAIL]
         nested_marker = state.get(NESTED) if state["Type"] == "Parallel" else None
         if nested_marker is not None and failed:  # the child failed: the Task fails with States.TaskFailed
             from unum_entry.asl import nested
             failed = [(0, nested.failure(nested_marker, parent.get("child", {}), failed[0][1], self.services.now()))]
         if failed and not self._tolerated(state, th, len(failed), len(ends)):
-            error = failed[0][1]
-            if error["Error"] == "States.Runtime" or not isinstance(error["Error"], str):
-                return self._fail(th, error["Error"], error["Cause"])
-            retries = list(parent.get("retries", []))
-            delay = retry_delay(state.get("Retry", []), error["Error"], retries, self.services.random or _random)
-            if delay is not None:
-                return self._delay("retry", name, th, delay, retries) or self._fan_out(name, state, th, retries)
-            step = self._catch(name, state, th, error["Error"], error["Cause"])
+            step = self._fan_failed(name, state, th, parent, failed[0][1])
         else:
             results: Any = [e["output"] if e["__next__"] == END else e["error"] for e in ends]
             if nested_marker is not None:  # AWS's DescribeExecution shape of the child's end
                 from unum_entry.asl import nested
                 results = nested.result(nested_marker, parent.get("child", {}), results[0], self.services.now())
-            step = self._complete(name, state, th, results, failed=[i for i, _ in failed])
+            counts = [e["ev"] for e in ends if isinstance(e.get("ev"), int)]
+            exact = (not failed and nested_marker is None and not _distributed(state) and len(counts) == len(ends))
+            after = th.advanced(event_ids.join_events(state["Type"], counts) if exact else None).ev
+            step = self._complete(name, state, th, results, failed=[i for i, _ in failed], ev=after)
         if isinstance(step, dict):
             return step
         return self._walk(*step)
+
+    def _fan_failed(self, name: str, state: Mapping[str, Any], th: _Thread, parent: Mapping[str, Any],
+                    error: Mapping[str, Any]):
+        """The Parallel/Map `name` failed with `error` (a branch's, or a nested Task's timeout): its
+        Retry re-issues the fan-out, else its Catch (States.Runtime is neither retried nor caught)."""
+        if error["Error"] == "States.Runtime" or not isinstance(error["Error"], str):
+            return self._fail(th, error["Error"], error["Cause"])
+        retries = list(parent.get("retries", []))
+        delay = retry_delay(state.get("Retry", []), error["Error"], retries, self.services.random or _random)
+        if delay is not None:  # a retried fan-out's events are not counted (aborted siblings vary)
+            uncounted = th.advanced(None)
+            return (self._delay("retry", name, uncounted, delay, retries)
+                    or self._fan_out(name, state, uncounted, retries))
+        return self._catch(name, state, th, error["Error"], error["Cause"])
+
+    def _nested_timed_out(self, timer: Mapping[str, Any]) -> dict[str, Any]:
+        """A nested `.sync` Task's TimeoutSeconds timer at its join: the Task fails with
+        States.Timeout (then its Retry / Catch) unless the child's end committed this join first."""
+        timers = timers_of(self.context)
+        if timers is None:
+            raise StatesRuntimeError("States.Runtime", "a timer was delivered to a function running without a runtime")
+        fan = timing.nested_due(timers, timer)["fanout"]
+        name = self.f.head
+        state = self.f.states[name]
+        parent = fan["parent"]
+        th = _Thread(parent["raw"], dict(parent["vars"]), list(fan["stack"]), parent["exec"])
+        error = {"Error": "States.Timeout",
+                 "Cause": f"the nested state machine did not end within TimeoutSeconds ({parent['timeout']:g} s)"}
+        step = self._fan_failed(name, state, th, parent, error)
+        return step if isinstance(step, dict) else self._walk(*step)
 
     def _tolerated(self, state: Mapping[str, Any], th: _Thread, failures: int, total: int) -> bool:
         if state["Type"] != "Map":
@@ -665,7 +765,10 @@ class _Runner:
         pct_ok = (100.0 * failures / total) <= limits["ToleratedFailurePercentage"] if "ToleratedFailurePercentage" in limits else False
         return count_ok or pct_ok
 
-    def _complete(self, name: str, state: Mapping[str, Any], th: _Thread, results: list[Any], failed: Sequence[int] = ()):
+    def _complete(self, name: str, state: Mapping[str, Any], th: _Thread, results: list[Any], failed: Sequence[int] = (),
+                  *, ev: int | None = None):
+        """The Parallel/Map `name` (entered after `th`) ends with `results`; `ev`: the scope's events
+        after its Exited event, if known."""
         scope = self._scope(name, th)
         try:
             if state["Type"] == "Map" and "ResultWriter" in state:  # export to S3 (unum_entry/asl/item_io.py)
@@ -677,8 +780,8 @@ class _Runner:
                                                 lambda v, f: dataflow.resolve(v, th.input, scope, field=f))
             output, variables = dataflow.state_output(state, th.input, results, scope)
         except StatesRuntimeError as exc:
-            return self._catch(name, state, th, exc.error, exc.cause)
-        return self._checked(name, state, replace(th, input=output, vars={**th.vars, **variables}), catch=True)
+            return self._caught(name, state, th, exc)
+        return self._checked(name, state, replace(th, input=output, vars={**th.vars, **variables}, ev=ev), catch=True)
 
 
 def _guarded(handler: Handler, event: Any, ctx: LambdaContext) -> Any:
@@ -744,6 +847,11 @@ def _not_an_array(state: Mapping[str, Any], items: Any, jsonata: bool) -> States
     path = state.get("ItemsPath", "$")
     return StatesRuntimeError("States.Runtime", f"Invalid path '{path}' : the value {paths.short_json(items)} "
                               f"is not an array: a Map state iterates over an array")
+
+
+def _distributed(state: Mapping[str, Any]) -> bool:
+    """A Distributed Map: its iterations are child executions with histories of their own."""
+    return state.get("__mode__") == "DISTRIBUTED" or "ItemReader" in state or "ResultWriter" in state
 
 
 def _random() -> float:

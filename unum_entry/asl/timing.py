@@ -17,7 +17,7 @@ invocation like any other: delivered twice, it commits once; delivered late, it 
 delivered early (before `until`, or before the wait decision is committed) it re-arms a timer
 named for the next `round` and is dropped without a commit (`TimerNotDue`).
 
-A waiting Task (`.waitForTaskToken`, unum_entry/callbacks.py) arms its TimeoutSeconds timer at
+A waiting Task (`.waitForTaskToken`, unum_entry/asl/callbacks.py) arms its TimeoutSeconds timer at
 `issued + timeout` and its HeartbeatSeconds timer at `issued + heartbeat` (both scaled, on the
 store's clock) when it commits its wait; they deliver to the same continuation invocation a
 task-token callback resumes. Fired and due, a timer completes the Task with `States.Timeout` /
@@ -37,7 +37,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
-from unum_entry.callbacks import WAIT
+from unum_entry.asl.callbacks import WAIT
 from unum_entry.errors import StatesRuntimeError
 from unum_entry.timers import TIMER, TimerNotDue, Timers
 
@@ -109,7 +109,7 @@ class Fired:
 def fired(timers: Timers, timer: Mapping[str, Any]) -> Fired:
     """A timer was delivered (this invocation is its continuation). Returns what to continue with;
     raises TimerNotDue after re-arming when it is early (or its wait is not committed yet)."""
-    from unum_entry import callbacks
+    from unum_entry.asl import callbacks
     from unum_entry.codec import decode
     from unum_entry.outcome import Ending
 
@@ -152,6 +152,45 @@ def fired(timers: Timers, timer: Mapping[str, Any]) -> Fired:
     return Fired(resume=callbacks.record_outcome(timers.store, token, wait, expires_at, outcome))
 
 
+def nested_due(timers: Timers, timer: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The TimeoutSeconds timer of a nested `.sync` Task, delivered to the Task's join (the
+    invocation the child's end fans in to): the fan-out decision the Task's function committed
+    (its `parent` holds `timeout_at`) once the timeout is due. Raises TimerNotDue after re-arming
+    when early (or the fan-out is not committed yet), and when the committed fan-out has no
+    timeout. The join's first commit wins: the child's end or this timeout, never both."""
+    from unum_entry.codec import decode
+    from unum_entry.outcome import Ending
+
+    purpose, waiting, rounds = str(timer["purpose"]), str(timer["waiting"]), int(timer.get("round", 0))
+    record = timers.read([waiting]).get(waiting)
+    now = timers.now()
+    if record is None or record.value is None:
+        ending = Ending.of(timers.workflow)
+        if ending.reached(timers.read(ending.keys)):
+            raise TimerNotDue(f"timer {purpose} of {waiting}: the workflow has ended")
+        _rearm(timers, purpose, waiting, rounds, now + min(UNCOMMITTED_BACKOFF * 2 ** rounds, MAX_BACKOFF))
+    decision = decode(record.value)
+    fan = decision.get("fanout") if isinstance(decision, Mapping) else None
+    parent = fan.get("parent") if isinstance(fan, Mapping) else None
+    if not isinstance(parent, Mapping) or "timeout_at" not in parent:
+        raise TimerNotDue(f"timer {purpose} of {waiting}: the committed decision does not wait for it")
+    if now < float(parent["timeout_at"]):
+        _rearm(timers, purpose, waiting, rounds, float(parent["timeout_at"]))
+    return decision
+
+
+def arm_nested_timeout(timers: Timers, join: str, seconds: float) -> float:
+    """Arm the TimeoutSeconds timer (real seconds, scaled) of a nested `.sync` Task whose
+    fan-out this invocation is about to commit; it is delivered to `join` at the invocation the
+    child's end fans in to. Returns when it is due (store clock)."""
+    at = timers.now() + seconds
+    invocation = _invocation(timers)
+    timers.arm(at, _event(NESTED_TIMEOUT, invocation, 0), name=timers.name(NESTED_TIMEOUT, invocation, 0),
+               function=join)
+    return at
+
+
+NESTED_TIMEOUT = "nested-timeout"
 _FIELDS = {"wait": {"timer", "until"}, "retry": {"timer", "until"}, "timeout": {"token", "timeout_at"},
            "heartbeat": {"token", "heartbeat_span", "issued"}}
 

@@ -6,8 +6,11 @@ unum's invokers and timers (docs/durable-functions.md).
 - `log` / `service`: the execution's checkpoint log and what it means (first outcome wins);
 - `client`: `DurableServiceClient` over the log;
 - `callbacks`: callback ids, `complete` and `heartbeat` (callback-success / -failure / -heartbeat);
+- `chained`: the end of a `context.invoke` — a target's outcome completes the caller's invoke
+  (a compiled state machine's end, reported by the runtime);
 - `history`: every operation of a workflow's executions (`inspect --history`);
-- `effects`: `transact(step_context, name, fn, ...)`, a step's exactly-once transactional effect.
+- `effects`: `transact(step_context, name, fn, ...)`, a step's exactly-once transactional effect
+  (`step_identity`: the one read of the SDK's private step context, version-checked).
 
 Importing this package does not import the SDK (only running a durable handler does).
 """

@@ -194,9 +194,12 @@ def _dispatch_invokes(execution: Any, timers: Any, context: Any) -> bool:
     as its own workflow `<caller workflow>~<operation>` (its result is not the caller's
     workflow's), at its root, with the caller's deadline; a re-send is absorbed by its commit.
     An invoke of a function the platform does not have fails at once, as Lambda's Invoke does
-    (ResourceNotFoundException, recorded in the log: first wins); returns whether one did."""
+    (ResourceNotFoundException, recorded in the log: first wins) — told by the invoker's
+    `has_function` where it knows the functions, else by the platform's refusal; returns whether
+    one did."""
     from aws_durable_execution_sdk_python.lambda_service import OperationStatus, OperationType
 
+    from unum_entry import naming
     from unum_entry.envelope import DataRef, Envelope
     from unum_entry.errors import InvokeError
 
@@ -209,57 +212,62 @@ def _dispatch_invokes(execution: Any, timers: Any, context: Any) -> bool:
         target = execution.state.invokes.get(op_id, {})
         caller = {"workflow": meta.get("Workflow"), "function": meta.get("Function"),
                   "invocation": meta.get("Invocation"), "deadline": meta.get("Deadline"), "operation": op_id}
-        env = Envelope(workflow=f"{meta.get('Workflow')}~{op_id[:16]}",
+        env = Envelope(workflow=naming.invoked_workflow(str(meta.get("Workflow")), op_id),
                        inputs=(DataRef(value={INVOKE: {"caller": caller, "payload": target.get("payload")}}),),
                        deadline=int(meta.get("Deadline") or 0))
         function = str(target.get("function", ""))
-        has_function = getattr(timers.invoker, "has_function", None)  # the embedded engine knows its functions
-        try:
-            if has_function is not None and not has_function(function):
-                raise InvokeError(f"no function {function!r}")
-            timers.invoker.invoke(function, env.to_wire())
-        except InvokeError as exc:
-            if has_function is None and not _not_found(exc):
-                raise  # transient: the platform redelivers this execution, which sends it again
-            message = f"Function not found: {function} (invoke {op.name or op_id} of {meta.get('Function')})"
-            execution.append_completion({"Id": op_id, "Status": "FAILED", "Result": None,
-                                         "Error": {"ErrorType": "ResourceNotFoundException", "ErrorMessage": message}})
-            refused = True
+        # The embedded engine knows its functions, a Pub/Sub invoker those deployed (`functions=`).
+        has_function = getattr(timers.invoker, "has_function", None)
+        if has_function is None or has_function(function):
+            try:
+                timers.invoker.invoke(function, env.to_wire())
+                continue
+            except InvokeError as exc:
+                if not _not_found(exc):
+                    raise  # transient: the platform redelivers this execution, which sends it again
+        message = f"Function not found: {function} (invoke {op.name or op_id} of {meta.get('Function')})"
+        execution.append_completion({"Id": op_id, "Status": "FAILED", "Result": None,
+                                     "Error": {"ErrorType": "ResourceNotFoundException", "ErrorMessage": message}})
+        refused = True
     return refused
 
 
 def _not_found(error: Exception) -> bool:
-    """Did the platform refuse an invoke because the function does not exist (Lambda)?"""
-    cause = getattr(error, "__cause__", None)
-    code = getattr(cause, "response", {}).get("Error", {}).get("Code") if cause is not None else None
-    return code == "ResourceNotFoundException"
+    """Did the platform refuse an invoke because the function does not exist? Lambda's Invoke:
+    ResourceNotFoundException; Pub/Sub's publish to a topic that does not exist: NotFound (404)."""
+    cause = error.__cause__
+    response = getattr(cause, "response", None)
+    if isinstance(response, dict) and response.get("Error", {}).get("Code") == "ResourceNotFoundException":
+        return True
+    return type(cause).__name__ == "NotFound" and getattr(cause, "code", None) == 404
 
 
 def _answer(caller: dict[str, Any], outcome: dict[str, Any], store: Any, timers: Any) -> None:
     """An invoked execution ended: record its outcome in the caller's log (first wins) and
     re-deliver the caller."""
-    from unum_entry.durable_functions.callbacks import resume
-    from unum_entry.durable_functions.log import ExecutionLog
-    from unum_entry.retention import Ledger, Retention
+    from unum_entry.durable_functions.chained import answer
 
-    retention = Retention(ttl_seconds=store.ttl_seconds, clock=timers.clock)
-    log = ExecutionLog(store, caller["invocation"], Ledger.bounded(caller["workflow"], caller["deadline"], retention),
-                       clock=timers.clock)
-    log.append_completion({"Id": caller["operation"], **outcome})
-    resume(timers.invoker, log.state.meta)
+    answer(caller, outcome, store=store, invoker=timers.invoker, clock=timers.clock)
 
 
 def adapt(handler: Callable[..., Any]) -> Callable[..., Any]:
     """A DurableHandler when `handler` is decorated with `@durable_execution`; otherwise
-    `handler` behind a check that refuses a durable function's `invoke` of it (a plain function
-    is not a durable one: the caller's invoke fails at once, as on AWS)."""
+    `handler` behind a check of a durable function's `invoke` of it: a compiled state machine's
+    function runs with the invoke's payload as input and its workflow's end answers the caller
+    (unum_entry.durable_functions.chained); any other plain function is refused (it is not a
+    durable one: the caller's invoke fails at once, as on AWS)."""
     if is_durable_handler(handler):
         return DurableHandler(handler)
+    state_machine = is_state_machine_handler(handler)
 
     @functools.wraps(handler)  # keeps its marks (`@durable` steps) and `__wrapped__` for its module
     def plain(event: Any, context: Any) -> Any:
         if isinstance(event, dict) and INVOKE in event:
-            _refuse_invoke(event[INVOKE], context)
+            if not state_machine:
+                _refuse_invoke(event[INVOKE], context)
+            from unum_entry.durable_functions.chained import accept
+
+            event = accept(event[INVOKE], context)
         return handler(event, context)
 
     return plain
@@ -274,13 +282,19 @@ def _refuse_invoke(invoked: Any, context: Any) -> None:
     timers = timers_of(context)
     name = getattr(context, "function_name", "") or "?"
     message = (f"function {name!r} is not a durable function (its handler is not decorated with "
-               "@durable_execution): a durable function can invoke only durable functions")
+               "@durable_execution): a durable function can invoke durable functions and compiled state machines")
     if timers is None or not isinstance(invoked, dict) or not isinstance(invoked.get("caller"), dict):
         raise ConfigurationError(message)
     _answer(invoked["caller"], {"Status": "FAILED", "Result": None,
                                 "Error": {"ErrorType": "InvalidParameterValueException", "ErrorMessage": message}},
             timers.store, timers)
     raise WorkflowAborted("InvalidParameterValueException", message)
+
+
+def is_state_machine_handler(handler: Any) -> bool:
+    """Is `handler` a compiled Step Functions function's (unum_entry.asl.function.make_handler)?
+    (No import of the ASL engine: the handler is defined in that module.)"""
+    return getattr(handler, "__module__", None) == "unum_entry.asl.function"
 
 
 def is_durable_handler(handler: Any) -> bool:

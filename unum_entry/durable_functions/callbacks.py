@@ -143,8 +143,18 @@ def resume(invoker: Any, meta: Mapping[str, Any]) -> None:
     invoker.invoke(meta["Function"], dict(wire))
 
 
-def waiting_callbacks(store: Any, invocation: str) -> list[str]:
-    """The ids of the callbacks the execution run by `invocation` waits for."""
+@dataclass(frozen=True)
+class WaitingCallback:
+    """A callback a durable execution waits for: the function running it, the operation's name
+    (`create_callback` / `wait_for_callback`'s `name`, or its id) and the callback id."""
+
+    function: str
+    name: str
+    callback_id: str
+
+
+def waiting_callbacks(store: Any, invocation: str) -> list[WaitingCallback]:
+    """The callbacks the execution run by `invocation` waits for (not completed, not timed out)."""
     from unum_entry.durable_functions.log import ExecutionLog
     from unum_entry.retention import Ledger, store_retention
 
@@ -153,17 +163,19 @@ def waiting_callbacks(store: Any, invocation: str) -> list[str]:
     log.catch_up()
     from aws_durable_execution_sdk_python.lambda_service import OperationStatus, OperationType
 
-    return [op.callback_details.callback_id for op in log.state.ops.values()
+    function = str(log.state.meta.get("Function") or "")
+    return [WaitingCallback(function, op.name or op.operation_id, op.callback_details.callback_id)
+            for op in log.state.ops.values()
             if op.operation_type is OperationType.CALLBACK and op.status is OperationStatus.STARTED
             and op.callback_details is not None]
 
 
-def waiting_in(store: Any, workflow: str) -> list[str]:
-    """The ids of the callbacks the durable executions of `workflow` wait for (one pass over
-    the workflow's records: for tools such as `run`, never the runtime)."""
+def waiting_in(store: Any, workflow: str) -> list[WaitingCallback]:
+    """The callbacks the durable executions of `workflow` wait for (one pass over the
+    workflow's records: for tools such as `run`, never the runtime)."""
     from unum_entry.stores.base import Kind
 
-    ids: list[str] = []
+    found: list[WaitingCallback] = []
     for record in store.records(workflow):
         if record.kind is Kind.STEP and record.key.startswith("d-") and record.value is not None:
             try:
@@ -171,5 +183,5 @@ def waiting_in(store: Any, workflow: str) -> list[str]:
             except ValueError:
                 continue
             if isinstance(first, dict) and isinstance(first.get("x"), dict) and first["x"].get("Invocation"):
-                ids += waiting_callbacks(store, first["x"]["Invocation"])
-    return ids
+                found += waiting_callbacks(store, first["x"]["Invocation"])
+    return found

@@ -18,15 +18,20 @@ of unum's own steps (docs/steps.md). `fn` may run again on a write conflict, so 
 through `tx`. The store must have multi-item transactions (SQLite, file, DynamoDB, Firestore);
 otherwise StoreError.
 
-The running executions are registered here by the adapter (`running`), under the execution ARN
-the SDK puts in the step's logger context, together with the operation id.
+The running executions are registered here by the adapter (`running`), under their execution
+ARN. The step's own identity (execution ARN, operation id) has no public accessor in the SDK: a
+`StepContext` carries only `logger` and `attempt`. `step_identity` is the one place that reads it
+from the step logger's default context (`executionArn`, `operationId`: what the SDK adds to each
+of the step's log records); the SDK version it was checked against is `SDK_CHECKED` (pinned in
+constraints.txt, and a unit test fails when the installed version differs), and a version that
+moved it fails `transact` with one line saying so.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -39,6 +44,8 @@ from unum_entry.steps.transaction import Transaction
 from unum_entry.stores.base import Store
 
 _ATTEMPTS = 50  # write conflicts with other transactions before giving up (each re-runs `fn`)
+SDK_DISTRIBUTION = "aws-durable-execution-sdk-python"
+SDK_CHECKED = "3.0.0"  # the SDK whose step logger `step_identity` reads (tests/unit/test_durable_step_identity.py)
 
 
 @dataclass(frozen=True)
@@ -74,14 +81,13 @@ def transact(step_context: Any, name: str, fn: Callable[..., Any], /, *args: Any
     """Run `fn(tx, *args, **kwargs)` as this step's exactly-once transactional effect named
     `name` (module docstring) and return its result — the first committed one in every
     execution. `step_context` is the StepContext the SDK passes to the step function."""
-    extra = getattr(getattr(step_context, "logger", None), "_default_extra", None) or {}
-    arn, op_id = extra.get("executionArn"), extra.get("operationId")
+    identity = step_identity(step_context, what=f"transact({name!r})")
     with _lock:
-        found = _running.get(str(arn))
-    if found is None or not op_id:
+        found = _running.get(identity[0]) if identity is not None else None
+    if found is None or identity is None:
         raise StepError(f"transact({name!r}): call it inside a durable step (context.step) of a function "
                         "running on unum, with the step's context as its first argument")
-    execution = found[0]
+    execution, op_id = found[0], identity[1]
     key = naming.durable_effect_key(execution.invocation, str(op_id), name)
     stored = execution.store.get(key)
     attempt = 0
@@ -103,4 +109,25 @@ def transact(step_context: Any, name: str, fn: Callable[..., Any], /, *args: Any
     return decode(stored)["r"]
 
 
-__all__ = ["running", "transact"]
+def step_identity(step_context: Any, *, what: str = "transact") -> tuple[str, str] | None:
+    """(execution ARN, operation id) of the step whose context the SDK passed as `step_context`;
+    None when it is not a step's context. Raises StepError (one line naming the SDK version) when
+    it is one but the installed SDK no longer carries the identity where `SDK_CHECKED` did."""
+    logger = getattr(step_context, "logger", None)
+    if logger is None or not hasattr(step_context, "attempt"):
+        return None  # not a StepContext (None, the handler's DurableContext, a user's object)
+    extra = getattr(logger, "_default_extra", None)  # the private read (module docstring)
+    if isinstance(extra, Mapping) and extra.get("executionArn") and extra.get("operationId"):
+        return str(extra["executionArn"]), str(extra["operationId"])
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        installed = version(SDK_DISTRIBUTION)
+    except PackageNotFoundError:
+        installed = "unknown"
+    raise StepError(f"{what}: the installed {SDK_DISTRIBUTION} {installed} no longer gives a step's operation id "
+                    f"where unum reads it (its step logger's executionArn/operationId, as in {SDK_CHECKED}): "
+                    f"install {SDK_DISTRIBUTION}=={SDK_CHECKED} (constraints.txt)")
+
+
+__all__ = ["SDK_CHECKED", "running", "step_identity", "transact"]

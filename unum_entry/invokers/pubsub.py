@@ -9,6 +9,10 @@ URL: `pubsub://PROJECT?prefix=unum-chain-&limit=BYTES&timeout=SECONDS`
   Pub/Sub's limit is 10 MB). The envelope is stored under a content-derived `e-…` key and the
   message carries `{"unum_envelope_ref": key, "workflow": …}`; the receiver deletes it when done.
 - `timeout`: seconds to wait for Pub/Sub to accept one publish (default 60).
+- `functions` (`A,B,C`): the workflow's functions, as deployed (the deploy script writes it):
+  `has_function` answers from it, so a durable function's `context.invoke` of any other name
+  fails at once, as Lambda's Invoke refuses an unknown function. Without it, a publish to a topic
+  that does not exist (NotFound) is the refusal.
 - `tasks_queue` (`projects/P/locations/L/queues/Q`) and `tasks_sa` (a service account email):
   durable timers (`invoke_at`) as Cloud Tasks tasks that publish to the function's topic when
   due (`unum_entry.invokers.cloud_tasks`). Without `tasks_queue`, `invoke_at` is a ConfigurationError.
@@ -40,7 +44,7 @@ DEFAULT_MESSAGE_LIMIT = PUBSUB_MESSAGE_LIMIT - 64 * 1024  # headroom for attribu
 DEFAULT_PUBLISH_TIMEOUT = 60.0
 ATTRIBUTE_FUNCTION = "unum_function"
 ATTRIBUTE_WORKFLOW = "unum_workflow"
-_OPTIONS = ("prefix", "limit", "timeout", "tasks_queue", "tasks_sa")
+_OPTIONS = ("prefix", "limit", "timeout", "tasks_queue", "tasks_sa", "functions")
 # Pub/Sub resource names: start with a letter, 3-255 of these, not starting with "goog".
 _RESOURCE_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9._~+%-]{2,254}$")
 
@@ -68,7 +72,8 @@ class PubSubInvoker:
 
     def __init__(self, project: str, *, prefix: str = "", store: Store | None = None,
                  limit: int = DEFAULT_MESSAGE_LIMIT, timeout: float = DEFAULT_PUBLISH_TIMEOUT,
-                 publisher: Any = None, tasks_queue: str = "", tasks_sa: str = "", tasks_client: Any = None) -> None:
+                 publisher: Any = None, tasks_queue: str = "", tasks_sa: str = "", tasks_client: Any = None,
+                 functions: frozenset[str] = frozenset()) -> None:
         if not project:
             raise ConfigurationError("Pub/Sub invoker: no project (use pubsub://PROJECT?prefix=… "
                                      "or set GOOGLE_CLOUD_PROJECT)")
@@ -77,6 +82,7 @@ class PubSubInvoker:
         self.store = store
         self.limit = limit
         self.timeout = timeout
+        self.functions = functions  # empty: not known here
         self._publisher = publisher
         self._lock = threading.Lock()
         self.timers: CloudTasksTimers | None = None
@@ -93,8 +99,14 @@ class PubSubInvoker:
         return cls(project, prefix=options.get("prefix", ""), store=store, publisher=publisher,
                    tasks_queue=options.get("tasks_queue", ""), tasks_sa=options.get("tasks_sa", ""),
                    tasks_client=tasks_client,
+                   functions=frozenset(f for f in options.get("functions", "").split(",") if f),
                    limit=int(options.get("limit", DEFAULT_MESSAGE_LIMIT)),
                    timeout=float(options.get("timeout", DEFAULT_PUBLISH_TIMEOUT)))
+
+    def has_function(self, function: str) -> bool:
+        """False only when the deployed functions are known (`functions=`) and `function` is not
+        one of them; True otherwise (a publish to a missing topic then says so: NotFound)."""
+        return not self.functions or function in self.functions
 
     def topic_path(self, function: str) -> str:
         return f"projects/{self.project}/topics/{topic_name(self.prefix, function)}"

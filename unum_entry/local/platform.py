@@ -148,8 +148,14 @@ class LocalPlatform:
         self._stopping = False
         self._executor = ThreadPoolExecutor((config or RuntimeConfig()).dispatch_workers, thread_name_prefix="unum-dispatch")
         invoker = _LocalInvoker(self)
+        # An invoke here is a queue push (no latency to overlap): unless configured otherwise, a
+        # fan-out's calls go out one after another from the invoking worker, not from 64 dispatch
+        # threads that would contend with the workers for the GIL and the queue's lock.
+        sequential = config is None and not invoke_latency and faults is None
         if not workflow.watchdog:  # the workflow's manifest turned its deadline watchdog off
             config = replace(config or RuntimeConfig(), watchdog=False)
+        if sequential:
+            config = replace(config or RuntimeConfig(), dispatch_workers=1)
         self.runtimes: dict[str, Runtime] = {}
         for name, spec in workflow.functions.items():
             handler = load_handler(spec.folder, spec.ir.handler, function=name)
@@ -391,9 +397,9 @@ class LocalPlatform:
                 self._failures.append(f"{where} {error_type(outcome.error) or 'error'}")
         if status is DeliveryStatus.DONE:
             created = outcome.done_report.created
-            self._count("committed" if created else "replayed")
-            if created:
-                with self._stats_lock:
+            with self._stats_lock:  # one acquisition per delivery done (the hot path)
+                self.stats["committed" if created else "replayed"] += 1
+                if created:
                     self._committed[delivery.function] += 1
         elif status is DeliveryStatus.DROPPED:
             self._count("stale")

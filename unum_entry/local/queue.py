@@ -15,12 +15,16 @@ its processing ended (done, dropped, failed, or re-queued as a new delivery):
   removal cancel), so a hot chain costs the journal almost nothing;
 - `recover(workflow)` loads what a dead process left, to be delivered again.
 
-Rows carry the workflow id, so one database serves every workflow of a store (the table lives
-next to the SQLite store's tables, or in `queue.db` in a file store's folder: `queue_path`).
+Rows carry the workflow id, so one database serves every workflow of a store. With the SQLite
+store the journal shares the store's `Database` (`SQLiteQueue(store.database)`): one file, one
+writer connection, the store's durability, and each journal batch is one `Database.write`, so it
+rides in the same group commit (one fsync) as the store's concurrent writes. A file store's queue
+is `queue.db` in its folder (`queue_path`), opened with durability normal.
 """
 
 from __future__ import annotations
 
+import functools
 import heapq
 import itertools
 import logging
@@ -31,15 +35,15 @@ import threading
 import time
 from abc import ABC, abstractmethod
 from collections import deque
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from unum_entry.errors import StoreError
+from unum_entry.stores.sqlite_database import Database, Durability
 
 log = logging.getLogger("unum.local")
 
-SCHEMA = """
+SCHEMA = ["""
 CREATE TABLE IF NOT EXISTS unum_queue (
     id INTEGER PRIMARY KEY,      -- unique across processes (a random base per process + a counter)
     workflow TEXT NOT NULL,
@@ -49,17 +53,18 @@ CREATE TABLE IF NOT EXISTS unum_queue (
     failures INTEGER NOT NULL,   -- consecutive failed deliveries before this one
     timer TEXT,                  -- the timer's name (Invoker.invoke_at), NULL for an invoke
     background INTEGER NOT NULL  -- 1: a deadline watchdog's timer (nobody waits for it)
-);
-CREATE INDEX IF NOT EXISTS unum_queue_workflow ON unum_queue (workflow);
-CREATE TABLE IF NOT EXISTS unum_runs (
+)""",
+    "CREATE INDEX IF NOT EXISTS unum_queue_workflow ON unum_queue (workflow)",
+    """CREATE TABLE IF NOT EXISTS unum_runs (
     workflow TEXT PRIMARY KEY,   -- one `run` process drives a workflow at a time (unum_entry.local.runs)
     host TEXT NOT NULL,
     pid INTEGER NOT NULL,
     pid_started TEXT NOT NULL,   -- the process's start time (/proc), so a reused pid is not mistaken for it
-    since REAL NOT NULL
-);
-"""
-BUSY_TIMEOUT = 30.0      # seconds SQLite waits for another writer's lock before SQLITE_BUSY
+    since REAL NOT NULL,
+    heartbeat REAL               -- epoch seconds of the driver's last sign of life (another host's liveness)
+)"""]
+#: Columns added since a table was first released: (table, column, declaration), added on open.
+ADDED_COLUMNS = [("unum_runs", "heartbeat", "REAL")]
 FLUSH_PATIENCE = 5.0    # seconds a failing journal may keep `flush` waiting before it raises
 BATCH_INTERVAL = 0.005   # seconds the journal gathers operations before writing them in one transaction
 MAX_BACKOFF = 1.0        # seconds between attempts at a journal write that failed
@@ -155,15 +160,16 @@ class MemoryQueue(DeliveryQueue):
 
 
 class SQLiteQueue(DeliveryQueue):
-    """The heap, journaled to the SQLite database at `path` (module docstring). `synchronous`
-    is SQLite's setting for the journal's connection: NORMAL (WAL) keeps the prefix property
-    across a power loss, which is all redelivery needs."""
+    """The heap, journaled to a SQLite database (module docstring): the store's own `Database`
+    (shared: its durability, its group commit; not closed here), or a path, opened here with
+    durability normal (WAL: a power loss loses at most a suffix of the journal, which keeps the
+    prefix property redelivery needs)."""
 
-    def __init__(self, path: str | os.PathLike[str], *, synchronous: str = "NORMAL",
+    def __init__(self, database: Database | str | os.PathLike[str], *,
                  batch_interval: float = BATCH_INTERVAL) -> None:
         super().__init__()
-        self.path = os.fspath(path)
-        self._conn = connect(self.path, synchronous=synchronous)
+        self.database, self._owns_database = open_database(database)
+        self.path = os.fspath(self.database.path)
         self._base = secrets.randbits(29) << 34  # ids unique across the processes sharing the file
         self._ids = itertools.count(1)
         self._batch_interval = batch_interval
@@ -205,9 +211,9 @@ class SQLiteQueue(DeliveryQueue):
 
     def recover(self, workflow: str) -> list[tuple[float, Delivery]]:
         self.flush()
-        with self._lock:
-            rows = self._conn.execute("SELECT id, function, payload, ready_at, failures, timer, background "
-                                      "FROM unum_queue WHERE workflow = ?", (workflow,)).fetchall()
+        rows = self.database.read(lambda conn: conn.execute(
+            "SELECT id, function, payload, ready_at, failures, timer, background FROM unum_queue WHERE workflow = ?",
+            (workflow,)).fetchall())
         return [(ready_at, Delivery(workflow, function, bytes(payload), failures, timer, rid, bool(background)))
                 for rid, function, payload, ready_at, failures, timer, background in rows]
 
@@ -240,6 +246,8 @@ class SQLiteQueue(DeliveryQueue):
                 self._closed = True
                 self._cv.notify_all()
             self._writer.join(timeout=5)
+            if self._owns_database:
+                self.database.close()
 
     def _write_loop(self) -> None:
         failures = 0
@@ -259,12 +267,9 @@ class SQLiteQueue(DeliveryQueue):
                     self._cv.notify_all()
                 continue
             try:
-                with transaction(self._conn):
-                    if puts:
-                        self._conn.executemany("INSERT OR REPLACE INTO unum_queue VALUES (?, ?, ?, ?, ?, ?, ?, ?)", puts)
-                    if dels:
-                        self._conn.executemany("DELETE FROM unum_queue WHERE id = ?", ((i,) for i in dels))
-            except sqlite3.Error as exc:  # disk full, read-only, locked for too long: keep trying, in order
+                # sync=False: the journal needs WAL order only (prefix property), not an fsync per batch
+                self.database.write(functools.partial(_apply, puts=puts, dels=dels), sync=False)
+            except (sqlite3.Error, StoreError) as exc:  # disk full, read-only, locked too long: keep trying, in order
                 failures += 1
                 log.error("delivery queue %s: write failed (%s); retrying", self.path, exc)
                 with self._lock:
@@ -285,28 +290,32 @@ class SQLiteQueue(DeliveryQueue):
                 self._cv.notify_all()
 
 
-def connect(path: str, *, synchronous: str = "NORMAL") -> sqlite3.Connection:
-    """A connection to the queue database at `path` (created with its tables if absent), in WAL
-    mode, autocommit (transactions explicit), usable from any thread (callers serialize)."""
-    try:
-        conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT, isolation_level=None, check_same_thread=False)
-        conn.execute("PRAGMA journal_mode=WAL")
-        conn.execute(f"PRAGMA synchronous={synchronous}")
-        conn.executescript(SCHEMA)
-    except sqlite3.Error as exc:
-        raise StoreError(f"delivery queue {path}: {exc} (is the folder writable, the disk not full, the file a "
-                         f"SQLite database?)") from exc
-    return conn
+def _apply(conn: sqlite3.Connection, *, puts: Sequence[tuple[object, ...]], dels: Sequence[int]) -> None:
+    """One journal batch, inside the database's write transaction."""
+    if puts:
+        conn.executemany("INSERT OR REPLACE INTO unum_queue VALUES (?, ?, ?, ?, ?, ?, ?, ?)", puts)
+    if dels:
+        conn.executemany("DELETE FROM unum_queue WHERE id = ?", ((i,) for i in dels))
 
 
-@contextmanager
-def transaction(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
-    """BEGIN IMMEDIATE … COMMIT (ROLLBACK on error): the write lock is taken up front, so a busy
-    database waits `BUSY_TIMEOUT` instead of failing half-way."""
-    conn.execute("BEGIN IMMEDIATE")
+def _add_columns(conn: sqlite3.Connection) -> None:
+    """Add the `ADDED_COLUMNS` a database made by an older unum lacks (idempotent)."""
+    for table, column, declaration in ADDED_COLUMNS:
+        if column not in {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}:
+            conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {declaration}")
+
+
+def open_database(where: Database | str | os.PathLike[str]) -> tuple[Database, bool]:
+    """(the database holding the queue's tables, whether the caller opened it and must close
+    it): `where` itself if it is a `Database` (the SQLite store's), else the file at `where`
+    opened with durability normal. The tables are created if absent."""
+    owned = not isinstance(where, Database)
+    database = Database(where, durability=Durability.NORMAL) if not isinstance(where, Database) else where
     try:
-        yield conn
+        database.ensure_schema(SCHEMA)
+        database.write(_add_columns)
     except BaseException:
-        conn.execute("ROLLBACK")
+        if owned:
+            database.close()
         raise
-    conn.execute("COMMIT")
+    return database, owned

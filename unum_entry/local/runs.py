@@ -5,7 +5,10 @@ pid, the process's start time) in the queue database's `unum_runs` table before 
 anything (`acquire`), and removes the record when it stops (`release`). A second `run` of the
 same id finds the first one alive and waits for its outcome instead of racing it; a record whose
 process is gone (killed) is taken over. Owner liveness is exact on one machine: the pid must
-exist AND have the recorded start time, so a reused pid is not mistaken for the owner.
+exist AND have the recorded start time, so a reused pid is not mistaken for the owner. A pid on
+another host (a store file on a shared disk) cannot be checked: the driver refreshes its record's
+`heartbeat` every `HEARTBEAT_INTERVAL` seconds (a thread, from `acquire` to `release`), and a
+record of another host whose heartbeat is older than `STALE_AFTER` seconds counts as dead.
 
 `run_state` is what `list`, `inspect` and the UI ask: a workflow with no outcome whose deliveries
 are pending (or whose owner was killed before its queue was written) and that no live process
@@ -18,15 +21,19 @@ from __future__ import annotations
 import os
 import socket
 import sqlite3
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from unum_entry.errors import StoreError
-from unum_entry.local.queue import connect, transaction
+from unum_entry.local.queue import open_database
 from unum_entry.stores.base import Store
+from unum_entry.stores.sqlite_database import Database
 
 QUEUE_FILE = "queue.db"  # in a file store's folder
+HEARTBEAT_INTERVAL = 2.0  # seconds between a driver's heartbeats
+STALE_AFTER = 10.0        # seconds without a heartbeat after which another host's driver counts as dead
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,17 +44,21 @@ class Owner:
     pid: int
     pid_started: str
     since: float
+    heartbeat: float | None = None  # epoch seconds (None: a record of an older unum, which had none)
 
-    def alive(self) -> bool:
-        """Whether this process still runs (on another host: assumed alive)."""
+    def alive(self, now: float | None = None) -> bool:
+        """Whether this process still runs: on this host, its pid with its start time; on
+        another, a heartbeat at most `STALE_AFTER` seconds old (by `now`, default this clock)."""
         if self.host != socket.gethostname():
-            return True
+            last = self.since if self.heartbeat is None else self.heartbeat
+            return (time.time() if now is None else now) - last <= STALE_AFTER
         return _process_started(self.pid) == self.pid_started
 
 
 def me() -> Owner:
     """The calling process as an owner."""
-    return Owner(socket.gethostname(), os.getpid(), _process_started(os.getpid()) or "", time.time())
+    now = time.time()
+    return Owner(socket.gethostname(), os.getpid(), _process_started(os.getpid()) or "", now, now)
 
 
 def _process_started(pid: int) -> str | None:
@@ -86,58 +97,101 @@ def queue_path(store: Store) -> Path | None:
 
 
 class Runs:
-    """The `unum_runs` table of the queue database at `path` (module docstring)."""
+    """The `unum_runs` table (and the queue's rows) of the queue database (module docstring):
+    the SQLite store's own `Database` (shared, not closed here) or a path, as `SQLiteQueue`.
+    Every error leaves as the database's one-line StoreError."""
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
-        self.path = os.fspath(path)
-        self._conn = connect(self.path)
+    def __init__(self, database: Database | str | os.PathLike[str], *,
+                 heartbeat_interval: float = HEARTBEAT_INTERVAL) -> None:
+        self.database, self._owns_database = open_database(database)
+        self.path = os.fspath(self.database.path)
+        self._interval = heartbeat_interval
+        self._beating: dict[str, threading.Event] = {}  # workflow -> set to stop its heartbeat thread
 
     def acquire(self, workflow: str) -> Owner | None:
         """Record this process as `workflow`'s driver; returns None when it now is, or the live
         process that drives it already."""
         mine = me()
-        try:
-            with transaction(self._conn) as conn:
-                found = self._owner(conn, workflow)
-                if found is not None and found.alive() and (found.host, found.pid) != (mine.host, mine.pid):
-                    return found
-                conn.execute("INSERT OR REPLACE INTO unum_runs VALUES (?, ?, ?, ?, ?)",
-                             (workflow, mine.host, mine.pid, mine.pid_started, mine.since))
-        except sqlite3.Error as exc:
-            raise StoreError(f"delivery queue {self.path}: {exc}") from exc
-        return None
+
+        def acquire(conn: sqlite3.Connection) -> Owner | None:
+            found = self._owner(conn, workflow)
+            if found is not None and found.alive() and (found.host, found.pid) != (mine.host, mine.pid):
+                return found
+            conn.execute("INSERT OR REPLACE INTO unum_runs (workflow, host, pid, pid_started, since, heartbeat) "
+                         "VALUES (?, ?, ?, ?, ?, ?)",
+                         (workflow, mine.host, mine.pid, mine.pid_started, mine.since, mine.heartbeat))
+            return None
+
+        found = self.database.write(acquire)
+        if found is None and workflow not in self._beating:
+            stop = self._beating[workflow] = threading.Event()
+            threading.Thread(target=self._beat, args=(workflow, mine, stop), name="unum-run-heartbeat",
+                             daemon=True).start()
+        return found
 
     def release(self, workflow: str) -> None:
-        """Drop this process's record of driving `workflow` (another's stays)."""
+        """Drop this process's record of driving `workflow` (another's stays); stop its heartbeat."""
+        stop = self._beating.pop(workflow, None)
+        if stop is not None:
+            stop.set()
         mine = me()
-        try:
-            with transaction(self._conn) as conn:
-                conn.execute("DELETE FROM unum_runs WHERE workflow = ? AND host = ? AND pid = ?",
-                             (workflow, mine.host, mine.pid))
-        except sqlite3.Error as exc:
-            raise StoreError(f"delivery queue {self.path}: {exc}") from exc
+        self.database.write(lambda conn: conn.execute(
+            "DELETE FROM unum_runs WHERE workflow = ? AND host = ? AND pid = ?", (workflow, mine.host, mine.pid)))
+
+    def _beat(self, workflow: str, mine: Owner, stop: threading.Event) -> None:
+        """Refresh this process's record's heartbeat every interval until `stop` (a failed
+        refresh is retried at the next beat: a record left stale long enough is taken over)."""
+        while not stop.wait(self._interval):
+            try:
+                self.database.write(lambda conn: conn.execute(  # no fsync needed: liveness, not data
+                    "UPDATE unum_runs SET heartbeat = ? WHERE workflow = ? AND host = ? AND pid = ?",
+                    (time.time(), workflow, mine.host, mine.pid)), sync=False)
+            except StoreError:
+                continue
 
     def drop_watchdog(self, workflow: str) -> None:
         """Forget `workflow`'s deadline watchdog timers: once it has an outcome they would
         change nothing when they fire (unum_entry.watchdog), and nothing else ever removes them."""
-        try:
-            with transaction(self._conn) as conn:
-                conn.execute("DELETE FROM unum_queue WHERE workflow = ? AND background", (workflow,))
-        except sqlite3.Error as exc:
-            raise StoreError(f"delivery queue {self.path}: {exc}") from exc
+        self.database.write(lambda conn: conn.execute(
+            "DELETE FROM unum_queue WHERE workflow = ? AND background", (workflow,)))
+
+    def forget(self, workflows: list[str]) -> int:
+        """Delete every queued delivery, timer and driver record of `workflows` (`rm`, `gc`: the
+        workflows' records are gone, so nothing queued for them may run); returns the rows deleted."""
+        def forget(conn: sqlite3.Connection) -> int:
+            deleted = 0
+            for workflow in workflows:
+                deleted += conn.execute("DELETE FROM unum_queue WHERE workflow = ?", (workflow,)).rowcount
+                deleted += conn.execute("DELETE FROM unum_runs WHERE workflow = ?", (workflow,)).rowcount
+            return deleted
+
+        return self.database.write(forget) if workflows else 0
 
     def owner(self, workflow: str) -> Owner | None:
         """The recorded driver of `workflow` (alive or not), or None."""
-        return self._owner(self._conn, workflow)
+        return self.database.read(lambda conn: self._owner(conn, workflow))
 
     def close(self) -> None:
-        self._conn.close()
+        """Stop every heartbeat; close the database if this opened it (a path)."""
+        for stop in self._beating.values():
+            stop.set()
+        self._beating.clear()
+        if self._owns_database:
+            self.database.close()
 
     @staticmethod
     def _owner(conn: sqlite3.Connection, workflow: str) -> Owner | None:
-        row = conn.execute("SELECT host, pid, pid_started, since FROM unum_runs WHERE workflow = ?",
-                           (workflow,)).fetchone()
-        return None if row is None else Owner(row[0], int(row[1]), str(row[2]), float(row[3]))
+        try:
+            row = conn.execute("SELECT host, pid, pid_started, since, heartbeat FROM unum_runs WHERE workflow = ?",
+                               (workflow,)).fetchone()
+        except sqlite3.OperationalError as exc:  # a database of an older unum, read-only here: no heartbeat yet
+            if "heartbeat" not in str(exc):
+                raise
+            row = conn.execute("SELECT host, pid, pid_started, since, NULL FROM unum_runs WHERE workflow = ?",
+                               (workflow,)).fetchone()
+        if row is None:
+            return None
+        return Owner(row[0], int(row[1]), str(row[2]), float(row[3]), None if row[4] is None else float(row[4]))
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,3 +244,57 @@ def run_state(store: Store, workflow: str) -> RunState | None:
     except sqlite3.Error as exc:
         raise StoreError(f"delivery queue {path}: {exc}") from exc
     return RunState(int(deliveries), int(timers), next_timer, owner)
+
+
+def open_runs(store: Store) -> Runs | None:
+    """The `Runs` of `store`'s queue database if it has one already (the SQLite store's own
+    database, shared; a file store's existing `queue.db`), else None. Never creates a file."""
+    from unum_entry.stores.sqlite import SQLiteStore
+
+    if isinstance(store, SQLiteStore):
+        return Runs(store.database)
+    path = queue_path(store)
+    if path is None or not path.exists():
+        return None
+    return Runs(path)
+
+
+def forget_workflows(store: Store, workflows: list[str]) -> int:
+    """`rm`: delete the queued deliveries, timers and driver records of `workflows` from
+    `store`'s queue database (nothing may run for a workflow whose records are gone); returns
+    the rows deleted (0 when the store keeps no queue database)."""
+    runs = open_runs(store)
+    if runs is None:
+        return 0
+    try:
+        return runs.forget(workflows)
+    finally:
+        runs.close()
+
+
+def collect(store: Store, horizon: float) -> int:
+    """`gc`: delete the queue rows (deliveries, timers, driver records) of every workflow that
+    has no live record left in `store`, no live driver, and whose rows are all older than
+    `horizon` (epoch seconds: queued deliveries due, driver records made, by then), so a run that
+    has journaled its entry but committed nothing yet is left alone. Returns the rows deleted."""
+    runs = open_runs(store)
+    if runs is None:
+        return 0
+    try:
+        def candidates(conn: sqlite3.Connection) -> set[str]:
+            queued = conn.execute("SELECT workflow FROM unum_queue GROUP BY workflow HAVING max(ready_at) <= ?",
+                                  (horizon,)).fetchall()
+            young = {r[0] for r in conn.execute("SELECT workflow FROM unum_runs WHERE since > ?", (horizon,))}
+            drivers = conn.execute("SELECT workflow FROM unum_runs WHERE since <= ? AND workflow NOT IN "
+                                   "(SELECT workflow FROM unum_queue WHERE ready_at > ?)", (horizon, horizon)).fetchall()
+            return {r[0] for r in queued + drivers} - young
+
+        found = runs.database.read(candidates)
+        dead = []
+        for workflow in sorted(found):
+            owner = runs.owner(workflow)
+            if (owner is None or not owner.alive()) and next(iter(store.records(workflow)), None) is None:
+                dead.append(workflow)
+        return runs.forget(dead)
+    finally:
+        runs.close()

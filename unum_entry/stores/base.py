@@ -64,7 +64,7 @@ class Kind(str, enum.Enum):
     CHUNK = "chunk"                # a piece of a value stored by reference (see the module docstring)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # slots: a million-branch map keeps a million of them in a MemoryStore
 class Record:
     """One stored object. `value` for checkpoints/results/failures; `size`/`members` for sets."""
 
@@ -128,7 +128,9 @@ class SetState:
 
     @property
     def full(self) -> bool:
-        return all(slot in self.members for slot in range(self.size))
+        members = self.members
+        # Fewer members than slots: not full, without walking the slots (most adds of a join).
+        return len(members) >= self.size and all(slot in members for slot in range(self.size))
 
     def ordered_members(self) -> list[str]:
         """Members of slots 0..size-1 in slot order (only meaningful when full)."""

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterable
-from dataclasses import replace
 
 from unum_entry.errors import GuardFailed, StoreError, TransactionConflict
 from unum_entry.stores.base import AppOp, Guard, Kind, Record, SetState, Store, Versioned
@@ -49,12 +48,17 @@ class MemoryStore(Store):
         with self._lock:
             current = self._live(record.key)
             if current is None:
-                current = replace(record, members={})
+                current = Record(key=record.key, kind=record.kind, workflow=record.workflow,
+                                 expires_at=record.expires_at, size=record.size, members={})
                 self._records[record.key] = current
             elif current.kind is not Kind.SET or current.size is None:
                 raise StoreError(f"store key {record.key!r} holds a {current.kind.value}, not a set")
             if slot not in current.members:  # a slot keeps its first member (idempotent add)
-                current = replace(current, members={**current.members, slot: member})
+                # A new record, not an update in place (a record handed out never changes);
+                # built directly: `dataclasses.replace` costs several times more.
+                current = Record(key=current.key, kind=current.kind, workflow=current.workflow,
+                                 expires_at=current.expires_at, value=current.value, size=current.size,
+                                 members={**current.members, slot: member})
                 self._records[record.key] = current
             return SetState(size=current.size if current.size is not None else record.size or 0,
                             members=dict(current.members))
@@ -115,4 +119,7 @@ class MemoryStore(Store):
 
 def _snapshot(record: Record) -> Record:
     """A record safe to hand out: sets get a copy of their members."""
-    return replace(record, members=dict(record.members)) if record.kind is Kind.SET else record
+    if record.kind is not Kind.SET:
+        return record
+    return Record(key=record.key, kind=record.kind, workflow=record.workflow, expires_at=record.expires_at,
+                  value=record.value, size=record.size, members=dict(record.members))

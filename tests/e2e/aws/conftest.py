@@ -9,6 +9,8 @@ by the stack's `SchedulerFiringLoop`). Stacks live for the session.
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -22,6 +24,19 @@ from builder.local_stack.lambda_endpoint import AsyncInvokeEndpoint, LambdaRetry
 from builder.local_stack.process import MotoServer
 
 FAST_RETRY = LambdaRetry(delays=(0.2, 0.5), unavailable_delay=0.25, max_event_age=120.0, request_timeout=60.0)
+
+
+def local_aws_cli(folder: Path, workflow_id: str, *, timeout: float) -> subprocess.CompletedProcess[str]:
+    """`python -m builder local-aws FOLDER` on this session's images (`built_images(folder)` first)
+    with the folder's `input.json` and short handler retries, as a user runs it; exit 0 asserted."""
+    from tests.e2e.conftest import E2E_TAG_PREFIX
+
+    proc = subprocess.run([sys.executable, "-m", "builder", "local-aws", str(folder), "--no-build",
+                           "--tag-prefix", E2E_TAG_PREFIX, "--input", f"@{folder / 'input.json'}",
+                           "--workflow-id", workflow_id, "--compact", "--retry-delay", "0.2"],
+                          cwd=Path(__file__).resolve().parents[3], capture_output=True, text=True, timeout=timeout)
+    assert proc.returncode == 0, proc.stderr
+    return proc
 
 
 class LambdaFunctionContainer(DockerContainer):

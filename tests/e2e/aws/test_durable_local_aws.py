@@ -6,12 +6,11 @@ DynamoDB checkpoints and scheduler timers — with the result the embedded engin
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from tests.e2e.aws.conftest import local_aws_cli
 from tests.integration.test_durable_functions import EXPECTED
 
 pytestmark = pytest.mark.e2e
@@ -22,9 +21,5 @@ EXAMPLE = REPO / "images" / "durable-order"
 
 def test_the_durable_example_runs_in_lambda_containers(built_images) -> None:
     built_images(EXAMPLE)
-    proc = subprocess.run([sys.executable, "-m", "builder", "local-aws", str(EXAMPLE), "--no-build",
-                           "--tag-prefix", "unum-e2e/", "--input", f"@{EXAMPLE / 'input.json'}",
-                           "--workflow-id", "wf-durable", "--compact", "--retry-delay", "0.2"],
-                          cwd=REPO, capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stderr
+    proc = local_aws_cli(EXAMPLE, "wf-durable", timeout=600)
     assert json.loads(proc.stdout) == EXPECTED

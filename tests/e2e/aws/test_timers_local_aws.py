@@ -112,22 +112,27 @@ def test_a_two_hour_wait_and_a_task_timeout_run_on_scheduler_timers(tmp_path, bu
 
 
 def test_local_aws_cli_runs_the_wait_example_on_timers(tmp_path, built_images, aws_moto) -> None:
-    """The commands a user types: `compile` the state machine, then `UNUM_ASL_TIME_SCALE=0.001
-    python -m builder local-aws FOLDER --input @input.json` (the variable reaches the containers)."""
+    """docs/aws.md's commands, read from the page: `compile` the state machine as written, then
+    `UNUM_ASL_TIME_SCALE=0.001 python -m builder local-aws FOLDER --input @input.json` as written
+    plus this session's images and moto (the variable reaches the containers)."""
     import os
+    import shlex
 
     from tests.e2e.conftest import E2E_TAG_PREFIX
+    from tests.support.doc_commands import doc_command
 
-    folder = tmp_path / "asl-wait"
-    compiled = subprocess.run([sys.executable, "-m", "builder", "compile", str(IMAGES / "asl-wait" / "statemachine.json"),
-                               "--out", str(folder)], cwd=IMAGES.parent, capture_output=True, text=True, timeout=60)
+    (tmp_path / "images").symlink_to(IMAGES)
+    compile_line = doc_command("docs/aws.md", "python -m builder compile images/asl-wait/").text
+    compiled = subprocess.run([sys.executable, *shlex.split(compile_line)[1:]], cwd=tmp_path, capture_output=True,
+                              text=True, timeout=60)
     assert compiled.returncode == 0, compiled.stderr
-    built_images(folder)
-    proc = subprocess.run([sys.executable, "-m", "builder", "local-aws", str(folder), "--no-build",
-                           "--tag-prefix", E2E_TAG_PREFIX, "--moto-endpoint", aws_moto.endpoint,
-                           "--input", f"@{IMAGES / 'asl-wait' / 'input.json'}", "--compact", "--timeout", "120"],
-                          cwd=IMAGES.parent, capture_output=True, text=True, timeout=240,
-                          env={**os.environ, "UNUM_ASL_TIME_SCALE": "0.001"})
+    variable, python, *command = shlex.split(doc_command("docs/aws.md", "UNUM_ASL_TIME_SCALE=0.001 python ").text)
+    assert python == "python" and command[:3] == ["-m", "builder", "local-aws"], command
+    built_images(tmp_path / command[3])
+    name, _, value = variable.partition("=")
+    proc = subprocess.run([sys.executable, *command, "--no-build", "--tag-prefix", E2E_TAG_PREFIX,
+                           "--moto-endpoint", aws_moto.endpoint, "--compact", "--timeout", "120"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=240, env={**os.environ, name: value})
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "Traceback" not in proc.stderr
     assert json.loads(proc.stdout) == json.loads((IMAGES / "asl-wait" / "expected.json").read_text())

@@ -141,7 +141,7 @@ def test_map_items_not_an_array() -> None:
                      "ItemProcessor": {"StartAt": "P", "States": {"P": {"Type": "Pass", "End": True}}}}}
     decision = run_machine(jsonata, "M", {"things": {"a": 1}}, query_language="JSONata")
     assert decision["error"] == {"Error": "States.QueryEvaluationError", "Cause": (
-        "The JSONata expression '$states.input.things' specified for the field 'Items' returned an unexpected result "
+        "An error occurred while executing the state 'M' (entered at the event id #2). The JSONata expression '$states.input.things' specified for the field 'Items' returned an unexpected result "
         "type. Expected 'array', but was 'object' for value: {\"a\":1}")}
     jsonpath = {"M": {**jsonata["M"], "ItemsPath": "$.things"}}
     del jsonpath["M"]["Items"]

@@ -45,7 +45,8 @@ def start_map(fields: dict[str, Any], event: Any) -> dict[str, Any]:
 def test_a_bad_run_time_value_fails_the_map_with_states_runtime(fields: dict[str, Any], value: Any, cause: str) -> None:
     decision = start_map({**fields, "Catch": [{"ErrorEquals": ["States.ALL"], "Next": "M"}]},
                          {"items": [1, 2], "v": value})
-    assert decision == {"__next__": "__fail__", "error": {"Error": "States.Runtime", "Cause": cause}}
+    entered = "An error occurred while executing the state 'M' (entered at the event id #2). "  # AWS's prefix
+    assert decision == {"__next__": "__fail__", "error": {"Error": "States.Runtime", "Cause": entered + cause}}
 
 
 @pytest.mark.parametrize("fields, value", [

@@ -89,3 +89,12 @@ def test_write_failures_are_result_path_match_failures(path: str) -> None:
     with pytest.raises(StatesRuntimeError) as caught:
         paths.write({"a": {"b": "text"}, "list": [1]}, path, 1)
     assert caught.value.error == "States.ResultPathMatchFailure"
+
+
+def test_a_result_path_step_under_a_non_object_has_aws_wording() -> None:
+    with pytest.raises(StatesRuntimeError) as caught:
+        paths.write([{"messageId": "m"}], "$.normalized", 1)  # an SQS batch as the input: AWS's observed failure
+    assert caught.value.cause == 'Unable to apply step "normalized" to input [{"messageId":"m"}]'
+    with pytest.raises(StatesRuntimeError) as caught:
+        paths.write({"a": {"b": "text"}}, "$.a.b.c", 1)
+    assert caught.value.cause == 'Unable to apply step "c" to input {"a":{"b":"text"}}'

@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from unum_entry import callbacks, naming
+from unum_entry import naming
+from unum_entry.asl import callbacks
 from unum_entry.asl import timing
 from unum_entry.asl.runner import Fragment, Services, run
 from unum_entry.codec import encode

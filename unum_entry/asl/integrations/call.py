@@ -65,11 +65,15 @@ class IntegrationHandler:
             return self._client
 
     def __call__(self, parameters: Any, context: Any = None) -> Any:
-        return call(self.integration, self.client(), parameters)
+        # AWS appends the execution's and the state machine's ARNs to each optimized putEvents entry.
+        arns = tuple(a for a in (getattr(context, "execution_arn", ""), getattr(context, "state_machine_arn", ""))
+                     if isinstance(a, str) and a)
+        return call(self.integration, self.client(), parameters, resources=arns)
 
 
-def call(integration: Integration, client: Any, parameters: Any) -> Any:
-    """One request; the result as Step Functions returns it."""
+def call(integration: Integration, client: Any, parameters: Any, *, resources: tuple[str, ...] = ()) -> Any:
+    """One request; the result as Step Functions returns it. `resources`: the ARNs the optimized
+    `events:putEvents` appends to every entry's `Resources` (the execution's, the state machine's)."""
     from botocore.exceptions import BotoCoreError, ClientError, ParamValidationError
 
     if parameters is None:
@@ -77,7 +81,7 @@ def call(integration: Integration, client: Any, parameters: Any) -> Any:
     if not isinstance(parameters, Mapping):
         raise TaskFailed("States.Runtime", f"the parameters of {integration.resource} must be an object, "
                                            f"found {type(parameters).__name__}")
-    params = _request(integration, dict(parameters))
+    params = _request(integration, dict(parameters), resources)
     operation = _operation(integration, client)
     input_shape = client.meta.service_model.operation_model(_model_name(client, operation)).input_shape
     members = list(input_shape.members) if input_shape is not None else []
@@ -119,8 +123,9 @@ def _operation(integration: Integration, client: Any) -> str:
     return xform_name(name)
 
 
-def _request(integration: Integration, params: dict[str, Any]) -> dict[str, Any]:
-    """Step Functions' conveniences: a message body or event detail given as JSON is sent as text.
+def _request(integration: Integration, params: dict[str, Any], resources: tuple[str, ...] = ()) -> dict[str, Any]:
+    """Step Functions' conveniences: a message body or event detail given as JSON is sent as text;
+    the optimized putEvents appends `resources` to every entry's `Resources`.
     A null member is a member not set (the Java SDK's null): it is left out of the request, so
     the service reports it missing with its own error."""
     params = _without_nulls(params)
@@ -130,7 +135,14 @@ def _request(integration: Integration, params: dict[str, Any]) -> dict[str, Any]
     if not integration.sdk and integration.service == "events" and isinstance(params.get("Entries"), list):
         params["Entries"] = [{**e, "Detail": _compact(e["Detail"])} if isinstance(e, Mapping) and "Detail" in e
                              and not isinstance(e["Detail"], str) else e for e in params["Entries"]]
+        if resources:
+            params["Entries"] = [{**e, "Resources": [*_listed(e.get("Resources")), *resources]}
+                                 if isinstance(e, Mapping) else e for e in params["Entries"]]
     return params
+
+
+def _listed(value: Any) -> list[Any]:
+    return list(value) if isinstance(value, list) else []
 
 
 def _without_nulls(value: Any) -> Any:

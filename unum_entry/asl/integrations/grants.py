@@ -39,6 +39,20 @@ def function_statements(folder: str | Path) -> list[dict[str, Any]]:
     return _merged(out)
 
 
+def started_functions(folder: str | Path) -> set[str]:
+    """The functions a compiled function folder invokes outside its IR: the entry of the child a
+    fire-and-forget startExecution Task starts (unum_entry/asl/detached.py); the deploy template
+    grants it lambda:InvokeFunction on them."""
+    from unum_entry.asl.detached import MARK
+
+    path = Path(folder) / "unum-asl.json"
+    if not path.is_file():
+        return set()
+    fragment = json.loads(path.read_text())
+    marker = fragment.get("states", {}).get(fragment.get("task") or "", {}).get(MARK)
+    return {str(marker["entry"])} if isinstance(marker, Mapping) and marker.get("entry") else set()
+
+
 def task_statements(state: Mapping[str, Any]) -> list[dict[str, Any]]:
     integration = parse(str(state.get("Resource", "")))
     if integration is None:

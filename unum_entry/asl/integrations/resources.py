@@ -107,9 +107,9 @@ def unsupported_reason(resource: str) -> str | None:
     if rest.startswith("lambda:invoke"):
         return None  # the Lambda path decides (lambda:invoke and lambda:invoke.waitForTaskToken)
     if rest.startswith("states:startExecution"):
-        return ("a nested state machine runs on unum with .sync or .sync:2 (compiled with its parent, found "
-                "next to it by name); the fire-and-forget and .waitForTaskToken forms would start an execution "
-                "that nothing joins, so they are not supported")
+        return ("a nested state machine runs on unum with .sync, .sync:2 or fire-and-forget (compiled with its "
+                "parent, found next to it by name, named literally); the .waitForTaskToken form would start an "
+                "execution that nothing joins, so it is not supported")
     if any(rest.endswith(suffix) for suffix in SYNC):
         return ("'.sync' (run a job) needs a poller that watches the job until it ends, a coordinator that unum "
                 "does not have; start the job with the request-response form and poll in a Task loop with Wait")
