@@ -12,7 +12,11 @@ invocation can be sent again exactly as it was first sent. `redrive`:
    redrives so far), which keeps the failure record it clears: of two redrives at once, one
    claims and the other is refused (it finds its claim, or a claim holding the same failure);
 3. deletes the failure record (the workflow is running again) and invokes the failed invocation
-   (attempt 0, marked redelivered, so its ingress reads its checkpoint first).
+   (attempt 0, marked redelivered, so its ingress reads its checkpoint first);
+4. sends again the fan-out items that noticed the failure and did not run (`_resend_dropped`:
+   the embedded engine drops them; unum_entry.ingress drops those that read anyway), by
+   re-delivering as a duplicate the committed invocation that sends them — a duplicate's
+   egress sends only the successors that never committed.
 
 Exactly once: every invocation commits by create-if-absent, so whatever committed before is
 kept and not re-run, and even the invocation sent again runs its handler to a commit only once
@@ -88,6 +92,7 @@ def redrive(store: Store, workflow: str, invoker: Invoker, *, retention: Retenti
     store.delete([key])
     env = envelope_of(workflow, meta, deadline)
     invoker.invoke(meta["f"], env.to_wire())
+    _resend_dropped(store, workflow, invoker, deadline, meta)
     return Redriven(workflow=workflow, number=number, function=meta["f"], envelope=env,
                     failure=failure if isinstance(failure, dict) else {"Error": failure})
 
@@ -107,6 +112,53 @@ def _claim(store: Store, workflow: str, failure: bytes, deadline: int) -> int:
             return number
         raise CannotRedrive(f"workflow {workflow} is being redriven already (redrive {number} claimed meanwhile)")
     raise CannotRedrive(f"workflow {workflow} was redriven {MAX_REDRIVES} times: no more redrives")
+
+
+def _resend_dropped(store: Store, workflow: str, invoker: Invoker, deadline: int, failed: dict[str, Any]) -> int:
+    """Send again the fan-out items that never committed besides the failed one (`failed`: its
+    stamp), by re-delivering as a duplicate (redelivered: it reads its checkpoint and commits
+    nothing new) the committed invocation whose egress sends them: for a Map in lanes, the
+    committed item before each lane's first missing item (its continuation); otherwise the Map's
+    or fan-out's origin (it re-sends only the items that never committed). Nothing is sent when
+    only the failed item is missing. Returns how many were sent. One scan of the records."""
+    stamps: dict[str, dict[str, Any]] = {}
+    for record in store.records(workflow):
+        if record.kind is Kind.CHECKPOINT and record.value is not None:
+            meta = split(record.value)[1]
+            if meta is not None and isinstance(meta.get("f"), str) and not meta.get("e"):
+                stamps[record.key] = meta
+    origins: dict[str, dict[str, Any]] = {}  # origin -> {"size", "lanes", "done": {index: key}}
+
+    def consumer(meta: dict[str, Any], key: str | None) -> None:
+        position = meta.get("p", [[0, 1, 0]])
+        for ref, _item, _path in meta.get("i", []):
+            producer = stamps.get(str(ref))
+            if producer is None or len(producer.get("p", [[0, 1, 0]])) >= len(position):
+                continue
+            origin = origins.setdefault(str(ref), {"size": int(position[-1][1]), "lanes": int(meta.get("l", 0)),
+                                                   "done": {}})
+            if key is not None:
+                origin["done"][int(position[-1][0])] = key
+
+    for key, meta in stamps.items():
+        consumer(meta, key)
+    consumer(failed, None)
+    failed_at = int(failed["p"][-1][0]) if len(failed.get("p", [])) > 1 else None
+    failed_refs = {str(ref) for ref, _item, _path in failed.get("i", [])}
+    sends: dict[str, dict[str, Any]] = {}
+    for origin, found in origins.items():
+        done, lanes = found["done"], found["lanes"]
+        missing = set(range(found["size"])) - set(done) - ({failed_at} if origin in failed_refs else set())
+        for index in sorted(missing):
+            if not lanes:
+                sends[origin] = stamps[origin]
+            elif index - lanes in done:  # the lane's last committed item sends this one
+                sends[done[index - lanes]] = stamps[done[index - lanes]]
+            elif index < lanes:  # a lane head: the origin sends it
+                sends[origin] = stamps[origin]
+    for meta in sends.values():
+        invoker.invoke(meta["f"], envelope_of(workflow, meta, deadline).to_wire())
+    return len(sends)
 
 
 def envelope_of(workflow: str, meta: dict[str, Any], deadline: int) -> Envelope:

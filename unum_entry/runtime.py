@@ -125,13 +125,16 @@ class Runtime:
 
     def _handle(self, env: Envelope) -> EgressReport | None:
         if env.watchdog:  # the deadline watchdog's timer, not an invocation of this function
-            self.watchdog.fire(env)
+            if self.watchdog.fire(env) in ("recorded", "ended"):  # an execution timeout: an invoke waiting fails
+                self._answer_caller(env.workflow)
             return None
         if self.layer.intercept(env):
             return None
         if not env.deadline:  # the workflow's start: its objects live from now on, watched until then
             env = replace(env, deadline=self.retention.deadline())
             self.watchdog.arm(env)
+        elif naming.INVOKED in env.workflow and _starts_invoked(env):  # started with its caller's deadline
+            self.watchdog.arm(env)  # its TimeoutSeconds too, and its end by that deadline
         invocation = naming.checkpoint_key(env.workflow, self.ir.function, env.frames)
         allowed = self._may_run(env, invocation)
         if allowed is False:
@@ -272,6 +275,15 @@ class Runtime:
         except SystemExit as exc:  # the handler's own sys.exit(): its failure, not the platform's
             raise HandlerFailed(self.ir.function, "SystemExit", f"the handler called sys.exit({exc.code!r})",
                                 trace=user_trace(exc)) from exc
+
+
+def _starts_invoked(env: Envelope) -> bool:
+    """Whether `env` is the delivery that starts a durable function's chained invoke's target
+    (unum_entry.durable_functions.adapter: its input is the invoke's marker, at the root)."""
+    from unum_entry.durable_functions.adapter import INVOKE
+
+    value = env.inputs[0].value if len(env.inputs) == 1 and env.inputs[0].inline else None
+    return len(env.frames) <= 1 and isinstance(value, dict) and INVOKE in value
 
 
 def load_handler(function_dir: str | Path, spec: str, *, function: str) -> Handler:

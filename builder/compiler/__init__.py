@@ -81,7 +81,8 @@ def compile_state_machine(path: str | Path, out: str | Path, *, functions: str |
     out.mkdir(parents=True)
     summary: dict[str, dict[str, Any]] = {}
     for child, child_machine, child_layout in children:
-        _write_layout(out, child.definition, child_machine, child_layout, functions_dir, handler, child.name, summary)
+        _write_layout(out, child.definition, child_machine, child_layout, functions_dir, handler, child.name, summary,
+                      renamed=f"{child.name}.")
     _write_layout(out, doc, machine, layout, functions_dir, handler, name, summary)
     (out / WORKFLOW_FILE_NAME).write_text(json.dumps({"unum_workflow": 1, "name": name, "entry": layout.entry}, indent=1))
     (out / "statemachine.json").write_text(json.dumps(doc, indent=2))
@@ -90,8 +91,9 @@ def compile_state_machine(path: str | Path, out: str | Path, *, functions: str |
 
 
 def _write_layout(out: Path, doc: dict[str, Any], machine: Machine, layout: Layout, functions_dir: Path,
-                  handler: str | None, name: str, summary: dict[str, dict[str, Any]]) -> None:
-    """Write the functions of one state machine (the parent, or a fire-and-forget child) into `out`."""
+                  handler: str | None, name: str, summary: dict[str, dict[str, Any]], *, renamed: str = "") -> None:
+    """Write the functions of one state machine (the parent, or a fire-and-forget child whose
+    states are `renamed` + their own names) into `out`."""
     carry_input = reads_execution_input(json.dumps(doc))
     # A Task in a branch waits for a task token: every fan-out records its position (runner).
     positions = any(fn.scope.owner is not None and fn.task is not None
@@ -102,7 +104,7 @@ def _write_layout(out: Path, doc: dict[str, Any], machine: Machine, layout: Layo
             raise AslDefinitionError(machine.source, fn.head, "<function>", f"function {fn.name!r} of state machine "
                                      f"{name!r} has the name of another compiled function; rename the state")
         summary[fn.name] = _write_function(out, fn, layout, machine, functions_dir, handler, name, carry_input,
-                                          positions)
+                                          positions, renamed=renamed)
     _execution_timeout(doc, machine.source, out / layout.entry / IR_FILE_NAME)
 
 
@@ -136,7 +138,7 @@ def reads_execution_input(definition_text: str) -> bool:
 
 def _write_function(out: Path, fn: Function, layout: Layout, machine: Machine, functions_dir: Path,
                     handler: str | None, machine_name: str, carry_input: bool,
-                    positions: bool = False) -> dict[str, Any]:
+                    positions: bool = False, *, renamed: str = "") -> dict[str, Any]:
     folder = out / fn.name
     user_handler = lam = None
     if fn.task is not None and not integration_task(fn.scope.path + fn.task, fn.scope.states[fn.task], machine.source):
@@ -160,6 +162,8 @@ def _write_function(out: Path, fn: Function, layout: Layout, machine: Machine, f
         "machine": {"Name": machine_name, "Id": f"arn:aws:states:local:000000000000:stateMachine:{machine_name}"},
         "states": {name: _strip(state, layout) for name, state in fn.scope.states.items()},
     }
+    if renamed:  # a fire-and-forget child: its states see their own names (runner: Fragment.renamed)
+        fragment["renamed"] = len(renamed)
     (folder / FRAGMENT_FILE_NAME).write_text(json.dumps(fragment, indent=1))
     ir = {"unum_ir": 1, "function": fn.name, "handler": f"{MAIN_MODULE}.handler",
           "max_attempts": 1,  # Retry runs inside the function, as Step Functions' Retry

@@ -125,3 +125,21 @@ def test_the_deploy_template_lets_the_starting_function_invoke_the_childs_entry(
     invoked = next(s["Resource"] for s in statements if s["Action"] == ["lambda:InvokeFunction"])
     assert {"Fn::Sub": f"arn:${{AWS::Partition}}:lambda:${{AWS::Region}}:${{AWS::AccountId}}:function:"
                        f"${{AWS::StackName}}-{entry}"} in invoked, invoked
+
+
+def test_the_childs_states_keep_their_names_and_count_their_own_history(tmp_path: Path) -> None:
+    """The child is compiled as `Child.STATE` but is an execution of its own: `$$.State.Name` and
+    a runtime cause name its states as its definition does, with ids from its own history."""
+    work = folder(tmp_path, {"Name": "named"})
+    (work / "Child.asl.json").write_text(json.dumps({"StartAt": "Prep", "States": {
+        "Prep": {"Type": "Pass", "Parameters": {"me.$": "$$.State.Name"}, "Next": "Fast"},
+        "Fast": {"Type": "Pass", "Parameters": {"m.$": "$.nope"}, "End": True}}}))
+    store = str(tmp_path / "store")
+    run = builder("run", str(work), "--input", '{"n": 1}', "--store", store, "--compact")
+
+    assert run.returncode == 0, run.stderr
+    record = json.loads(builder("inspect", "named", "--store", store).stdout)
+    assert record["failure"]["Error"] == "States.Runtime"
+    assert record["failure"]["Cause"] == (
+        "An error occurred while executing the state 'Fast' (entered at the event id #4). The JSONPath '$.nope' "
+        "specified for the field 'm.$' could not be found in the input '{\"me\":\"Prep\"}'")

@@ -53,7 +53,7 @@ CASES: list[tuple[str, dict[str, Any], Any, str]] = [
     ("map iteration", {"StartAt": "M", "States": {"M": {
         "Type": "Map", "ItemsPath": "$.items", "MaxConcurrency": 1, "End": True,
         "ItemProcessor": {"ProcessorConfig": {"Mode": "INLINE"}, "StartAt": "Fast", "States": {"Fast": BAD}}}}},
-     {"items": [1, 2]}, prefix("Fast", 5)),
+     {"items": [{"x": 1}, {"nope": 2}]}, prefix("Fast", 5)),  # only item 0 fails (item 1 may start: lanes)
     # after a Parallel (two branches) and a Map (two items): the join adds every branch's events
     ("after fan-outs", {"StartAt": "P", "States": {
         "P": {"Type": "Parallel", "ResultPath": "$.p", "Next": "M", "Branches": [

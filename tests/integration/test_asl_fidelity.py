@@ -388,13 +388,15 @@ def test_put_events_appends_the_execution_and_state_machine_arns_to_resources(mo
     events.put_rule(Name=f"r-{source[-8:]}", EventPattern=json.dumps({"source": [source]}))
     events.put_targets(Rule=f"r-{source[-8:]}", Targets=[{"Id": "q", "Arn": queue_arn}])
     definition = {"StartAt": "Emit", "States": {"Emit": {
-        "Type": "Task", "Resource": f"{AWS}events:putEvents", "End": True, "ResultPath": None,
+        "Type": "Task", "Resource": f"{AWS}events:putEvents", "End": True,
         "Parameters": {"Entries": [{"Source": source, "DetailType": "t", "Detail": {"a": 1},
                                     "Resources": ["arn:aws:s3:::mine"]}]}}}}
     proc = cli("run", definition, tmp_path / "emit", moto_server.endpoint, {},
                env={"UNUM_ASL_REGION": "eu-west-1", "UNUM_ASL_ACCOUNT": "111122223333"})
 
     assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout)  # AWS's result: the entries' EventIds and the failed count
+    assert result["FailedEntryCount"] == 0 and set(result["Entries"][0]) == {"EventId"}, result
     messages = sqs.receive_message(QueueUrl=queue, WaitTimeSeconds=2).get("Messages", [])
     assert len(messages) == 1
     resources = json.loads(messages[0]["Body"])["resources"]
@@ -408,3 +410,21 @@ def test_result_path_under_a_non_object_fails_with_aws_wording(tmp_path: Path) -
     proc = cli("run", definition, tmp_path, NO_AWS, {"x": 5})
 
     assert failure(proc) == 'States.ResultPathMatchFailure: Unable to apply step "y" to input {"x":5}'
+
+
+def test_a_nested_childs_states_see_their_own_names(tmp_path: Path) -> None:
+    """`$$.State.Name` in a `.sync` child (compiled as `Task.State`) is the name the child gives it,
+    in a Map iteration inside the child too."""
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    (tmp_path / "Child.asl.json").write_text(json.dumps({"StartAt": "Each", "States": {
+        "Each": {"Type": "Map", "ItemsPath": "$.items", "ResultPath": "$.inner", "Next": "Name",
+                 "ItemProcessor": {"StartAt": "Item", "States": {
+                     "Item": {"Type": "Pass", "Parameters": {"s.$": "$$.State.Name"}, "End": True}}}},
+        "Name": {"Type": "Pass", "Parameters": {"s.$": "$$.State.Name", "inner.$": "$.inner"}, "End": True}}}))
+    definition = {"StartAt": "Run", "States": {"Run": {
+        "Type": "Task", "Resource": f"{AWS}states:startExecution.sync:2", "End": True, "OutputPath": "$.Output",
+        "Parameters": {"StateMachineArn": "Child", "Input": {"items": [1]}}}}}
+    proc = cli("run", definition, tmp_path, NO_AWS, {})
+
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout) == {"s": "Name", "inner": [{"s": "Item"}]}

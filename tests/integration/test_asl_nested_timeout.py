@@ -75,3 +75,23 @@ def test_a_child_that_ends_first_wins_and_the_later_timer_changes_nothing(tmp_pa
     expected = {"status": "SUCCEEDED", "output": {"slept": 0}}
     assert outcome.failure is None and outcome.result == expected
     assert after.failure is None and after.result == expected
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_timeout_or_child_decides_once_under_faults(tmp_path: Path, seed: int) -> None:
+    """Duplicated, crashed and failing deliveries (timers too): the slow child's Task times out
+    and is caught exactly as without faults."""
+    from builder.compiler import compile_state_machine
+    from unum_entry.local.faults import FaultInjector, FaultRates
+    from unum_entry.local.platform import local_platform
+    from unum_entry.stores import open_store
+    from unum_entry.workflow import load_workflow
+
+    work = folder(tmp_path, {"TimeoutSeconds": 1})
+    out = compile_state_machine(work / "statemachine.json", tmp_path / "wf").out
+    store = open_store(str(tmp_path / "store"))
+    with local_platform(load_workflow(out), store, workers=4,
+                        faults=FaultInjector(FaultRates.everything(0.2), seed=seed)) as platform:
+        outcome = platform.run({"sleep": 3}, timeout=60)
+    store.close()
+    assert outcome.failure is None and outcome.result == {"error": "States.Timeout"}, outcome

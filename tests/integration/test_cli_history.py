@@ -309,3 +309,31 @@ def test_a_function_without_a_checkpoint_is_absent_but_its_output_shows_as_the_n
     assert document["steps"][1]["input"] == {"free": {"seen": 3}}
     started = [e for e in document["events"] if e["type"] == "LambdaFunctionStarted"]
     assert [e["details"]["input"] for e in started] == [3, {"free": {"seen": 3}}]
+
+
+def test_redrive_of_a_map_in_lanes_resends_the_items_dropped_after_the_failure(tmp_path):
+    """A Map run in 2 lanes (max_concurrency) whose item 1 fails: the items after it in both
+    lanes notice the failure and never run; redrive re-sends the failed item and, as duplicates,
+    the committed lane items and the Map's origin, so every dropped item runs once and the
+    workflow completes (unum_entry.redrive._resend_origins)."""
+    fixed = tmp_path / "fixed"
+    folder = write_workflow(tmp_path / "lanes", {
+        "Split": ("def handler(event, context):\n    return list(range(8))\n",
+                  [{"op": "create_set", "function": "Sum", "shape": "aggregate"},
+                   {"op": "map", "function": "Item", "max_concurrency": 2}]),
+        "Item": (f"import pathlib, time\ndef handler(event, context):\n"
+                 f"    if event == 1 and not pathlib.Path({str(fixed)!r}).exists():\n"
+                 "        raise ValueError('item 1 not ready')\n    time.sleep(0.1)\n"
+                 "    pathlib.Path(__file__).with_name(f'ran-{event}').open('a').write('x')\n    return event * 10\n",
+                 [{"op": "fan_in", "function": "Sum"}]),
+        "Sum": ("def handler(event, context):\n    return sum(event)\n", []),
+    }, "Split")
+    store = str(tmp_path / "unum.db")
+    assert cli("run", str(folder), "--store", store, "--workflow-id", "wf-lanes").returncode == 1
+    before = {p.name for p in (folder / "Item").glob("ran-*")}
+    assert len(before) < 7  # items after the failure did not run
+    fixed.touch()
+    done = cli("redrive", "wf-lanes", "--store", store)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == sum(range(8)) * 10
+    assert {i: (folder / "Item" / f"ran-{i}").read_text() for i in range(8)} == {i: "x" for i in range(8)}

@@ -520,3 +520,43 @@ def test_open_store_picks_sqlite_for_db_paths_and_urls(tmp_path: Path) -> None:
         open_store(f"sqlite://{tmp_path}/d.db?durability=fast")
     with pytest.raises(StoreError, match="unknown option"):
         open_store(f"sqlite://{tmp_path}/d.db?sync=1")
+
+
+def test_a_writer_interrupted_while_waiting_for_its_batch_never_strands_the_group_commit(tmp_path: Path) -> None:
+    """Ctrl-C (here: SIGALRM raising KeyboardInterrupt) in the main thread while it waits for
+    another thread's batch: the write is withdrawn (not committed) and the next writers still
+    commit - the lead is never left with a writer that has gone."""
+    import threading
+
+    store = SQLiteStore.open(tmp_path / "unum.db")
+    db = store.database
+    db.ensure_schema(["CREATE TABLE IF NOT EXISTS test_rows (name TEXT PRIMARY KEY)"])
+
+    def slow(conn: sqlite3.Connection) -> None:
+        conn.execute("INSERT INTO test_rows VALUES ('slow')")
+        time.sleep(0.6)
+
+    leader = threading.Thread(target=db.write, args=(slow,))
+    leader.start()
+    time.sleep(0.1)  # the thread leads its batch
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGALRM, interrupt)
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 0.2)
+        with pytest.raises(KeyboardInterrupt):
+            db.write(lambda conn: conn.execute("INSERT INTO test_rows VALUES ('interrupted')"))
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    leader.join(timeout=10)
+    later = threading.Thread(target=db.write, args=(lambda conn: conn.execute("INSERT INTO test_rows VALUES ('later')"),),
+                             daemon=True)
+    later.start()
+    later.join(timeout=10)
+    assert not later.is_alive(), "the group commit was stranded"
+    names = db.read(lambda conn: {r[0] for r in conn.execute("SELECT name FROM test_rows")})
+    assert names == {"slow", "later"}
+    store.close()

@@ -60,20 +60,23 @@ def entered(stack: Sequence[Any], ev: int | None) -> int | None:
     return base + ev + 1 if isinstance(base, int) else None
 
 
-def prefixed(state: str, stack: Sequence[Any], ev: int | None, error: Any, cause: Any) -> Any:
+def prefixed(state: str, stack: Sequence[Any], ev: int | None, error: Any, cause: Any, renamed: int = 0) -> Any:
     """`cause` with AWS's prefix when `error` is a runtime error of state `state`, entered after
-    `ev` events of its scope, and the id is known; else `cause` unchanged."""
+    `ev` events of its scope, and the id is known; else `cause` unchanged. `renamed`: see `shown`."""
     if error not in PREFIXED or not isinstance(cause, str):
         return cause
     number = entered(stack, ev)
     if number is None:
         return cause
-    return f"An error occurred while executing the state '{_shown(state, stack)}' (entered at the event id #{number}). {cause}"
+    return (f"An error occurred while executing the state '{shown(state, stack, renamed)}' "
+            f"(entered at the event id #{number}). {cause}")
 
 
-def _shown(state: str, stack: Sequence[Any]) -> str:
-    """The state's name as its own state machine has it (a nested child's states are compiled as `Task.State`)."""
+def shown(state: str, stack: Sequence[Any], renamed: int = 0) -> str:
+    """The state's name as its own state machine has it: a `.sync` child's states are compiled as
+    `Task.State` (the stack level says how much to cut), a fire-and-forget child's as
+    `Child.State` (`renamed`: the length of `Child.`)."""
     for level in reversed(stack):
         if isinstance(level, Mapping) and isinstance(level.get("strip"), int):
             return state[level["strip"]:]
-    return state
+    return state[renamed:]

@@ -63,6 +63,7 @@ class Fragment:
     carry_input: bool = False     # keep $$.Execution.Input in every transfer (the definition reads it)
     lambda_name: str | None = None
     positions: bool = False       # record each fan-out's position in the stack (`.waitForTaskToken` in a branch)
+    renamed: int = 0              # a fire-and-forget child's states are `CHILD.STATE`: the length of `CHILD.`
 
     @classmethod
     def from_json(cls, doc: Mapping[str, Any]) -> Fragment:
@@ -70,7 +71,7 @@ class Fragment:
                    in_branch=doc.get("in_branch", False), states=doc["states"], task=doc.get("task"),
                    query_language=doc.get("query_language", "JSONPath"), machine=doc.get("machine", {}),
                    carry_input=doc.get("carry_input", False), lambda_name=doc.get("lambda_name"),
-                   positions=doc.get("positions", False))
+                   positions=doc.get("positions", False), renamed=doc.get("renamed", 0))
 
 
 @dataclass(frozen=True)
@@ -260,11 +261,13 @@ class _Runner:
 
     def _failed(self, name: str, th: _Thread, exc: StatesRuntimeError) -> dict[str, Any]:
         """State `name` (entered after `th`) failed at run time: the failure, AWS's prefix on its cause."""
-        return self._fail(th, exc.error, event_ids.prefixed(name, th.stack, th.ev, exc.error, exc.cause))
+        return self._fail(th, exc.error, event_ids.prefixed(name, th.stack, th.ev, exc.error, exc.cause,
+                                                             self.f.renamed))
 
     def _caught(self, name: str, state: Mapping[str, Any], th: _Thread, exc: StatesRuntimeError):
         """A runtime failure of state `name` that its Catch may take (the count of events is lost)."""
-        return self._catch(name, state, th, exc.error, event_ids.prefixed(name, th.stack, th.ev, exc.error, exc.cause))
+        return self._catch(name, state, th, exc.error, event_ids.prefixed(name, th.stack, th.ev, exc.error, exc.cause,
+                                                                          self.f.renamed))
 
     def _fail(self, th: _Thread, error: Any, cause: Any) -> dict[str, Any]:
         decision = {"__next__": FAIL, "error": {"Error": error, "Cause": cause}}
@@ -276,8 +279,9 @@ class _Runner:
                variables: Mapping[str, Any] | None = None) -> dataflow.Scope:
         from unum_entry.asl import context_object
         state = self.f.states.get(name, {})
-        context = context_object.for_state(th.exec, self.f.machine, name, state.get("Type"),
-                                           _iso(self.services.now()), retry_count)
+        # A nested child's states are compiled as `Task.State`; they see their own name, as on AWS.
+        context = context_object.for_state(th.exec, self.f.machine, event_ids.shown(name, th.stack, self.f.renamed),
+                                           state.get("Type"), _iso(self.services.now()), retry_count)
         if item is not None:
             context["Map"] = {"Item": item}
         scope = dataflow.Scope(context=context, variables=th.vars if variables is None else variables,

@@ -61,7 +61,6 @@ def workflow_ended(store: Store, invoker: Any, clock: Callable[[], float], workf
     nothing for other workflows (no read unless the workflow id is an invoked one's)."""
     if naming.INVOKED not in workflow:
         return
-    from unum_entry.codec import decode
     from unum_entry.outcome import Ending
 
     ending = Ending.of(workflow)
@@ -69,18 +68,33 @@ def workflow_ended(store: Store, invoker: Any, clock: Callable[[], float], workf
     raw = found.get(naming.durable_caller_key(workflow))
     if raw is None:
         return  # a durable target answers itself; or not started by an invoke
-    result, failure = (found.get(key) for key in ending.keys)
-    outcome: dict[str, Any]
-    if result is not None:
-        outcome = {"Status": "SUCCEEDED", "Result": json.dumps(decode(result)["value"]), "Error": None}
-    elif failure is not None:
-        record = decode(failure)
-        outcome = {"Status": "FAILED", "Result": None,
-                   "Error": {"ErrorType": record.get("Error") or "States.Runtime",
-                             "ErrorMessage": record.get("Cause") or ""}}
-    else:
-        return
-    answer(json.loads(raw), outcome, store=store, invoker=invoker, clock=clock)
+    outcome = _outcome(*(found.get(key) for key in ending.keys))
+    if outcome is not None:
+        answer(json.loads(raw), outcome, store=store, invoker=invoker, clock=clock)
+
+
+def _outcome(result: bytes | None, failure: bytes | None) -> dict[str, Any] | None:
+    """The invoke's outcome from the workflow's two ending records (None: it has not ended), by
+    the rules every reader follows (outcome.read_outcome): a stop's or an execution timeout's
+    claim of the result record is no result (STOPPED / TIMED_OUT, also when it died before its
+    failure record); a failure wins over the result unless it is the deadline watchdog's, which
+    alone answers nothing (a result landing after it still wins: outcome.yields_to_results)."""
+    from unum_entry.codec import decode
+    from unum_entry.outcome import WATCHDOG_FIELD, WorkflowStatus, failed_status, is_claim, yields_to_results
+
+    value = decode(result) if result is not None else None
+    record = decode(failure) if failure is not None else None
+    if value is not None and is_claim(value):
+        record = record or {k: v for k, v in value.items() if k not in ("at", "of", "value")}
+        value = None
+    if value is not None and (record is None or yields_to_results(record, True)):
+        return {"Status": "SUCCEEDED", "Result": json.dumps(value["value"]), "Error": None}
+    if record is None or record.get(WATCHDOG_FIELD) is True:  # the deadline watchdog's yields to a later result:
+        return None  # not final; the caller, past the same deadline, is ended by its own watchdog
+    status = {WorkflowStatus.STOPPED: "STOPPED", WorkflowStatus.TIMED_OUT: "TIMED_OUT"}.get(failed_status(record),
+                                                                                          "FAILED")
+    return {"Status": status, "Result": None,
+            "Error": {"ErrorType": record.get("Error") or "States.Runtime", "ErrorMessage": record.get("Cause") or ""}}
 
 
 __all__ = ["accept", "answer", "workflow_ended"]

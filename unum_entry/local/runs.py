@@ -8,7 +8,10 @@ process is gone (killed) is taken over. Owner liveness is exact on one machine: 
 exist AND have the recorded start time, so a reused pid is not mistaken for the owner. A pid on
 another host (a store file on a shared disk) cannot be checked: the driver refreshes its record's
 `heartbeat` every `HEARTBEAT_INTERVAL` seconds (a thread, from `acquire` to `release`), and a
-record of another host whose heartbeat is older than `STALE_AFTER` seconds counts as dead.
+record of another host whose heartbeat is older than `STALE_AFTER` seconds counts as dead. The
+two hosts' clocks may disagree by minutes, so `acquire` does not trust the other clock alone: a
+heartbeat that looks stale (or ahead) on this clock is alive while it keeps changing, watched on
+this process's monotonic clock; unchanged for `STALE_AFTER` seconds of watching, it is dead.
 
 `run_state` is what `list`, `inspect` and the UI ask: a workflow with no outcome whose deliveries
 are pending (or whose owner was killed before its queue was written) and that no live process
@@ -102,10 +105,13 @@ class Runs:
     Every error leaves as the database's one-line StoreError."""
 
     def __init__(self, database: Database | str | os.PathLike[str], *,
-                 heartbeat_interval: float = HEARTBEAT_INTERVAL) -> None:
+                 heartbeat_interval: float = HEARTBEAT_INTERVAL, stale_after: float = STALE_AFTER) -> None:
         self.database, self._owns_database = open_database(database)
         self.path = os.fspath(self.database.path)
         self._interval = heartbeat_interval
+        self._stale_after = stale_after
+        # workflow -> (another host's driver and heartbeat as last read, monotonic time first read so)
+        self._watched: dict[str, tuple[tuple[str, int, float], float]] = {}
         self._beating: dict[str, threading.Event] = {}  # workflow -> set to stop its heartbeat thread
 
     def acquire(self, workflow: str) -> Owner | None:
@@ -115,7 +121,7 @@ class Runs:
 
         def acquire(conn: sqlite3.Connection) -> Owner | None:
             found = self._owner(conn, workflow)
-            if found is not None and found.alive() and (found.host, found.pid) != (mine.host, mine.pid):
+            if found is not None and self._alive(workflow, found) and (found.host, found.pid) != (mine.host, mine.pid):
                 return found
             conn.execute("INSERT OR REPLACE INTO unum_runs (workflow, host, pid, pid_started, since, heartbeat) "
                          "VALUES (?, ?, ?, ?, ?, ?)",
@@ -128,6 +134,19 @@ class Runs:
             threading.Thread(target=self._beat, args=(workflow, mine, stop), name="unum-run-heartbeat",
                              daemon=True).start()
         return found
+
+    def _alive(self, workflow: str, owner: Owner) -> bool:
+        """`owner.alive()` on this host. Another host's driver is alive while its heartbeat is
+        within `stale_after` seconds of this clock either way, or has changed within the last
+        `stale_after` seconds this process watched it (module docstring: clocks that disagree)."""
+        if owner.host == socket.gethostname():
+            return owner.alive()
+        beat = owner.since if owner.heartbeat is None else owner.heartbeat
+        now, mark = time.monotonic(), (owner.host, owner.pid, beat)
+        seen = self._watched.get(workflow)
+        if seen is None or seen[0] != mark:
+            self._watched[workflow] = seen = (mark, now)
+        return abs(time.time() - beat) <= self._stale_after or now - seen[1] <= self._stale_after
 
     def release(self, workflow: str) -> None:
         """Drop this process's record of driving `workflow` (another's stays); stop its heartbeat."""

@@ -26,8 +26,12 @@ thousand writes per second. Writers of one process therefore share commits (lead
 a writer queues its function; if no commit is in progress it becomes the leader, takes every
 queued function, runs each in its own SAVEPOINT of one transaction (a function that raises rolls
 back only its own changes and gets its exception), commits once (one fsync) and hands each
-writer its result. Writers that queue meanwhile wait and form the next batch. A write returns
-only after the commit that holds it is durable. Processes sharing the file serialise on SQLite's
+writer its result. Writers that queue meanwhile wait, each on a lock of its own, and form the
+next batch; the leader wakes each of its batch's writers once and hands the lead to the first
+writer queued meanwhile (no herd woken at every commit). A write returns only after the commit
+that holds it is durable (a `sync=False` write - the delivery queue's journal - only after it is
+committed, in order: `Database.write`). With durability full the WAL is presized
+(`_presize_wal`) so that commits overwrite allocated blocks instead of growing the file. Processes sharing the file serialise on SQLite's
 lock; SQLITE_BUSY is retried with sub-millisecond pauses (bounded by `busy_timeout`) and then
 raised as StoreError. Every sqlite3 error leaves as a one-line StoreError naming the file and
 what to do (read-only, disk full, corrupt, locked, newer schema).
@@ -172,12 +176,32 @@ class Database:
             else:
                 self._leading = True
         if item.wake is not None:
-            item.wake.acquire()  # woken exactly once: its batch committed, or it leads the next batch
+            try:
+                item.wake.acquire()  # woken exactly once: its batch committed, or it leads the next batch
+            except BaseException:  # Ctrl-C in the main thread: withdraw, and never strand the lead
+                self._withdraw(item)
+                raise
         if not item.done:
             self._lead()
         if item.error is not None:
             raise item.error
         return item.result  # type: ignore[no-any-return]
+
+    def _withdraw(self, item: _Write) -> None:
+        """`item`'s writer stopped waiting (interrupted): drop it if no batch has taken it yet,
+        and if it had just been handed the lead, pass the lead on (or give it up)."""
+        assert item.wake is not None
+        with self._cond:
+            promoted = item.wake.acquire(blocking=False) and not item.done
+            if item in self._pending:
+                self._pending.remove(item)
+            if promoted:
+                if self._pending:
+                    successor = self._pending[0]
+                    assert successor.wake is not None
+                    successor.wake.release()
+                else:
+                    self._leading = False
 
     def _lead(self) -> None:
         """As the batch leader: commit every pending write (the leader's own among them) in one
