@@ -165,7 +165,7 @@ class Envelope(Frozen):
 
     @classmethod
     def _checked_from_wire(cls, wire: Any) -> Envelope:
-        """`from_wire` for any envelope, field by field (the reference `_plain_from_wire` agrees with)."""
+        """`from_wire` for any envelope, field by field: the reference `_plain_from_wire` must agree with."""
         if not isinstance(wire, Mapping):
             raise EnvelopeError(f"envelope: expected an object, found {type(wire).__name__}")
         if wire.get("unum") != ENVELOPE_VERSION:
@@ -208,8 +208,8 @@ _PLAIN_INPUT_KEYS = frozenset(("ref", "item", "value"))
 def _plain_from_wire(wire: Any) -> Envelope | None:
     """The envelope of the common request (one input, no gather, lanes, watchdog, trace or
     failures: nearly every hop of a chain or map), checked field by field as `from_wire` checks
-    it, or None for anything else (which `from_wire` then validates in full). A hot path: about
-    a third of `from_wire`'s general cost."""
+    it, or None for anything else (which `from_wire` then validates in full). The hot path:
+    about half the cost of the field-by-field checks (3 µs against 7 for a map item)."""
     if type(wire) is not dict or not _PLAIN_KEYS.issuperset(wire) or wire.get("unum") != ENVELOPE_VERSION:
         return None
     workflow, raw_frames, raw_inputs = wire.get("workflow"), wire.get("frames"), wire.get("inputs")

@@ -118,7 +118,7 @@ class _Connection(sqlite3.Connection):
 class _Write:
     """One queued write: its function, then its result or error once its batch has committed."""
 
-    __slots__ = ("fn", "sync", "done", "result", "error", "wake")
+    __slots__ = ("fn", "sync", "done", "result", "error", "wake", "leads")
 
     def __init__(self, fn: Callable[[sqlite3.Connection], Any], sync: bool = True) -> None:
         self.fn = fn
@@ -127,6 +127,7 @@ class _Write:
         self.result: Any = None
         self.error: BaseException | None = None
         self.wake: threading.Lock | None = None  # held while its writer sleeps: released once, to wake it
+        self.leads = False  # handed the lead (set before `wake` is released)
 
 
 class Database:
@@ -192,14 +193,13 @@ class Database:
         and if it had just been handed the lead, pass the lead on (or give it up)."""
         assert item.wake is not None
         with self._cond:
-            promoted = item.wake.acquire(blocking=False) and not item.done
             if item in self._pending:
                 self._pending.remove(item)
-            if promoted:
+            if item.leads:  # handed the lead, whether or not it woke before the interrupt
                 if self._pending:
-                    successor = self._pending[0]
-                    assert successor.wake is not None
-                    successor.wake.release()
+                    self._pending[0].leads = True
+                    assert self._pending[0].wake is not None
+                    self._pending[0].wake.release()
                 else:
                     self._leading = False
 
@@ -221,6 +221,7 @@ class Database:
                 if self._pending:
                     successor = self._pending[0]
                     assert successor.wake is not None  # queued while we led
+                    successor.leads = True
                     successor.wake.release()  # not done: it wakes as the next leader
                 else:
                     self._leading = False
