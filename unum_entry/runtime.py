@@ -125,7 +125,7 @@ class Runtime:
 
     def _handle(self, env: Envelope) -> EgressReport | None:
         if env.watchdog:  # the deadline watchdog's timer, not an invocation of this function
-            if self.watchdog.fire(env) in ("recorded", "ended"):  # an execution timeout: an invoke waiting fails
+            if self.watchdog.fire(env) in ("recorded", "ended"):  # an invoked machine's TimeoutSeconds: its caller's invoke fails
                 self._answer_caller(env.workflow)
             return None
         if self.layer.intercept(env):
@@ -133,8 +133,8 @@ class Runtime:
         if not env.deadline:  # the workflow's start: its objects live from now on, watched until then
             env = replace(env, deadline=self.retention.deadline())
             self.watchdog.arm(env)
-        elif naming.INVOKED in env.workflow and _starts_invoked(env):  # started with its caller's deadline
-            self.watchdog.arm(env)  # its TimeoutSeconds too, and its end by that deadline
+        elif self.ir.timeout_seconds is not None and naming.INVOKED in env.workflow and _starts_invoked(env):
+            self.watchdog.arm(env, watchdog=False)  # a durable invoke's machine has its caller's deadline: its TimeoutSeconds
         invocation = naming.checkpoint_key(env.workflow, self.ir.function, env.frames)
         allowed = self._may_run(env, invocation)
         if allowed is False:

@@ -90,10 +90,11 @@ class Watchdog:
             log.warning("%s: the invoker %s has no invoke_at: workflows started here run without a deadline "
                         "watchdog", function, type(invoker).__name__)
 
-    def arm(self, env: Envelope) -> None:
-        """Arm the watchdog of the workflow `env` starts (its deadline set). Raises InvokeError
-        when the platform's scheduler refused (the start is then redelivered)."""
-        if self.enabled:
+    def arm(self, env: Envelope, *, watchdog: bool = True) -> None:
+        """Arm the watchdog of the workflow `env` starts (its deadline set), and its execution
+        timeout if any (`watchdog=False`: that alone). Raises InvokeError when the platform's
+        scheduler refused (the start is then redelivered)."""
+        if self.enabled and watchdog:
             try:
                 self._schedule(env.workflow, env.deadline, 0)
             except TimersUnavailable as exc:  # an invoker without a scheduler configured: as without invoke_at
