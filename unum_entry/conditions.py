@@ -16,10 +16,12 @@ Semantics follow Step Functions:
 * `StringMatches` treats `*` as "any run of characters"; a backslash escapes the next character
   (`\\*` is a literal star, `\\\\` a literal backslash). Like ASL, it has no `…Path` form.
 
-Reference paths (`$`, `$.a.b`, `$.a[0]`, `$['a b']`) resolve against the output; `$$…` resolves
-against the context object (one `$` stripped). `resolve_path` exposes that resolution for other
-IR paths (map `items`, envelope `path`). A reference path must select a single value, so
-wildcards, slices, unions, filters, recursive descent and negative indices are rejected.
+Reference paths (`$`, `$.a.b`, `$.a[0]`, `$['a b']`) resolve against the output, `$$…` against
+the context object and, in a Step Functions state machine, `$name…` against its variables; they
+are parsed and selected by `unum_entry.jsonpath`, the one JSONPath implementation.
+`resolve_path` exposes that resolution for other IR paths (map `items`, envelope `path`). A
+reference path must select a single value, so wildcards, slices, unions, filters, recursive
+descent and negative indices are rejected.
 """
 
 from __future__ import annotations
@@ -35,8 +37,7 @@ from typing import Any
 
 from unum_entry.errors import ConditionError, ConditionEvaluationError
 from unum_entry.frozen import Frozen, frozen
-
-_MISSING: Any = object()  # sentinel: a reference path selected nothing
+from unum_entry.jsonpath import MISSING, PathSyntaxError, Root, lookup, parse_path
 
 # ---------------------------------------------------------------------------------------------
 # Value kinds: each maps a value to a comparable key, or None when the value is not of the kind.
@@ -217,105 +218,44 @@ _OPERATORS = frozenset({*_COMPARISONS, *_TYPE_TESTS, _PRESENCE_TEST, *_COMBINATO
 # ---------------------------------------------------------------------------------------------
 
 
-@frozen
-class _ReferencePath(Frozen):
-    """A parsed reference path: which document it reads and the steps into it."""
-
-    in_context: bool  # `$$…`: read the context object, not the output
-    steps: tuple[str | int, ...]  # object keys (str) and list indices (int), outermost first
-
-    def __init__(self, in_context: bool, steps: tuple[str | int, ...]) -> None:
-        self.__dict__.update(in_context=in_context, steps=steps)
-
-
-def _step(node: Any) -> str | int:
-    """The single key or index a jsonpath-ng node selects; ValueError if it may select more."""
-    from jsonpath_ng.jsonpath import Fields, Index
-
-    if isinstance(node, Fields) and len(node.fields) == 1 and node.fields[0] != "*":
-        return node.fields[0]
-    if isinstance(node, Index) and len(node.indices) == 1 and node.indices[0] >= 0:
-        return node.indices[0]
-    raise ValueError("a step that may select other than one value")
-
-
-def _steps(node: Any) -> tuple[str | int, ...]:
-    """Flatten a parsed `$` or `$<step>…` expression into its steps; ValueError otherwise."""
-    from jsonpath_ng.jsonpath import Child, Root
-
-    if isinstance(node, Root):
-        return ()
-    if isinstance(node, Child):
-        return (*_steps(node.left), _step(node.right))
-    raise ValueError("a step that may select other than one value")
-
-
-@functools.lru_cache(maxsize=512)
-def _parse_reference_path(path: str) -> _ReferencePath:
-    """Parse a Step Functions reference path. Raises ValueError naming the problem.
-
-    jsonpath-ng does the parsing; evaluation walks the flattened steps itself, because
-    jsonpath-ng's `find` indexes into strings and raises on an index into an object.
-    """
-    from jsonpath_ng import parse
-    from jsonpath_ng.exceptions import JSONPathError
-
-    if not path.startswith("$"):
-        raise ValueError("must be a reference path starting with '$'")
-    in_context = path.startswith("$$")
-    try:
-        expression = parse(path[1:] if in_context else path)
-    except JSONPathError as error:
-        raise ValueError(f"invalid JSONPath {path!r}: {error}") from None
-    try:
-        return _ReferencePath(in_context, _steps(expression))
-    except ValueError:
-        raise ValueError(
-            f"{path!r} is not a reference path: it must select a single value "
-            "(only .name, ['name'] and [index] steps)"
-        ) from None
-
-
-def _reference_path_problem(path: object) -> str | None:
-    """Why `path` is not a valid reference path, or None if it is."""
+def _reference_path_problem(path: object, *, variables: bool) -> str | None:
+    """Why `path` is not a valid reference path, or None if it is (variables `$name…` only where
+    `variables`)."""
     if not isinstance(path, str):
         return "must be a reference path string starting with '$'"
+    if not path.startswith("$"):
+        return "must be a reference path starting with '$'"
     try:
-        _parse_reference_path(path)
-    except ValueError as error:
-        return str(error)
+        parsed = parse_path(path)
+    except PathSyntaxError as error:
+        return f"invalid JSONPath {path!r}: {error.reason}"
+    if not parsed.definite or any(isinstance(step, int) and step < 0 for step in parsed.steps or ()):
+        return (f"{path!r} is not a reference path: it must select a single value "
+                "(only .name, ['name'] and [index] steps)")
+    if parsed.root is Root.VARIABLE and not variables:
+        return f"{path!r}: variables cannot be used here"
     return None
 
 
-def _walk(document: Any, steps: tuple[str | int, ...]) -> Any:
-    """The value `steps` select in `document`, or _MISSING."""
-    for step in steps:
-        if isinstance(step, str):
-            if not isinstance(document, Mapping) or step not in document:
-                return _MISSING
-        elif not isinstance(document, (list, tuple)) or step >= len(document):
-            return _MISSING
-        document = document[step]
-    return document
+def _resolve(path: str, output: Any, context: Mapping[str, Any], variables: Mapping[str, Any] | None) -> Any:
+    """The value a valid reference path selects (`$$…` in `context`, `$name…` in `variables`),
+    or MISSING."""
+    return lookup(parse_path(path), output, context, variables or {})
 
 
-def _resolve(path: str, output: Any, context: Mapping[str, Any]) -> Any:
-    """The value a valid reference path selects (`$$…` in `context`), or _MISSING."""
-    reference = _parse_reference_path(path)
-    return _walk(context if reference.in_context else output, reference.steps)
-
-
-def resolve_path(path: str, output: Any, context: Mapping[str, Any]) -> Any:
-    """The single value reference path `path` selects: `$…` in `output`, `$$…` in `context`.
+def resolve_path(path: str, output: Any, context: Mapping[str, Any],
+                 variables: Mapping[str, Any] | None = None) -> Any:
+    """The single value reference path `path` selects: `$…` in `output`, `$$…` in `context`,
+    `$name…` in `variables` (allowed only when `variables` is given).
 
     Raises ConditionEvaluationError naming the path if it is not a valid reference path or
     selects nothing (Step Functions' States.Runtime "Invalid path").
     """
-    problem = _reference_path_problem(path)
+    problem = _reference_path_problem(path, variables=variables is not None)
     if problem is not None:
         raise ConditionEvaluationError(f"Invalid path {path!r}: {problem}")
-    value = _resolve(path, output, context)
-    if value is _MISSING:
+    value = _resolve(path, output, context, variables)
+    if value is MISSING:
         raise ConditionEvaluationError(f"Invalid path {path!r}: no value is present there")
     return value
 
@@ -330,8 +270,9 @@ def _child(field: str, key: str) -> str:
     return f"{field}.{key}" if field else key
 
 
-def validate_condition(rule: object, *, source: str, field: str) -> None:
-    """Check that `rule` is a well-formed Choice rule.
+def validate_condition(rule: object, *, source: str, field: str, variables: bool = False) -> None:
+    """Check that `rule` is a well-formed Choice rule; its paths may read workflow variables
+    (`$name…`) only where `variables` (Step Functions state machines have them, the IR has not).
 
     Raises ConditionError(source, field_path, problem) for the first problem found, where
     field_path extends `field` down to the offending key (e.g. `when.And[1].NumericEquals`).
@@ -340,9 +281,9 @@ def validate_condition(rule: object, *, source: str, field: str) -> None:
         raise ConditionError(source, field, "must be an object (a Choice rule)")
     name = _single_operator(rule, source, field)
     if name in _COMBINATORS:
-        _validate_combinator(name, rule, source, field)
+        _validate_combinator(name, rule, source, field, variables)
     else:
-        _validate_leaf(name, rule, source, field)
+        _validate_leaf(name, rule, source, field, variables)
 
 
 def _single_operator(rule: Mapping[Any, Any], source: str, field: str) -> str:
@@ -361,40 +302,40 @@ def _single_operator(rule: Mapping[Any, Any], source: str, field: str) -> str:
     return names[0]
 
 
-def _validate_combinator(name: str, rule: Mapping[str, Any], source: str, field: str) -> None:
+def _validate_combinator(name: str, rule: Mapping[str, Any], source: str, field: str, variables: bool) -> None:
     """Check an And / Or / Not rule and, recursively, the rules it holds."""
     if "Variable" in rule:
         raise ConditionError(source, _child(field, "Variable"), f"is not allowed with {name}")
     operand = rule[name]
     here = _child(field, name)
     if name == "Not":
-        validate_condition(operand, source=source, field=here)
+        validate_condition(operand, source=source, field=here, variables=variables)
         return
     if not isinstance(operand, list) or not operand:
         raise ConditionError(source, here, "must be a non-empty list of rules")
     for index, member in enumerate(operand):
-        validate_condition(member, source=source, field=f"{here}[{index}]")
+        validate_condition(member, source=source, field=f"{here}[{index}]", variables=variables)
 
 
-def _validate_leaf(name: str, rule: Mapping[str, Any], source: str, field: str) -> None:
+def _validate_leaf(name: str, rule: Mapping[str, Any], source: str, field: str, variables: bool) -> None:
     """Check a comparison or Is… rule: its Variable and its operand."""
     if "Variable" not in rule:
         raise ConditionError(source, _child(field, "Variable"), f"is required with {name}")
-    problem = _reference_path_problem(rule["Variable"])
+    problem = _reference_path_problem(rule["Variable"], variables=variables)
     if problem is not None:
         raise ConditionError(source, _child(field, "Variable"), problem)
-    problem = _operand_problem(name, rule[name])
+    problem = _operand_problem(name, rule[name], variables)
     if problem is not None:
         raise ConditionError(source, _child(field, name), problem)
 
 
-def _operand_problem(name: str, operand: object) -> str | None:
+def _operand_problem(name: str, operand: object, variables: bool) -> str | None:
     """Why `operand` is not valid for operator `name` (not a combinator), or None."""
     comparison = _COMPARISONS.get(name)
     if comparison is None:  # IsPresent and the other Is… tests
         return None if isinstance(operand, bool) else "must be a boolean"
     if comparison.by_path:
-        return _reference_path_problem(operand)
+        return _reference_path_problem(operand, variables=variables)
     if comparison.operand.key(operand) is None:
         return f"must be {comparison.operand.noun}"
     return None
@@ -404,50 +345,58 @@ def _operand_problem(name: str, operand: object) -> str | None:
 # Evaluation.
 # ---------------------------------------------------------------------------------------------
 
+_Variables = Mapping[str, Any] | None
 
-def evaluate(rule: Mapping[str, Any], output: Any, context: Mapping[str, Any]) -> bool:
-    """Whether `rule` holds for `output` (`$…` paths) and `context` (`$$…` paths).
 
-    `rule` must have passed validate_condition. Raises ConditionEvaluationError when a
-    comparison's Variable or `…Path` operand is not present.
+def evaluate(rule: Mapping[str, Any], output: Any, context: Mapping[str, Any],
+             variables: _Variables = None) -> bool:
+    """Whether `rule` holds for `output` (`$…` paths), `context` (`$$…` paths) and, in a Step
+    Functions state machine, its `variables` (`$name…` paths).
+
+    `rule` must have passed validate_condition (with `variables=True` if `variables` is given).
+    Raises ConditionEvaluationError when a comparison's Variable or `…Path` operand is not
+    present (an undefined variable is not present).
     """
     name = next(key for key in rule if key != "Variable")
     if name in _COMBINATORS:
-        return _COMBINATOR_EVALUATORS[name](rule[name], output, context)
+        return _COMBINATOR_EVALUATORS[name](rule[name], output, context, variables)
     if name in _COMPARISONS:
-        return _evaluate_comparison(name, rule, output, context)
-    return _evaluate_type_test(name, rule, output, context)
+        return _evaluate_comparison(name, rule, output, context, variables)
+    return _evaluate_type_test(name, rule, output, context, variables)
 
 
-def _evaluate_and(rules: list[Mapping[str, Any]], output: Any, context: Mapping[str, Any]) -> bool:
+def _evaluate_and(rules: list[Mapping[str, Any]], output: Any, context: Mapping[str, Any],
+                  variables: _Variables) -> bool:
     """True if every rule holds; stops at the first that does not."""
-    return all(evaluate(rule, output, context) for rule in rules)
+    return all(evaluate(rule, output, context, variables) for rule in rules)
 
 
-def _evaluate_or(rules: list[Mapping[str, Any]], output: Any, context: Mapping[str, Any]) -> bool:
+def _evaluate_or(rules: list[Mapping[str, Any]], output: Any, context: Mapping[str, Any],
+                 variables: _Variables) -> bool:
     """True if any rule holds; stops at the first that does."""
-    return any(evaluate(rule, output, context) for rule in rules)
+    return any(evaluate(rule, output, context, variables) for rule in rules)
 
 
-def _evaluate_not(rule: Mapping[str, Any], output: Any, context: Mapping[str, Any]) -> bool:
+def _evaluate_not(rule: Mapping[str, Any], output: Any, context: Mapping[str, Any],
+                  variables: _Variables) -> bool:
     """True if `rule` does not hold."""
-    return not evaluate(rule, output, context)
+    return not evaluate(rule, output, context, variables)
 
 
-_COMBINATOR_EVALUATORS: Mapping[str, Callable[[Any, Any, Mapping[str, Any]], bool]] = (
+_COMBINATOR_EVALUATORS: Mapping[str, Callable[[Any, Any, Mapping[str, Any], _Variables], bool]] = (
     MappingProxyType({"And": _evaluate_and, "Or": _evaluate_or, "Not": _evaluate_not})
 )
 
 
 def _evaluate_comparison(
-    name: str, rule: Mapping[str, Any], output: Any, context: Mapping[str, Any]
+    name: str, rule: Mapping[str, Any], output: Any, context: Mapping[str, Any], variables: _Variables
 ) -> bool:
     """Apply comparison `name`; False when either side is not of the operator's kind."""
     comparison = _COMPARISONS[name]
-    value = resolve_path(rule["Variable"], output, context)
+    value = resolve_path(rule["Variable"], output, context, variables)
     operand = rule[name]
     if comparison.by_path:
-        operand = resolve_path(operand, output, context)
+        operand = resolve_path(operand, output, context, variables)
     left, right = comparison.variable.key(value), comparison.operand.key(operand)
     if left is None or right is None:
         return False
@@ -455,13 +404,13 @@ def _evaluate_comparison(
 
 
 def _evaluate_type_test(
-    name: str, rule: Mapping[str, Any], output: Any, context: Mapping[str, Any]
+    name: str, rule: Mapping[str, Any], output: Any, context: Mapping[str, Any], variables: _Variables
 ) -> bool:
     """Apply IsPresent or an Is… type test; type tests on a missing path are False."""
-    value = _resolve(rule["Variable"], output, context)
+    value = _resolve(rule["Variable"], output, context, variables)
     expected = rule[name]
     if name == _PRESENCE_TEST:
-        return (value is not _MISSING) == expected
-    if value is _MISSING:
+        return (value is not MISSING) == expected
+    if value is MISSING:
         return False
     return _TYPE_TESTS[name](value) == expected

@@ -28,7 +28,7 @@ from unum_entry.hooks import FaultPoint, Hooks
 from unum_entry.invokers import Invoker
 from unum_entry.ir import FunctionIR
 from unum_entry.outcome import failure_record
-from unum_entry.plan import Call, Committed, Join, Plan, continuation, plan
+from unum_entry.plan import Call, Committed, Join, Plan, Program, continuation
 from unum_entry.retention import Ledger, Retention
 from unum_entry.stores.base import Store
 
@@ -53,12 +53,14 @@ class EgressContext(Frozen):
     retention: Retention
     abort: EndInFailure
     dispatch_workers: int = 64
+    program: Program | None = None  # the IR precompiled (unum_entry.plan.Program); None: `ir`'s own
 
     def __init__(self, ir: FunctionIR, store: Store, invoker: Invoker, executor: Executor, hooks: Hooks,
-                 inline_limit: int, retention: Retention, abort: EndInFailure, dispatch_workers: int = 64) -> None:
+                 inline_limit: int, retention: Retention, abort: EndInFailure, dispatch_workers: int = 64,
+                 program: Program | None = None) -> None:
         self.__dict__.update(ir=ir, store=store, invoker=invoker, executor=executor, hooks=hooks,
                              inline_limit=inline_limit, retention=retention, abort=abort,
-                             dispatch_workers=dispatch_workers)
+                             dispatch_workers=dispatch_workers, program=program if program is not None else Program(ir))
 
 
 @frozen
@@ -76,14 +78,19 @@ class EgressReport(Frozen):
 
 
 def egress(ctx: EgressContext, env: Envelope, invocation: str, checkpoint: str | None,
-           stored: bytes, created: bool) -> EgressReport:
-    """Run steps 2-3 over the committed bytes `stored` (`created`: this execution's commit won)."""
+           stored: bytes, created: bool, *, value_end: int | None = None) -> EgressReport:
+    """Run steps 2-3 over the committed bytes `stored` (`created`: this execution's commit won).
+    `value_end`: where the committed value ends in `stored` when the caller knows (its own
+    commit, followed by its history stamp): decoded without parsing the stamp."""
+    encoded = stored if value_end is None else stored[:value_end]
     if commits_its_result(ctx.ir):  # the commit was the result record: nothing more to do
-        return EgressReport(value=decode(stored)["value"], created=created, invoked=0, terminal=True)
-    value = decode(stored)
-    the_plan = plan(ctx.ir, env, Committed(value, len(stored), checkpoint),
-                    invocation=invocation, inline_limit=ctx.inline_limit)
-    lane = continuation(ctx.ir, env)
+        return EgressReport(value=decode(encoded)["value"], created=created, invoked=0, terminal=True)
+    value = decode(encoded)
+    the_plan = ctx.program.plan(env, Committed(value, len(stored), checkpoint),  # type: ignore[union-attr]
+                                invocation=invocation, inline_limit=ctx.inline_limit)
+    # A lane goes on only past an item that did not fail the workflow: with MaxConcurrency k the
+    # next item never starts after a failed one (Step Functions), so the failure reported is that one.
+    lane = continuation(ctx.ir, env) if the_plan.failure is None else None
     calls: Sequence[Call] = [lane, *the_plan.calls] if lane is not None else the_plan.calls  # a fan-out's: built as sent
     if not created:
         calls = not_yet_committed(ctx.store, calls)

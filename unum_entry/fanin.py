@@ -24,6 +24,7 @@ costs one more upsert per shard, by its completer.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
@@ -51,13 +52,14 @@ class Shard(Frozen):
         self.__dict__.update(key=key, size=size)
 
 
-def _level_widths(width: int) -> list[int]:
+@functools.lru_cache(maxsize=256)  # every branch of a join asks for the same width
+def _level_widths(width: int) -> tuple[int, ...]:
     """How many slots each level of the tree has: `width` leaves' slots, then one slot per
     shard of the level below, up to the level with a single shard (the root)."""
     widths = [width]
     while widths[-1] > SHARD_SLOTS:
         widths.append(-(-widths[-1] // SHARD_SLOTS))
-    return widths
+    return tuple(widths)
 
 
 def _shard(set_key: str, level: int, index: int, level_width: int) -> Shard:

@@ -10,7 +10,8 @@ index/size/iteration), and always 34 characters: a kind prefix and 32 hex digits
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import msgpack  # type: ignore[import-untyped]
 
@@ -24,13 +25,35 @@ def _digest(domain: str, *parts: object) -> str:
     return hashlib.blake2b(payload, digest_size=_DIGEST_BYTES).hexdigest()
 
 
+def _seeded(domain: str, count: int) -> Callable[[], Any]:
+    """A fresh hasher already fed the msgpack prefix of `[domain, ...]` with `count` parts (the
+    hot names: one hasher copy instead of re-encoding and re-hashing the domain per name). A
+    msgpack array is its header followed by its elements, so the digest is `_digest`'s, byte
+    for byte (names are stored: they must never change)."""
+    prefix = msgpack.packb([domain, *[None] * count], use_bin_type=True)[:-count]  # drop the None placeholders
+    return hashlib.blake2b(prefix, digest_size=_DIGEST_BYTES).copy
+
+
+_CHECKPOINT = _seeded("checkpoint", 3)
+_SHARD = _seeded("shard", 3)
+_RESULT = _seeded("result", 2)
+
+
+def _parts(*parts: object) -> bytes:
+    """The msgpack encoding of `parts` as a `_seeded` hasher expects it: the elements of a
+    short array (fewer than 16) without its one-byte header."""
+    return msgpack.packb(parts, use_bin_type=True)[1:]
+
+
 def _frames(frames: Sequence[Frame]) -> list[list[int]]:
     return [[f.index, f.size, f.iteration] for f in frames]
 
 
 def checkpoint_key(workflow: str, function: str, frames: Sequence[Frame]) -> str:
     """The checkpoint of one invocation; also its name in logs and the handler context."""
-    return "c-" + _digest("checkpoint", workflow, function, _frames(frames))
+    h = _CHECKPOINT()
+    h.update(_parts(workflow, function, [[f.index, f.size, f.iteration] for f in frames]))
+    return "c-" + h.hexdigest()
 
 
 def fan_in_set_key(workflow: str, target: str, target_frames: Sequence[Frame], fan_out_size: int) -> str:
@@ -42,13 +65,17 @@ def fan_in_set_key(workflow: str, target: str, target_frames: Sequence[Frame], f
 
 def set_shard_key(set_key: str, level: int, index: int) -> str:
     """Shard `index` at `level` (0 = leaves) of a join set's tree (unum_entry.fanin)."""
-    return "s-" + _digest("shard", set_key, level, index)
+    h = _SHARD()
+    h.update(_parts(set_key, level, index))
+    return "s-" + h.hexdigest()
 
 
 def result_key(workflow: str, frames: Sequence[Frame]) -> str:
     """Where a workflow result lands. Keyed by the fan-out *indexes* only, not by function or
     iteration: one result per position of the fan-out tree, and create-if-absent keeps the first."""
-    return "r-" + _digest("result", workflow, [f.index for f in frames[1:]])
+    h = _RESULT()
+    h.update(_parts(workflow, [f.index for f in frames[1:]]))
+    return "r-" + h.hexdigest()
 
 
 def timer_name(workflow: str, purpose: str, *parts: object) -> str:
@@ -74,6 +101,12 @@ def start_key(workflow: str) -> str:
     """What `python -m builder run` records when it starts a workflow (its input and folder):
     a kind of its own, never a checkpoint name."""
     return "i-" + _digest("run-start", workflow)
+
+
+def detached_start_key(workflow: str) -> str:
+    """Who started the workflow `workflow`, a fire-and-forget `states:startExecution` child,
+    with which input (unum_entry.asl.detached): written once, create-if-absent."""
+    return "t-" + _digest("detached-start", workflow)
 
 
 def callback_key(invocation: str, nonce: str) -> str:

@@ -123,6 +123,43 @@ def plan(ir: FunctionIR, env: Envelope, out: Committed, *, invocation: str, inli
     return Plan(terminal=True)
 
 
+class Program:
+    """One function's IR precompiled for planning, once per Runtime: what depends on the IR
+    alone is decided here, so a transition does only the work that depends on its envelope
+    and output. `plan` answers exactly what the module's `plan` answers; a program of one
+    unconditional `invoke` (a chain hop) or `fan_in` (a fan-out branch) skips the
+    interpreter loop, and a fan-in branch reuses the join set's name of the previous branch
+    of the same fan-out (the same digest for every branch of a join)."""
+
+    __slots__ = ("ir", "_only", "_set")
+
+    def __init__(self, ir: FunctionIR) -> None:
+        self.ir = ir
+        ins = ir.instructions
+        only = ins[0] if len(ins) == 1 else None
+        self._only = only if isinstance(only, (Invoke, FanIn)) and only.when is None else None
+        self._set: tuple[Any, str] = ((), "")  # (what names a join set, its name): one tuple, swapped whole
+
+    def plan(self, env: Envelope, out: Committed, *, invocation: str, inline_limit: int) -> Plan:
+        only = self._only
+        if only is None:
+            return plan(self.ir, env, out, invocation=invocation, inline_limit=inline_limit)
+        if isinstance(only, Invoke):
+            return Plan(calls=(Call(only.function, _chain_envelope(env, out, env.frames, inline_limit, only.path)),))
+        return _fan_in(only, env, env.frames, self) or Plan(terminal=True)
+
+    def set_key(self, workflow: str, target: str, target_frames: tuple[Frame, ...], size: int) -> str:
+        """`naming.fan_in_set_key`, remembered for the last join set named (threads may race:
+        each reads and replaces the whole tuple, so a name always goes with its own parts)."""
+        parts = (workflow, target, target_frames, size)
+        known, name = self._set
+        if known == parts:
+            return name
+        name = naming.fan_in_set_key(workflow, target, target_frames, size)
+        self._set = (parts, name)
+        return name
+
+
 def _transition(ins, ir: FunctionIR, env: Envelope, out: Committed, frames: tuple[Frame, ...],
                 pending_sets: Sequence[CreateSet], inline_limit: int) -> Plan | None:
     if isinstance(ins, Invoke):
@@ -234,7 +271,7 @@ def _empty_fan_out(env: Envelope, frames: tuple[Frame, ...], pending_sets: Seque
     return Plan(calls=(Call(pending_sets[0].function, empty),))
 
 
-def _fan_in(ins: FanIn, env: Envelope, frames: tuple[Frame, ...]) -> Plan | None:
+def _fan_in(ins: FanIn, env: Envelope, frames: tuple[Frame, ...], program: Program | None = None) -> Plan | None:
     if len(frames) == 1:
         raise PlanError(f"fan_in to {ins.function!r} outside any fan-out (no frame to join on)")
     top = frames[-1]
@@ -246,7 +283,8 @@ def _fan_in(ins: FanIn, env: Envelope, frames: tuple[Frame, ...]) -> Plan | None
         if index >= top.size:
             return None  # no neighbour to the right: this transition does not fire
         target_frames, slot, width = frames[:-1] + (Frame(index, top.size, 0),), ins.slot, 1 if index == 0 else 2
-    set_key = naming.fan_in_set_key(env.workflow, ins.function, target_frames, top.size)
+    set_key = (naming.fan_in_set_key(env.workflow, ins.function, target_frames, top.size) if program is None
+               else program.set_key(env.workflow, ins.function, target_frames, top.size))
     return Plan(join=Join(set_key=set_key, width=width, slot=slot, target=ins.function, target_frames=target_frames))
 
 

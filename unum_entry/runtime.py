@@ -145,6 +145,7 @@ class Runtime:
                       else ingress(env, self.store, checkpoint, check_first=self.ir.ingress_check))
         if isinstance(before, Ended):  # a fan-out item of a workflow that ended (unum_entry.ingress)
             return None
+        value_end: int | None = None  # where the committed value ends in `stored`, when known
         if isinstance(before, AlreadyCommitted):
             stored, created = before.stored, False
         else:
@@ -169,9 +170,11 @@ class Runtime:
                 history = (stamp(self.ir.function, env, started=started, committed=self.retention.clock())
                            if checkpoint is not None else b"")
                 stored, created = commit(self.store, self.ir, self.retention, env, checkpoint, output, stamp=history)
+                if created and history and stored.endswith(history):  # our own bytes: the value ends at the stamp
+                    value_end = len(stored) - len(history)
         self.hooks.at(FaultPoint.AFTER_CHECKPOINT, invocation)
         with self.tracing.span("egress"):
-            report = egress(self._egress, env, invocation, checkpoint, stored, created)
+            report = egress(self._egress, env, invocation, checkpoint, stored, created, value_end=value_end)
         if report.terminal and not report.failed and len(env.frames) <= 1:  # the workflow's root result
             self._answer_caller(env.workflow)
         return report

@@ -29,13 +29,17 @@
   handler that failed, a Fail state) still wins over results, as before.
 - **Execution timeout** (an entry function whose IR has `timeout_seconds`: a state machine's
   top-level `TimeoutSeconds`): `arm` also arms a second timer at `start + timeout_seconds`
+  (times `UNUM_ASL_TIME_SCALE`, as every ASL time; the failure's cause names the unscaled seconds)
   (`timer_name(workflow, "execution-timeout")`, its input `{"timeout": seconds, "at": when}`).
   Fired and due, unless the workflow has ended or its results cover every position, it ends the
   workflow `timed out` with `States.Timeout` through `outcome.end_workflow` (the failure record,
   marked `TimedOut`, after claiming the root result record: a result written afterwards is
   refused, a result written before wins; unlike the deadline watchdog's, this failure does not
   yield to results). Early: re-armed under the next name. In-flight invocations then drain
-  as after a stop (docs/history.md). One more timer per workflow, only where it is set.
+  as after a stop (docs/history.md). One more timer per workflow, only where it is set. A
+  machine a durable function's `context.invoke` started (its caller's deadline: no watchdog of
+  its own) arms this timer alone at its start, and its firing fails the caller's invoke
+  (`Runtime`, unum_entry.durable_functions.chained).
 - **Cost**: one timer per workflow (arming is idempotent by name; each duplicate of the start
   re-sends it), and at its firing one batch read of the two ending records plus, when the
   workflow has not ended, one scan of its objects. `RuntimeConfig(watchdog=False)` (workflow
@@ -79,9 +83,16 @@ class Watchdog:
     """The watchdog of the workflows whose entry function is `function` (module docstring)."""
 
     def __init__(self, function: str, store: Store, invoker: Any, retention: Retention, *,
-                 enabled: bool = True, timeout_seconds: float | None = None) -> None:
+                 enabled: bool = True, timeout_seconds: float | None = None,
+                 time_scale: float | None = None) -> None:
         self.function = function
         self.timeout_seconds = timeout_seconds  # the execution timeout (module docstring), None: none
+        if time_scale is None and timeout_seconds is not None:
+            # lazy: only a compiled state machine has an execution timeout, and its handler has
+            # loaded this module already; the timeout scales as its Waits and Retries do
+            from unum_entry.asl.function import time_scale as asl_time_scale
+            time_scale = asl_time_scale()
+        self.time_scale = 1.0 if time_scale is None else time_scale  # multiplies timeout_seconds
         self.store = store
         self.retention = retention
         self._invoke_at = getattr(invoker, "invoke_at", None)
@@ -105,7 +116,8 @@ class Watchdog:
                 if self._invoke_at is None:
                     raise TimersUnavailable("the invoker has no invoke_at")
                 seconds = self.timeout_seconds
-                self._schedule_timeout(env.workflow, env.deadline, seconds, self.retention.clock() + seconds, 0)
+                self._schedule_timeout(env.workflow, env.deadline, seconds,
+                                       self.retention.clock() + seconds * self.time_scale, 0)
             except TimersUnavailable as exc:  # as the watchdog: the workflow runs, unbounded but by its deadline
                 log.warning("%s: %s: workflow %s runs without its execution timeout (TimeoutSeconds)",
                             self.function, exc, env.workflow)

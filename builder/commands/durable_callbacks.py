@@ -5,8 +5,11 @@ worker is alive, like Lambda's SendDurableExecutionCallbackSuccess / Failure / H
 The first completion wins (unum_entry/durable_functions/callbacks.py); a second one, an unknown id and one
 after the callback timed out are refused with one line (exit 2). Where the waiting execution
 resumes, as for `task-success`:
-- `--workflow FOLDER` (with `--store`): on the embedded local platform; the command waits until
-  the workflow stops again and prints its result (exit 0), its failure (exit 1), or that it waits;
+- `--workflow FOLDER` (with `--store`): on the embedded local platform, with `run`'s delivery
+  queue; the command waits until the workflow stops again and prints its result (exit 0), its
+  failure (exit 1), or what it waits for now, as `run` does (builder.commands.waiting): each
+  callback with the command that completes it, its next timer with the `run --resume` that
+  delivers it (exit 0);
 - otherwise through `--invoker URL` (`$UNUM_INVOKER`): the deployed functions' own invoker.
 """
 
@@ -14,13 +17,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from typing import Any
 
 from unum_entry.errors import WorkflowFailed
 
 from builder.commands.callback_commands import Completions, deployed_invoker, register_completions
-from builder.commands.io import parse_input, to_json
+from builder.commands.io import command_line, parse_input, to_json
+from builder.commands.options import DEFAULT_STORE
 
 
 def cmd_complete(args: argparse.Namespace) -> int:
@@ -43,18 +46,32 @@ def cmd_complete(args: argparse.Namespace) -> int:
     from unum_entry.workflow import load_workflow
 
     from builder.commands.callbacks import _Submit
+    from builder.commands.console import Console
+    from builder.commands.run_queue import RunQueue
+    from builder.commands.waiting import report_waiting
 
     workflow = load_workflow(args.workflow)
-    with local_platform(workflow, store, workers=args.workers) as platform:
-        done = callbacks.complete(args.callback_id, store=store, invoker=_Submit(platform), **outcome)
-        platform.wait_idle(args.timeout)
+    rq = RunQueue.for_store(store)  # as `run`'s: the timers left pending are delivered by `run --resume`
+    try:
+        with local_platform(workflow, store, workers=args.workers, queue=rq.queue) as platform:
+            done = callbacks.complete(args.callback_id, store=store, invoker=_Submit(platform), **outcome)
+            platform.wait_idle(args.timeout)
+            next_timer = platform.next_timer()
+    finally:
+        rq.close()
     ended = read_outcome(store, done.workflow)
     if ended.failure is not None:
         f = ended.failure
         raise WorkflowFailed(f"workflow {ended.workflow_id} failed in function {f['Function']!r} "
                              f"after {f['Attempts']} attempt(s): {f['Error']}: {f['Cause']}")
     if not ended.results:
-        print(f"workflow {done.workflow}: resumed; still waiting (no result yet)", file=sys.stderr)
+        console = Console()
+        console.message(f"workflow {done.workflow}: resumed; no result yet")
+        if not report_waiting(store, done.workflow, args, console, next_timer=next_timer,
+                              timers_kept=rq.runs is not None):  # another process runs the rest (a `run`)
+            store_args = [] if args.store == DEFAULT_STORE else ["--store", args.store]
+            console.message(f"workflow {done.workflow} waits for no callback or timer of this command: another "
+                            f"process runs it; see {command_line('inspect', done.workflow, *store_args)}")
         return 0
     print(to_json(ended.result, args.compact), flush=True)
     return 0

@@ -30,6 +30,7 @@ from builder.commands.console import Console
 from builder.commands.io import command_line, parse_input, to_json
 from builder.commands.options import (DEFAULT_STORE, TIMEOUT_ENV, WORKERS_ENV, add_durability_option, add_store_option,
                                       env_option, positive_int, positive_seconds, store_options)
+from builder.commands.waiting import report_callbacks, report_waiting, resume_command
 
 if TYPE_CHECKING:
     from unum_entry.invocation_log import InvocationLog
@@ -61,7 +62,7 @@ def _run(args: argparse.Namespace, results: TextIO) -> int:
 
     from builder.commands import start_record
     from builder.commands.compile import runnable_workflow
-    from builder.commands.run_queue import RunQueue, Terminated, follow, sigterm_interrupts, utc
+    from builder.commands.run_queue import RunQueue, Terminated, follow, sigterm_interrupts
 
     if args.resume and not args.workflow_id:
         raise UnumError("--resume needs --workflow-id: the id of the workflow to continue")
@@ -135,13 +136,7 @@ def _run(args: argparse.Namespace, results: TextIO) -> int:
         rq.runs.drop_watchdog(workflow_id)
     _release(rq, workflow_id)
     if next_timer is not None and outcome.status not in ENDED:
-        if _report_callbacks(store, workflow_id, args, console):  # a callback's timeout is a timer too
-            console.message(f"its next timer is due at {utc(next_timer)} (a timeout or a wait); until then "
-                            f"nothing else runs; to drive it: {_hint(args, workflow_id, inspect=False)}")
-            return 0
-        kept = "" if rq.runs is not None else " (this store keeps no delivery queue: the timer ends with this run)"
-        console.message(f"workflow {workflow_id} is waiting until {utc(next_timer)} for a timer{kept}; "
-                        f"nothing runs until then; resume with: {_hint(args, workflow_id, inspect=False)}")
+        report_waiting(store, workflow_id, args, console, next_timer=next_timer, timers_kept=rq.runs is not None)
         return 0
     for message in platform.dead_letters:
         console.message(f"warning: dropped delivery: {message}")
@@ -205,12 +200,9 @@ def _abandon(platform: LocalPlatform, console: Console) -> None:
     console.clear_status()
 
 
-def _hint(args: argparse.Namespace, workflow_id: str, *, inspect: bool = True) -> str:
+def _hint(args: argparse.Namespace, workflow_id: str) -> str:
     store = [] if args.store == DEFAULT_STORE else ["--store", args.store]
-    resume = command_line("run", args.workflow, "--workflow-id", workflow_id, "--resume", *store)
-    if not inspect:
-        return resume
-    return f"resume: {resume}; inspect: {command_line('inspect', workflow_id, *store)}"
+    return f"resume: {resume_command(args, workflow_id)}; inspect: {command_line('inspect', workflow_id, *store)}"
 
 
 def _report(outcome: RunResult, args: argparse.Namespace, console: Console, summary: str | None,
@@ -229,7 +221,7 @@ def _report(outcome: RunResult, args: argparse.Namespace, console: Console, summ
         raise WorkflowFailed(f"workflow {outcome.workflow_id} failed in function {f['Function']!r} "
                              f"after {f['Attempts']} attempt(s): {f['Error']}: {f['Cause']}")
     if (not outcome.results or not outcome.complete) and store is not None:
-        if _report_callbacks(store, outcome.workflow_id, args, console):
+        if report_callbacks(store, outcome.workflow_id, args, console):
             return 0
     if not outcome.results:
         raise UnumError(f"workflow {outcome.workflow_id} finished without a result (see warnings above)")
@@ -237,51 +229,6 @@ def _report(outcome: RunResult, args: argparse.Namespace, console: Console, summ
     if summary is not None:
         console.message(f"workflow {outcome.workflow_id}: {summary}")
     return 0
-
-
-WAITING_SHOWN = 5  # tokens printed by run; inspect lists every waiting Task
-
-
-def _report_callbacks(store: Any, workflow_id: str, args: argparse.Namespace, console: Console) -> bool:
-    """When the workflow waits for callbacks — task tokens of `.waitForTaskToken` Tasks, or a
-    durable function's `create_callback` / `wait_for_callback` — say which, with the command
-    that completes each, on stderr, and return True."""
-    from unum_entry.asl.callbacks import waiting
-
-    tasks = waiting(store, workflow_id)
-    if tasks:
-        _waiting_message(workflow_id, tasks, args, console)
-        return True
-    from unum_entry.durable_functions.callbacks import waiting_in
-
-    callbacks = waiting_in(store, workflow_id)
-    if not callbacks:
-        return False
-    store_args = [] if args.store == DEFAULT_STORE else ["--store", args.store]
-    console.message(f"workflow {workflow_id} is waiting for {len(callbacks)} durable function callback(s) "
-                    "(create_callback / wait_for_callback); complete each with:")
-    for callback in callbacks[:WAITING_SHOWN]:
-        console.message(f"  {callback.function} {callback.name!r}: " + command_line(
-            "callback-success", callback.callback_id, "--result", "JSON", *store_args, "--workflow", args.workflow))
-    if len(callbacks) > WAITING_SHOWN:
-        console.message(f"  … and {len(callbacks) - WAITING_SHOWN} more: "
-                        f"{command_line('inspect', workflow_id, *store_args, '--history')}")
-    console.message("  (or callback-failure CALLBACK_ID --error E --cause C; callback-heartbeat CALLBACK_ID)")
-    return True
-
-
-def _waiting_message(workflow_id: str, tasks: list[Any], args: argparse.Namespace, console: Console) -> None:
-    from builder.commands.inspect import callback_hint
-
-    states = sorted({t.state for t in tasks})
-    console.message(f"workflow {workflow_id} is waiting for {len(tasks)} task-token callback(s) at "
-                    f"{', '.join(repr(s) for s in states)} (.waitForTaskToken); nothing runs until then")
-    for task in tasks[:WAITING_SHOWN]:
-        console.message(f"  {task.state}: {task.token}")
-    if len(tasks) > WAITING_SHOWN:
-        store = [] if args.store == DEFAULT_STORE else ["--store", args.store]
-        console.message(f"  … and {len(tasks) - WAITING_SHOWN} more: {command_line('inspect', workflow_id, *store)}")
-    console.message(f"complete one with: {callback_hint(args.store, args.workflow)}")
 
 
 def trace_lines(trace: list[dict[str, Any]]) -> list[str]:

@@ -1,10 +1,11 @@
 """`run`'s delivery queue and its driver record: resuming, cooperating, stopping honestly.
 
-A store that lives on this machine (the SQLite store, a file store) keeps `run`'s pending
-deliveries and timers in a database (`unum_entry.local.queue.SQLiteQueue`), so a `run` killed at
-any instant is resumed by running it again with the same `--workflow-id`: the deliveries it left
-are re-driven. Other stores get a queue in memory, as before (a killed run is resumed from the
-entry's checkpoint).
+`run` keeps its pending deliveries and timers in a database (`unum_entry.local.queue.SQLiteQueue`),
+so a `run` killed at any instant is resumed by running it again with the same `--workflow-id`:
+the deliveries it left are re-driven. The database is the SQLite store's own, a file store's
+`queue.db`, or for a DynamoDB or Firestore store a file of this machine's
+(`.unum/queue-<digest>.db` in the current directory: `unum_entry.local.runs.queue_path`). A
+store with no such place (the memory store of the Python API) gets a queue in memory.
 
 One process drives a workflow at a time (`unum_entry.local.runs`): a second `run` of the same id
 waits for the first one's outcome and prints it (exit 0), or takes over if the first one dies.

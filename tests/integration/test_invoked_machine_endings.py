@@ -47,7 +47,7 @@ def _invoked(store) -> str | None:
 def test_an_invoked_machine_ended_from_outside_fails_the_callers_invoke_once(tmp_path: Path, monkeypatch,
                                                                             ending: str) -> None:
     states = json.loads(json.dumps(machine.MACHINE))
-    states["States"]["Pause"]["Seconds"] = 3 if ending == "stop" else 30
+    states["States"]["Pause"]["Seconds"] = 5 if ending == "stop" else 30  # the stop lands in the Wait
     if ending == "execution-timeout":
         states["TimeoutSeconds"] = 1
     monkeypatch.setattr(machine, "MACHINE", states)

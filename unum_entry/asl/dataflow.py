@@ -154,15 +154,10 @@ def evaluate_condition(rule: Mapping, value: Any, scope: Scope, *, field: str = 
             raise StatesRuntimeError(jsonata_mode.QUERY_EVALUATION_ERROR,
                                      jsonata_mode.unexpected_type_cause(str(condition), field, "boolean", outcome))
         return outcome
-    body = {key: item for key, item in rule.items() if key not in _RULE_EXTRAS}
-    rewritten, uses_variables = _variables_to_context(body)
-    context: Mapping[str, Any] = scope.context
-    if uses_variables:
-        context = {**scope.context, _VARIABLES_KEY: dict(scope.variables)}
     try:
-        return conditions.evaluate(rewritten, value, context)
+        return conditions.evaluate(_rule_body(rule), value, scope.context, scope.variables)
     except ConditionEvaluationError as error:
-        raise StatesRuntimeError(paths.RUNTIME, _restore_variables(str(error))) from None
+        raise StatesRuntimeError(paths.RUNTIME, str(error)) from None
 
 
 def resolve(value_or_template: Any, data: Any, scope: Scope, *, field: str) -> Any:
@@ -240,50 +235,23 @@ def _assign_jsonata(assign: Any, evaluator: jsonata_mode.Evaluator, scope: Scope
     return variables
 
 
-# Choice rules reading variables: conditions.py knows `$` and `$$` only, so `$name…` is
-# rewritten to a path into a reserved member of the context object (names restored in errors).
-_VARIABLES_KEY = "unum:variables"
 _RULE_EXTRAS = frozenset({"Next", "Assign", "Output", "Comment"})
-_REWRITTEN = re.compile(r"\$\$\['unum:variables'\]\['([^']*)'\]")
 
 
-def _variables_to_context(rule: Any) -> tuple[Any, bool]:
-    """`rule` with variable paths rewritten into context paths, and whether any were."""
+def _rule_body(rule: Mapping) -> dict[str, Any]:
+    """A top-level Choice rule without its Next / Assign / Output, and without the Comment AWS
+    allows in every rule, nested ones included: what conditions.py checks and evaluates."""
+    return {key: _without_comments(value) for key, value in rule.items() if key not in _RULE_EXTRAS}
+
+
+def _without_comments(rule: Any) -> Any:
+    """`rule` (a nested rule, a list of them, or an operand) without Comment keys in its rules."""
     if isinstance(rule, list):
-        parts = [_variables_to_context(item) for item in rule]
-        return [part for part, _ in parts], any(used for _, used in parts)
+        return [_without_comments(item) for item in rule]
     if not isinstance(rule, Mapping):
-        return rule, False
-    out: dict[str, Any] = {}
-    used = False
-    for key, value in rule.items():
-        if key == "Comment":
-            continue  # AWS allows a Comment in every rule, nested ones included
-        if key in ("And", "Or", "Not"):
-            out[key], inner = _variables_to_context(value)
-            used = used or inner
-        elif (key == "Variable" or key.endswith("Path")) and isinstance(value, str):
-            out[key], inner = _variable_path(value)
-            used = used or inner
-        else:
-            out[key] = value
-    return out, used
-
-
-def _variable_path(text: str) -> tuple[str, bool]:
-    """A variable path `$name…` as a context path; other paths unchanged."""
-    try:
-        path = paths.parse_path(text)
-    except paths.PathSyntaxError:
-        return text, False
-    if path.root is not paths.Root.VARIABLE:
-        return text, False
-    rest = text[1 + len(path.variable or ""):]
-    return f"$$['{_VARIABLES_KEY}']['{path.variable}']{rest}", True
-
-
-def _restore_variables(message: str) -> str:
-    return _REWRITTEN.sub(lambda match: f"${match.group(1)}", message)
+        return rule
+    return {key: _without_comments(value) if key in ("And", "Or", "Not") else value
+            for key, value in rule.items() if key != "Comment"}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -370,12 +338,10 @@ def _result_path_problems(value: Any, field: str) -> list[tuple[str, str]]:
 
 def _rule_problems(rule: Mapping, field: str) -> list[tuple[str, str]]:
     """Problems of a JSONPath Choice rule, variables allowed in its paths."""
-    body = {key: item for key, item in rule.items() if key not in _RULE_EXTRAS}
-    rewritten, _ = _variables_to_context(body)
     try:
-        conditions.validate_condition(rewritten, source="", field=field)
+        conditions.validate_condition(_rule_body(rule), source="", field=field, variables=True)
     except ConditionError as error:
-        return [(error.field, _restore_variables(error.problem))]
+        return [(error.field, error.problem)]
     return []
 
 

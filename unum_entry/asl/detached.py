@@ -9,9 +9,18 @@ returns AWS's StartExecution result `{"ExecutionArn", "StartDate"}` (StartDate i
 milliseconds, as the `.sync` shapes). Nothing waits for the child: its outcome is its own
 workflow's (`inspect NAME`).
 
-Exactly once: the child's workflow id is `Parameters.Name`, else a name derived from the starting
+Exactly once: the execution name is `Parameters.Name`, else a name derived from the starting
 invocation and its retry count, so a redelivered or duplicated Task sends the same start and the
 child's first commit (create-if-absent) absorbs the copy; a Retry starts a new child, as on AWS.
+
+Names are unique per state machine, as on AWS: the child's workflow id is `MACHINE:NAME`
+(`workflow_of`), so two machines may use one Name and neither collides with an unrelated workflow.
+Before it invokes, the Task claims the name (`naming.detached_start_key`, create-if-absent: its
+starter, the input's digest and StartDate). A later start of the same machine and Name is, as
+AWS's StartExecution of a Standard machine: the same attempt of the same Task (a redelivery)
+returns the first result; another start with the same input while the child is still open
+returns the original's ExecutionArn and StartDate; otherwise (another input, or the child has
+ended) it fails with `StepFunctions.ExecutionAlreadyExistsException`.
 """
 
 from __future__ import annotations
@@ -52,9 +61,46 @@ class DetachedStart:
                                  int(getattr(context, "retry_count", 0) or 0))
         if not isinstance(name, str) or not _NAME.fullmatch(name):
             raise TaskFailed("StepFunctions.InvalidNameException", f"Invalid Name: '{name}'")
-        timers.invoker.invoke(str(self.marker["entry"]), new_workflow(child_input, name).to_wire())
-        arn = nested.machine_arn(self.marker).replace(":stateMachine:", ":execution:", 1)
-        return {"ExecutionArn": f"{arn}:{name}", "StartDate": int(datetime.now(timezone.utc).timestamp() * 1000)}
+        machine_arn = nested.machine_arn(self.marker)
+        workflow = workflow_of(machine_arn, name)
+        arn = f"{machine_arn.replace(':stateMachine:', ':execution:', 1)}:{name}"
+        starter = f"{getattr(context, 'invocation', '')}/{self.marker.get('state', '')}/" \
+                  f"{int(getattr(context, 'retry_count', 0) or 0)}"
+        started = _claim(timers.store, workflow, starter, child_input, arn)
+        if started is None:
+            raise TaskFailed("StepFunctions.ExecutionAlreadyExistsException", f"Execution Already Exists: '{arn}'")
+        if started["starter"] == starter:  # ours (first start, or a redelivery of it): (re)send the start
+            timers.invoker.invoke(str(self.marker["entry"]), new_workflow(child_input, workflow).to_wire())
+        return {"ExecutionArn": arn, "StartDate": started["date"]}
+
+
+def workflow_of(machine_arn: str, name: str) -> str:
+    """The unum workflow id of execution `name` of the state machine `machine_arn`: `MACHINE:NAME`
+    (`:` is in no state machine or execution name, so two pairs never share an id)."""
+    return f"{machine_arn.rsplit(':stateMachine:', 1)[-1].split(':', 1)[0]}:{name}"
+
+
+def _claim(store: Any, workflow: str, starter: str, child_input: Any, arn: str) -> dict[str, Any] | None:
+    """Claim the execution name (module docstring): the claim to answer with (ours, or the open
+    original's with the same input), or None when AWS answers ExecutionAlreadyExists."""
+    from unum_entry import naming
+    from unum_entry.codec import decode, encode
+    from unum_entry.outcome import Ending
+    from unum_entry.retention import Ledger, store_retention
+    from unum_entry.stores.base import Kind
+
+    digest = hashlib.sha256(json.dumps(child_input, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+    mine = {"starter": starter, "input": digest, "date": int(datetime.now(timezone.utc).timestamp() * 1000)}
+    ledger = Ledger.bounded(workflow, None, store_retention(store))
+    stored, created = store.create(naming.detached_start_key(workflow), encode(mine), workflow=workflow,
+                                   kind=Kind.MARKER, expires_at=ledger.expires_at(Kind.MARKER))
+    first = decode(stored)
+    if created or first.get("starter") == starter:
+        return dict(first)
+    if first.get("input") != digest:
+        return None
+    ending = Ending.of(workflow)
+    return None if ending.reached(store.read(ending.keys)) else dict(first)
 
 
 def _child_input(given: Any) -> Any:

@@ -49,6 +49,7 @@ MAX_REDELIVERIES = 50  # consecutive failed deliveries of one delivery before it
 BUG_REDELIVERIES = 2   # ... when it fails with a bug (not an UnumError): Lambda's async retries
 MAX_BACKOFF = 0.5      # seconds: the cap of the redelivery (and handler-retry) backoff
 FAILURES_SHOWN = 3     # failed attempts `progress()` names
+WAKE_BATCH = 64        # a worker's due pushes that wake idle workers at once (`_enqueue`)
 
 
 @dataclass(frozen=True)
@@ -144,6 +145,9 @@ class LocalPlatform:
         self._timer_names: set[str] = set()  # timers queued: one armed twice is queued once
         self._lock = threading.Lock()
         self._work_cv = threading.Condition(self._lock)  # workers: a delivery was queued, or stop
+        # Per worker thread: due pushes of its current delivery whose wake-up is still owed
+        # (`_enqueue`, `_work`); absent on any other thread, which wakes a worker per push.
+        self._owed = threading.local()
         self._idle_cv = threading.Condition(self._lock)  # wait_idle: nothing is outstanding any more
         self._stopping = False
         self._executor = ThreadPoolExecutor((config or RuntimeConfig()).dispatch_workers, thread_name_prefix="unum-dispatch")
@@ -305,8 +309,13 @@ class LocalPlatform:
                 self._count_queued(copy)
             if delay or any(delays):
                 self._work_cv.notify_all()  # sleeping workers recompute when the next one is due
-            else:
+            elif (owed := getattr(self._owed, "n", None)) is None:
                 self._work_cv.notify(len(delays))
+            elif owed + 1 >= WAKE_BATCH:  # a wide fan-out: wake idle workers in batches as it goes
+                self._owed.n = 0
+                self._work_cv.notify(owed + 1)
+            else:
+                self._owed.n = owed + 1
 
     def _take(self) -> Delivery | None:
         """The next due delivery (the earliest; with faults, any due one the injector picks);
@@ -349,7 +358,15 @@ class LocalPlatform:
         return delivery
 
     def _work(self) -> None:
+        """A worker's loop. The wake-ups its delivery's pushes owe (`_enqueue`: at most
+        WAKE_BATCH - 1) are paid once when the delivery ends, one fewer than owed: this worker
+        goes straight back to the queue and takes the next due delivery itself (a chain's
+        successor runs on the same thread, without waking another). Nothing waits on that
+        but idle workers, which poll the queue every 50 ms anyway: a push from a handler
+        that then blocks is never stranded longer than that."""
+        owed = self._owed
         while (delivery := self._take()) is not None:
+            owed.n = 0
             try:
                 self._process(delivery)
             except BaseException as exc:  # a bug in the platform itself: keep the worker alive
@@ -364,23 +381,30 @@ class LocalPlatform:
                     self._in_flight[delivery.function] -= 1
                     if not self._outstanding:
                         self._idle_cv.notify_all()
+                    if owed.n > 1:
+                        self._work_cv.notify(owed.n - 1)
+                    owed.n = 0
 
     def _process(self, delivery: Delivery) -> None:
-        self._count("deliveries")
         try:
             env = Envelope.from_wire(decode(delivery.payload))
         except EnvelopeError as exc:
+            self._count("deliveries")
             self._dead_letter(f"{delivery.function}: {exc}")
             return
         runtime = self.runtimes.get(delivery.function)
         if runtime is None:
+            self._count("deliveries")
             self._dead_letter(f"invoke of unknown function {delivery.function!r} in workflow {env.workflow}")
             return
         if self._ended(env):
+            self._count("deliveries")
             self._count("stale")
             return
         started = time.perf_counter()
         outcome = deliver(runtime, env, retry=self._backoff)
+        if outcome.status is not DeliveryStatus.DONE:  # a delivery done is counted with its commit below
+            self._count("deliveries")
         if outcome.status is DeliveryStatus.FAILED or (outcome.status is DeliveryStatus.DONE
                                                        and outcome.done_report.failed):
             with self._lock:
@@ -398,6 +422,7 @@ class LocalPlatform:
         if status is DeliveryStatus.DONE:
             created = outcome.done_report.created
             with self._stats_lock:  # one acquisition per delivery done (the hot path)
+                self.stats["deliveries"] += 1
                 self.stats["committed" if created else "replayed"] += 1
                 if created:
                     self._committed[delivery.function] += 1

@@ -19,7 +19,8 @@ Rows carry the workflow id, so one database serves every workflow of a store. Wi
 store the journal shares the store's `Database` (`SQLiteQueue(store.database)`): one file, one
 writer connection, the store's durability, and each journal batch is one `Database.write`, so it
 rides in the same group commit (one fsync) as the store's concurrent writes. A file store's queue
-is `queue.db` in its folder (`queue_path`), opened with durability normal.
+is `queue.db` in its folder, a DynamoDB or Firestore store's a file of this machine
+(`.unum/queue-<digest>.db`: `unum_entry.local.runs.queue_path`), opened with durability normal.
 """
 
 from __future__ import annotations

@@ -21,6 +21,7 @@ pending and no live driver is waiting for its next timer.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import socket
 import sqlite3
@@ -31,10 +32,11 @@ from pathlib import Path
 
 from unum_entry.errors import StoreError
 from unum_entry.local.queue import open_database
-from unum_entry.stores.base import Store
+from unum_entry.stores.base import ClientStore, Store
 from unum_entry.stores.sqlite_database import Database
 
 QUEUE_FILE = "queue.db"  # in a file store's folder
+REMOTE_QUEUE_FOLDER = ".unum"  # in the current directory: the queue files of DynamoDB and Firestore stores
 HEARTBEAT_INTERVAL = 2.0  # seconds between a driver's heartbeats
 STALE_AFTER = 10.0        # seconds without a heartbeat after which another host's driver counts as dead
 
@@ -85,11 +87,17 @@ def _process_started(pid: int) -> str | None:
 
 def queue_path(store: Store) -> Path | None:
     """The database that holds `store`'s delivery queue: the SQLite store's own file, or
-    `queue.db` in a file store's folder; None for other stores (their queue is in memory)."""
+    `queue.db` in a file store's folder; for a store reached over the network (DynamoDB,
+    Firestore: a `ClientStore`), `.unum/queue-<digest of its location>.db` in the current
+    directory (beside `run`'s default store: the queue is this machine's, the store is not);
+    None for other stores (the memory store: its queue is in memory)."""
     from unum_entry.stores.file import FileStore
 
     if isinstance(store, FileStore):
         return Path(store.root) / QUEUE_FILE
+    if isinstance(store, ClientStore):
+        digest = hashlib.sha256(store.location().encode()).hexdigest()[:16]
+        return Path.cwd() / REMOTE_QUEUE_FOLDER / f"queue-{digest}.db"
     try:
         from unum_entry.stores.sqlite import SQLiteStore
     except ImportError:  # pragma: no cover - the SQLite store is part of unum

@@ -462,6 +462,12 @@ class ClientStore(Store):
         """The StoreError for `exc`, raised by the SDK in `operation` (on `key`, if given):
         it names the backend, its table or collection, and what the SDK said."""
 
+    @abstractmethod
+    def location(self) -> str:
+        """A URL naming the data this store reaches — its table or collection on its endpoint —
+        the same in every process that opens that data (`run` keys its local delivery queue
+        file by it: unum_entry.local.runs.queue_path). Makes no request."""
+
 
 class StoreWrapper(Store):
     """Delegates every public operation to `inner`; subclasses intercept some (counting,

@@ -119,6 +119,11 @@ class DynamoDBStore(ClientStore):
         self.table = table
         self.retry = retry
 
+    def location(self) -> str:
+        meta = getattr(self.client, "meta", None)
+        return (f"dynamodb://{self.table}?endpoint={getattr(meta, 'endpoint_url', '')}"
+                f"&region={getattr(meta, 'region_name', '')}")
+
     @classmethod
     def from_url(cls, url: str, *, client: Any = None, **kwargs) -> DynamoDBStore:
         """Open `dynamodb://TABLE?endpoint=URL&region=REGION&create=1`.

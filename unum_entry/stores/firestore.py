@@ -106,6 +106,11 @@ class FirestoreStore(ClientStore):
         self._errors = exceptions
         self._client_errors = (exceptions.GoogleAPIError,)
 
+    def location(self) -> str:
+        database = getattr(self.client, "_database_string", None) or getattr(self.client, "project", "")
+        emulator = getattr(self.client, "_emulator_host", None) or os.environ.get("FIRESTORE_EMULATOR_HOST", "")
+        return f"firestore://{self.collection}?database={database}&emulator={emulator}"
+
     @classmethod
     def from_url(cls, url: str, *, client: Any = None, **kwargs) -> FirestoreStore:
         """Open `firestore://COLLECTION?project=PROJECT&database=DATABASE`.
