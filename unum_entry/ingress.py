@@ -64,6 +64,10 @@ def ingress(env: Envelope, store: Store, checkpoint: str | None, *,
     `check_first`: read the checkpoint even when no input has to be read. Raises
     RetentionExpired when an input or a join set is gone: nothing is deleted before its expiry,
     so the workflow outlived its retention (unum_entry.retention)."""
+    if len(env.inputs) == 1 and env.inputs[0].inline and env.gather is None and not (
+            check_first or env.redelivered or (env.attempt > 0 and len(env.frames) > 1)):
+        # The common hop (one inline input, nothing to read): what the general path below returns.
+        return Ready([env.inputs[0].value] if env.gathered else env.inputs[0].value)
     refs = [d.ref for d in env.inputs if d.ref is not None and not d.inline]
     gather = fanin.leaf_keys(env.gather.set, env.gather.width) if env.gather is not None else []
     keys = refs + gather

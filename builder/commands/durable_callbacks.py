@@ -68,10 +68,10 @@ def cmd_complete(args: argparse.Namespace) -> int:
         console = Console()
         console.message(f"workflow {done.workflow}: resumed; no result yet")
         if not report_waiting(store, done.workflow, args, console, next_timer=next_timer,
-                              timers_kept=rq.runs is not None):  # another process runs the rest (a `run`)
+                              timers_kept=rq.runs is not None):  # e.g. a `run` of the workflow drives the rest
             store_args = [] if args.store == DEFAULT_STORE else ["--store", args.store]
-            console.message(f"workflow {done.workflow} waits for no callback or timer of this command: another "
-                            f"process runs it; see {command_line('inspect', done.workflow, *store_args)}")
+            console.message(f"workflow {done.workflow} waits for no callback and no timer of this command (another "
+                            f"process may be running it): {command_line('inspect', done.workflow, *store_args)}")
         return 0
     print(to_json(ended.result, args.compact), flush=True)
     return 0

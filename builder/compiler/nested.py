@@ -12,7 +12,9 @@ The child is found by the last part of `Parameters.StateMachineArn` (an ARN or a
 literally) next to the parent's file: `NAME.asl.json`, `NAME.json`, `NAME.asl.yaml`, `NAME.yaml`,
 `NAME.yml`, or a folder `NAME/` holding a state machine. A child may nest its own children; a
 cycle is refused. The Task's TimeoutSeconds(Path) is kept in the marker (its timer fails the Task
-with States.Timeout when the child has not ended by then); HeartbeatSeconds is not enforced.
+with States.Timeout when the child has not ended by then); so is HeartbeatSeconds(Path): AWS applies
+it to the job-run (.sync) pattern, and as nothing can send a .sync Task a heartbeat here, a child
+still running after it fails the Task with States.HeartbeatTimeout.
 
 A fire-and-forget `states:startExecution` Task (no `.sync`) stays a Task, marked
 `"__unum_detached__"` (unum_entry/asl/detached.py): its child is collected in `detached` and
@@ -89,9 +91,10 @@ def _state(name: str, state: Any, path: Path, substitutions: Mapping[str, str] |
     if "QueryLanguage" in child:
         branch["QueryLanguage"] = child["QueryLanguage"]
     replaced = {key: value for key, value in state.items() if key in KEPT}
-    # The Task's TimeoutSeconds(Path) travels in the marker (a Parallel has none): the runner arms
-    # a timer for it (unum_entry/asl/timing.py: nested_due).
-    timeout = {key: state[key] for key in ("TimeoutSeconds", "TimeoutSecondsPath") if key in state}
+    # The Task's TimeoutSeconds(Path) and HeartbeatSeconds(Path) travel in the marker (a Parallel
+    # has none): the runner arms a timer for the earlier (unum_entry/asl/timing.py: nested_due).
+    timeout = {key: state[key] for key in ("TimeoutSeconds", "TimeoutSecondsPath", "HeartbeatSeconds",
+                                           "HeartbeatSecondsPath") if key in state}
     replaced.update(Type="Parallel", Branches=[branch], **{MARK: {
         "Resource": resource, "StateMachineArn": arn, "StateMachine": child_name, **timeout}})
     return replaced

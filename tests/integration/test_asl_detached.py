@@ -54,11 +54,11 @@ def test_the_task_returns_start_executions_result_and_the_child_runs_as_its_own_
     assert out["arn"] == "arn:aws:states:us-east-1:123456789012:execution:Child:order-21"
     assert isinstance(out["date"], int) and out["date"] > 1_600_000_000_000  # epoch milliseconds
     assert out["n"] == 21
-    child = builder("inspect", "order-21", "--store", store)
+    child = builder("inspect", "Child:order-21", "--store", store)  # the workflow of Child's execution order-21
     assert child.returncode == 0, child.stderr
     record = json.loads(child.stdout)
     assert record["status"] == "succeeded"
-    assert record["results"] == [{"v": 42, "execution": "order-21"}]  # the child's own workflow id is its Name
+    assert record["results"] == [{"v": 42, "execution": "Child:order-21"}]  # its own workflow: MACHINE:NAME
     listed = builder("list", "--store", store)
     assert len([line for line in listed.stdout.splitlines()[1:] if line.strip()]) == 2, listed.stdout
 
@@ -73,7 +73,7 @@ def test_the_parent_does_not_wait_for_the_childs_outcome(tmp_path: Path) -> None
     assert run.returncode == 0, run.stderr
     name = json.loads(run.stdout)["arn"].rsplit(":", 1)[1]
     assert len(name) == 36 and name.count("-") == 4, name
-    child = builder("inspect", name, "--store", store)
+    child = builder("inspect", f"Child:{name}", "--store", store)
     assert child.returncode == 1  # inspect's exit code for a failed workflow
     record = json.loads(child.stdout)
     assert record["status"] == "failed"
@@ -105,10 +105,10 @@ def test_the_child_starts_once_under_faults(tmp_path: Path, seed: int) -> None:
         outcome = platform.run({"n": 5}, timeout=60)
         assert outcome.failure is None, outcome.failure
         name = outcome.result["arn"].rsplit(":", 1)[1]
-        child = platform.outcome(name)
-        others = {entry.workflow for entry in store.workflows()} - {name}
+        child = platform.outcome(f"Child:{name}")
+        others = {entry.workflow for entry in store.workflows()} - {f"Child:{name}"}
     store.close()
-    assert child.failure is None and child.result == {"v": 10, "execution": name}
+    assert child.failure is None and child.result == {"v": 10, "execution": f"Child:{name}"}
     assert len(others) == 1, others  # the parent; no second child
 
 
@@ -138,8 +138,101 @@ def test_the_childs_states_keep_their_names_and_count_their_own_history(tmp_path
     run = builder("run", str(work), "--input", '{"n": 1}', "--store", store, "--compact")
 
     assert run.returncode == 0, run.stderr
-    record = json.loads(builder("inspect", "named", "--store", store).stdout)
+    record = json.loads(builder("inspect", "Child:named", "--store", store).stdout)
     assert record["failure"]["Error"] == "States.Runtime"
     assert record["failure"]["Cause"] == (
         "An error occurred while executing the state 'Fast' (entered at the event id #4). The JSONPath '$.nope' "
         "specified for the field 'm.$' could not be found in the input '{\"me\":\"Prep\"}'")
+
+
+WAITING_CHILD = {"StartAt": "Hold", "States": {
+    "Hold": {"Type": "Wait", "SecondsPath": "$.hold", "Next": "Double"},
+    "Double": {"Type": "Task", "Resource": "Double", "End": True}}}
+
+
+def twice(tmp_path: Path, second_input: dict[str, Any], pause: int) -> Path:
+    """A parent that starts Child's execution `dup` twice: Input {n, hold} then `second_input`,
+    `pause` (scaled) seconds apart; the second start's error is caught into `$.second`."""
+    (tmp_path / "functions" / "Double").mkdir(parents=True, exist_ok=True)
+    (tmp_path / "functions" / "Double" / "app.py").write_text(DOUBLE)
+    (tmp_path / "Child.asl.json").write_text(json.dumps(WAITING_CHILD))
+    start = {"StateMachineArn": CHILD_ARN, "Name": "dup"}
+    (tmp_path / "statemachine.json").write_text(json.dumps({"StartAt": "First", "States": {
+        "First": {"Type": "Task", "Resource": START, "Parameters": {**start, "Input": {"n.$": "$.n", "hold.$": "$.hold"}},
+                  "ResultPath": "$.first", "Next": "Pause"},
+        "Pause": {"Type": "Wait", "Seconds": pause, "Next": "Second"},
+        "Second": {"Type": "Task", "Resource": START, "Parameters": {**start, "Input": second_input},
+                   "ResultPath": "$.second", "End": True,
+                   "Catch": [{"ErrorEquals": ["States.ALL"], "ResultPath": "$.second", "Next": "Caught"}]},
+        "Caught": {"Type": "Pass", "End": True}}}))
+    return tmp_path
+
+
+@pytest.mark.parametrize("case", ["open, same input", "open, other input", "closed, same input"])
+def test_a_second_start_of_one_name_is_idempotent_only_while_open_with_the_same_input(tmp_path: Path, case: str) -> None:
+    """AWS StartExecution (Standard): same name and input as a running execution succeeds with the
+    original's response; another input, or a closed execution, is ExecutionAlreadyExists."""
+    open_ = case.startswith("open")
+    second = {"n.$": "$.n", "hold.$": "$.hold"} if case.endswith("same input") else {"n": 99, "hold.$": "$.hold"}
+    # open: the child holds 3000 s scaled (3 s) while the second start comes at once; closed: the
+    # child holds 0 s and the second start comes 2000 s scaled (2 s) later
+    work = twice(tmp_path, second, pause=0 if open_ else 2000)
+    store = str(tmp_path / "store")
+    run = builder("run", str(work), "--input", json.dumps({"n": 4, "hold": 3000 if open_ else 0}), "--store", store,
+                  "--compact")
+
+    assert run.returncode == 0, run.stderr
+    out = json.loads(run.stdout)
+    arn = "arn:aws:states:us-east-1:123456789012:execution:Child:dup"
+    assert out["first"]["ExecutionArn"] == arn
+    if case == "open, same input":
+        assert out["second"] == out["first"]  # the original's ExecutionArn and StartDate
+    else:
+        assert out["second"] == {"Error": "StepFunctions.ExecutionAlreadyExistsException",
+                                 "Cause": f"Execution Already Exists: '{arn}'"}
+    record = json.loads(builder("inspect", "Child:dup", "--store", store).stdout)
+    assert record["status"] == "succeeded" and record["results"] == [{"v": 8, "execution": "Child:dup"}]
+    listed = builder("list", "--store", store)
+    assert len([line for line in listed.stdout.splitlines()[1:] if line.strip()]) == 2, listed.stdout  # one child
+
+
+def test_two_machines_may_use_the_same_name(tmp_path: Path) -> None:
+    """Execution names are unique per state machine: Child's and Other's `same` are two workflows,
+    and a workflow already named `same` in the store is not touched."""
+    work = folder(tmp_path, {"Input": {"n.$": "$.n"}, "Name": "same"})
+    (work / "Other.asl.json").write_text(json.dumps(CHILD))
+    doc = json.loads((work / "statemachine.json").read_text())
+    doc["States"]["After"]["Next"] = "KickOther"
+    del doc["States"]["After"]["End"]
+    doc["States"]["KickOther"] = {"Type": "Task", "Resource": START, "ResultPath": "$.other", "End": True,
+                                  "Parameters": {"StateMachineArn": CHILD_ARN.replace(":Child", ":Other"),
+                                                 "Input": {"n.$": "$.n"}, "Name": "same"}}
+    (work / "statemachine.json").write_text(json.dumps(doc))
+    store = str(tmp_path / "store")
+    unrelated = builder("run", str(folder(tmp_path / "u", {"Name": "x"})), "--input", '{"n": 1}', "--store", store,
+                        "--workflow-id", "same", "--compact")
+    assert unrelated.returncode == 0, unrelated.stderr
+    run = builder("run", str(work), "--input", '{"n": 7}', "--store", store, "--compact")
+
+    assert run.returncode == 0, run.stderr
+    out = json.loads(run.stdout)
+    assert out["other"]["ExecutionArn"] == "arn:aws:states:us-east-1:123456789012:execution:Other:same"
+    for machine in ("Child", "Other"):
+        record = json.loads(builder("inspect", f"{machine}:same", "--store", store).stdout)
+        assert record["status"] == "succeeded" and record["results"] == [{"v": 14, "execution": f"{machine}:same"}]
+    mine = json.loads(builder("inspect", "same", "--store", store).stdout)
+    assert mine["status"] == "succeeded" and mine["results"][0]["arn"].endswith(":execution:Child:x"), mine
+
+
+def test_the_childs_context_object_names_the_execution_as_aws_does(tmp_path: Path) -> None:
+    """The workflow id is `Child:order-1`; `$$.Execution.Name` / `.Id` are AWS's (`order-1`)."""
+    work = folder(tmp_path, {"Name": "order-1"})
+    (work / "Child.asl.json").write_text(json.dumps({"StartAt": "Show", "States": {"Show": {
+        "Type": "Pass", "Parameters": {"name.$": "$$.Execution.Name", "id.$": "$$.Execution.Id"}, "End": True}}}))
+    store = str(tmp_path / "store")
+    run = builder("run", str(work), "--input", '{"n": 1}', "--store", store, "--compact")
+
+    assert run.returncode == 0, run.stderr
+    record = json.loads(builder("inspect", "Child:order-1", "--store", store).stdout)
+    assert record["results"] == [{"name": "order-1",
+                                  "id": "arn:aws:states:us-east-1:123456789012:execution:Child:order-1"}]

@@ -95,3 +95,24 @@ def test_timeout_or_child_decides_once_under_faults(tmp_path: Path, seed: int) -
         outcome = platform.run({"sleep": 3}, timeout=60)
     store.close()
     assert outcome.failure is None and outcome.result == {"error": "States.Timeout"}, outcome
+
+
+def test_heartbeat_seconds_of_a_sync_task_fails_a_slower_child_with_heartbeat_timeout(tmp_path: Path) -> None:
+    """AWS applies HeartbeatSeconds to the job-run (.sync) pattern; nothing sends a .sync Task a
+    heartbeat here, so a child running past it fails the Task with States.HeartbeatTimeout, before
+    the (longer) TimeoutSeconds."""
+    work = folder(tmp_path, {"TimeoutSeconds": 30, "HeartbeatSeconds": 1}, catch=False)
+    started = time.monotonic()
+    proc = run(work, {"sleep": 4})
+
+    assert proc.returncode == 1
+    assert ("States.HeartbeatTimeout: the nested state machine sent no heartbeat within HeartbeatSeconds (1 s)"
+            in proc.stderr), proc.stderr
+    assert time.monotonic() - started < 25
+
+
+def test_a_child_faster_than_heartbeat_seconds_path_is_unaffected(tmp_path: Path) -> None:
+    proc = run(folder(tmp_path, {"HeartbeatSecondsPath": "$.beat"}), {"sleep": 0, "beat": 3})  # run waits for the timer: keep it short
+
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["status"] == "SUCCEEDED"

@@ -4,7 +4,9 @@ AWS's shape (what `States.Format` and a `$$` path show, in this order):
 `{"Execution": {"Id", "Input", "StartTime", "Name", "RoleArn", "RedriveCount"},
   "StateMachine": {"Id", "Name"}, "State": {"Name", "EnteredTime"[, "RetryCount"]}[, "Task": {"Token"}]}`
 - `Execution.Id` is an execution ARN `arn:aws:states:REGION:ACCOUNT:execution:MACHINE:NAME`, the name
-  being the unum workflow id; `StateMachine.Id` the matching state machine ARN.
+  being the unum workflow id (less a `MACHINE:` prefix: the id of an execution that a
+  fire-and-forget startExecution started, unum_entry.asl.detached); `StateMachine.Id` the matching
+  state machine ARN.
 - `State.RetryCount` only in the states that retry (Task, Parallel, Map); `Task` only while a
   `.waitForTaskToken` Task builds its request (the runner adds it); `Map.Item` in ItemSelector.
 - `Execution.Input` whenever the definition can read it (the compiler decides; carrying it costs
@@ -44,10 +46,11 @@ def execution(compiled: Mapping[str, Any], workflow_id: str, input_value: Any, s
               carry_input: bool) -> dict[str, Any]:
     """`$$.Execution` of a new workflow (built once, by its first function, then carried)."""
     name = str(compiled.get("Name", "statemachine"))
-    fields: dict[str, Any] = {"Id": f"arn:aws:states:{region()}:{account()}:execution:{name}:{workflow_id}"}
+    execution_name = workflow_id.removeprefix(f"{name}:")  # `MACHINE:NAME` (module docstring)
+    fields: dict[str, Any] = {"Id": f"arn:aws:states:{region()}:{account()}:execution:{name}:{execution_name}"}
     if carry_input:
         fields["Input"] = input_value
-    fields.update(StartTime=start_time, Name=workflow_id, RoleArn="", RedriveCount=0)
+    fields.update(StartTime=start_time, Name=execution_name, RoleArn="", RedriveCount=0)
     return fields
 
 

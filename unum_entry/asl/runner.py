@@ -651,16 +651,24 @@ class _Runner:
         """A `.sync` Task's TimeoutSeconds(Path): arm its timer, delivered to the Task's join when
         it elapses (unum_entry/asl/timing.py: nested_due); `{"timeout", "timeout_at"}` for the
         fan-out's parent, or {} without a timeout (or a runtime to arm it: unit runs)."""
-        timeout = self._timeout(state[NESTED], th.input, scope)  # the Task's TimeoutSeconds(Path) (compiler)
+        marker = state[NESTED]
+        timeout = self._timeout(marker, th.input, scope)  # the Task's TimeoutSeconds(Path) (compiler)
+        # HeartbeatSeconds(Path): nothing can send a .sync Task a heartbeat, so it is a second,
+        # earlier timeout failing with States.HeartbeatTimeout (docs/step-functions.md)
+        heartbeat = timing.seconds_field(marker, "HeartbeatSeconds",
+                                         lambda key: dataflow.resolve(marker[key], th.input, scope, field=key))
+        beats = heartbeat is not None and (timeout is None or heartbeat < timeout)
+        timeout = heartbeat if beats else timeout
         timers = timers_of(self.context)
-        join = state[NESTED].get("join")
+        join = marker.get("join")
         if timeout is None or timers is None or not isinstance(join, str):
             return {}
         scaled = timeout * self.services.time_scale
         if timers.now() + scaled > timers.latest:
-            raise StatesRuntimeError("Unum.RetentionExpired", f"the TimeoutSeconds of state {name!r} ends "
-                                     f"{scaled:.0f} s from now, after the workflow's retention ends")
-        return {"timeout": timeout, "timeout_at": timing.arm_nested_timeout(timers, join, scaled)}
+            raise StatesRuntimeError("Unum.RetentionExpired", f"the {'Heartbeat' if beats else 'Timeout'}Seconds of "
+                                     f"state {name!r} ends {scaled:.0f} s from now, after the workflow's retention ends")
+        return {"timeout": timeout, "timeout_at": timing.arm_nested_timeout(timers, join, scaled),
+                **({"heartbeat": True} if beats else {})}
 
     def _max_concurrency(self, state: Mapping[str, Any], raw: Any, scope: dataflow.Scope) -> int:
         """MaxConcurrency(Path), checked with AWS's causes (and the tolerated-failure limits, which
@@ -752,8 +760,10 @@ class _Runner:
         state = self.f.states[name]
         parent = fan["parent"]
         th = _Thread(parent["raw"], dict(parent["vars"]), list(fan["stack"]), parent["exec"])
-        error = {"Error": "States.Timeout",
-                 "Cause": f"the nested state machine did not end within TimeoutSeconds ({parent['timeout']:g} s)"}
+        error = ({"Error": "States.HeartbeatTimeout", "Cause": f"the nested state machine sent no heartbeat "
+                  f"within HeartbeatSeconds ({parent['timeout']:g} s)"} if parent.get("heartbeat") else
+                 {"Error": "States.Timeout",
+                  "Cause": f"the nested state machine did not end within TimeoutSeconds ({parent['timeout']:g} s)"})
         step = self._fan_failed(name, state, th, parent, error)
         return step if isinstance(step, dict) else self._walk(*step)
 
