@@ -201,6 +201,7 @@ class Envelope(Frozen):
                    watchdog=watchdog, trace=trace, failures=_failures_from_wire(wire.get("failures", [])))
 
 
+_ROOT_FRAME = ROOT[0]  # immutable: the root frame of every envelope is this one object
 _PLAIN_KEYS = frozenset(("unum", "workflow", "frames", "inputs", "deadline", "attempt", "redelivered"))
 _PLAIN_INPUT_KEYS = frozenset(("ref", "item", "value"))
 
@@ -227,7 +228,7 @@ def _plain_from_wire(wire: Any) -> Envelope | None:
         if not (type(index) is int and type(size) is int and type(iteration) is int
                 and 0 <= index < size and iteration >= 0):
             return None
-        frames.append(Frame(index, size, iteration))
+        frames.append(_ROOT_FRAME if index == 0 and size == 1 and iteration == 0 else Frame(index, size, iteration))
     raw = raw_inputs[0]
     if type(raw) is not dict or not _PLAIN_INPUT_KEYS.issuperset(raw):
         return None

@@ -1,8 +1,8 @@
 """The sub-commands that complete a waiting callback, shared by `task-success|task-failure|
 task-heartbeat` (a `.waitForTaskToken` Task, builder.commands.callbacks) and `callback-success|
 callback-failure|callback-heartbeat` (a durable function's callback, builder.commands.durable_callbacks):
-one registration (`register_completions`) and one choice of the invoker that resumes a deployed
-workflow (`deployed_invoker`)."""
+one registration (`register_completions`), one choice of the invoker that resumes a deployed
+workflow (`deployed_invoker`) and one local continuation (`complete_locally`: `--workflow`)."""
 
 from __future__ import annotations
 
@@ -12,9 +12,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from unum_entry.errors import UnumError
+from unum_entry.errors import UnumError, WorkflowFailed
 
-from builder.commands.options import add_store_option, add_wait_options
+from builder.commands.io import command_line, to_json
+from builder.commands.options import DEFAULT_STORE, add_store_option, add_wait_options
 
 Command = Callable[[argparse.Namespace], int]
 
@@ -73,4 +74,67 @@ def deployed_invoker(args: argparse.Namespace, store: Any, *, local_hint: str) -
     return open_invoker(url, store=store)
 
 
-__all__ = ["Completions", "deployed_invoker", "register_completions"]
+class Submit:
+    """The local platform as an Invoker."""
+
+    def __init__(self, platform: Any) -> None:
+        self.platform = platform
+
+    def invoke(self, function: str, payload: dict[str, Any]) -> None:
+        self.platform.submit(function, payload)
+
+
+def complete_locally(args: argparse.Namespace, store: Any, folder: str, complete: Callable[[Submit], str], *,
+                     refusal: type[UnumError]) -> int:
+    """Complete a callback and run the continuation on the embedded engine with `run`'s delivery
+    queue (builder.commands.run_queue), so the timers it arms outlive this command and `run
+    --resume` delivers them. `complete(invoker)` completes the callback and returns the workflow id;
+    a `refusal` it raises (already completed, timed out: the continuation may have been re-sent)
+    is raised once the continuation has run. Waits until the workflow stops again (`args.timeout`;
+    timers due later stay queued), then prints its result (0) or raises its failure (exit 1), or
+    says what it waits for, as `run` does (builder.commands.waiting), and returns 0."""
+    from unum_entry.local.platform import local_platform
+    from unum_entry.outcome import read_outcome
+    from unum_entry.workflow import load_workflow
+
+    from builder.commands.console import Console
+    from builder.commands.run import ENDED
+    from builder.commands.run_queue import RunQueue
+    from builder.commands.waiting import report_waiting
+
+    workflow = load_workflow(folder)
+    rq = RunQueue.for_store(store)
+    refused: UnumError | None = None
+    try:
+        with local_platform(workflow, store, workers=args.workers, queue=rq.queue) as platform:
+            try:
+                workflow_id = complete(Submit(platform))
+            except refusal as exc:  # a re-sent continuation may still be running: let it end
+                refused = exc
+            platform.wait_idle(args.timeout)
+            next_timer = platform.next_timer()
+        if refused is not None:
+            raise refused
+        ended = read_outcome(store, workflow_id)
+        if rq.runs is not None and ended.status in ENDED:  # as `run`: its watchdog timers would change nothing
+            rq.runs.drop_watchdog(workflow_id)
+    finally:
+        rq.close()
+    if ended.failure is not None:
+        f = ended.failure
+        raise WorkflowFailed(f"workflow {ended.workflow_id} failed in function {f['Function']!r} "
+                             f"after {f['Attempts']} attempt(s): {f['Error']}: {f['Cause']}")
+    if not ended.results:
+        console = Console()
+        console.message(f"workflow {workflow_id}: resumed; no result yet")
+        if not report_waiting(store, workflow_id, args, console, next_timer=next_timer,
+                              timers_kept=rq.runs is not None):  # e.g. a `run` of the workflow drives the rest
+            store_args = [] if args.store == DEFAULT_STORE else ["--store", args.store]
+            console.message(f"workflow {workflow_id} waits for no callback and no timer of this command (another "
+                            f"process may be running it): {command_line('inspect', workflow_id, *store_args)}")
+        return 0
+    print(to_json(ended.result, args.compact), flush=True)
+    return 0
+
+
+__all__ = ["Completions", "Submit", "complete_locally", "deployed_invoker", "register_completions"]

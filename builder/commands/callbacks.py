@@ -4,9 +4,11 @@
 Resumes the waiting workflow exactly once (unum_entry/asl/callbacks.py): a second callback for the
 same token, an unknown token and an expired one are refused with one line (exit 2). Where the
 continuation runs:
-- `--workflow FOLDER|statemachine.json` (with `--store`): on the embedded local platform, like
-  `run`; the command waits until the workflow stops again and prints its result (exit 0), its
-  failure (exit 1), or that it is waiting for another callback;
+- `--workflow FOLDER|statemachine.json` (with `--store`): on the embedded local platform, with
+  `run`'s delivery queue (builder.commands.callback_commands.complete_locally); the command waits
+  until the workflow stops again and prints its result (exit 0), its failure (exit 1), or what it
+  waits for now, as `run` does: each task token with the command that completes it, its next
+  timer (a Wait, a Retry back-off, a timeout) with the `run --resume` that delivers it (exit 0);
 - otherwise through `--invoker URL` (`$UNUM_INVOKER`, e.g. `lambda://?prefix=STACK-`): the deployed
   functions' own invoker; the command prints which function it resumed.
 """
@@ -15,13 +17,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from typing import Any
 
-from unum_entry.errors import WorkflowFailed
-
-from builder.commands.callback_commands import Completions, deployed_invoker, register_completions
-from builder.commands.io import parse_input, to_json
+from builder.commands.callback_commands import (Completions, Submit, complete_locally, deployed_invoker,
+                                                 register_completions)
+from builder.commands.io import parse_input
 
 
 def cmd_callback(args: argparse.Namespace) -> int:
@@ -42,51 +42,16 @@ def cmd_callback(args: argparse.Namespace) -> int:
     return _locally(args, store, outcome)
 
 
-class _Submit:
-    """The local platform as an Invoker."""
-
-    def __init__(self, platform: Any) -> None:
-        self.platform = platform
-
-    def invoke(self, function: str, payload: dict[str, Any]) -> None:
-        self.platform.submit(function, payload)
-
-
 def _locally(args: argparse.Namespace, store: Any, outcome: dict[str, Any]) -> int:
     from unum_entry.asl import callbacks
-    from unum_entry.local.platform import local_platform
-    from unum_entry.outcome import read_outcome
-    from unum_entry.workflow import load_workflow
 
     from builder.commands.compile import runnable_workflow
 
-    workflow = load_workflow(runnable_workflow(args.workflow, args.functions, None))
-    resumed: callbacks.Resumed | callbacks.CallbackError
-    with local_platform(workflow, store, workers=args.workers) as platform:
-        try:
-            resumed = callbacks.complete(args.token, outcome, store=store, invoker=_Submit(platform))
-        except callbacks.CallbackError as exc:  # a re-sent continuation may still be running: let it end
-            resumed = exc
-        platform.wait_idle(args.timeout)
-    if isinstance(resumed, callbacks.CallbackError):
-        raise resumed
-    ended = read_outcome(store, resumed.workflow)
-    if ended.failure is not None:
-        f = ended.failure
-        raise WorkflowFailed(f"workflow {ended.workflow_id} failed in function {f['Function']!r} "
-                             f"after {f['Attempts']} attempt(s): {f['Error']}: {f['Cause']}")
-    if not ended.results:
-        tasks = callbacks.waiting(store, resumed.workflow)
-        if tasks:
-            states = ", ".join(repr(s) for s in sorted({t.state for t in tasks}))
-            print(f"workflow {resumed.workflow}: resumed; it is waiting again for {len(tasks)} task-token "
-                  f"callback(s) at {states} (python -m builder inspect {resumed.workflow} lists the tokens)",
-                  file=sys.stderr)
-        else:
-            print(f"workflow {resumed.workflow}: resumed; still running (no result yet)", file=sys.stderr)
-        return 0
-    print(to_json(ended.result, args.compact), flush=True)
-    return 0
+    def complete(invoker: Submit) -> str:
+        return callbacks.complete(args.token, outcome, store=store, invoker=invoker).workflow
+
+    return complete_locally(args, store, runnable_workflow(args.workflow, args.functions, None), complete,
+                            refusal=callbacks.CallbackError)
 
 
 def cmd_heartbeat(args: argparse.Namespace) -> int:

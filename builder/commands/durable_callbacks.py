@@ -6,10 +6,10 @@ The first completion wins (unum_entry/durable_functions/callbacks.py); a second 
 after the callback timed out are refused with one line (exit 2). Where the waiting execution
 resumes, as for `task-success`:
 - `--workflow FOLDER` (with `--store`): on the embedded local platform, with `run`'s delivery
-  queue; the command waits until the workflow stops again and prints its result (exit 0), its
-  failure (exit 1), or what it waits for now, as `run` does (builder.commands.waiting): each
-  callback with the command that completes it, its next timer with the `run --resume` that
-  delivers it (exit 0);
+  queue (builder.commands.callback_commands.complete_locally); the command waits until the
+  workflow stops again and prints its result (exit 0), its failure (exit 1), or what it waits
+  for now, as `run` does (builder.commands.waiting): each callback with the command that
+  completes it, its next timer with the `run --resume` that delivers it (exit 0);
 - otherwise through `--invoker URL` (`$UNUM_INVOKER`): the deployed functions' own invoker.
 """
 
@@ -19,11 +19,9 @@ import argparse
 import json
 from typing import Any
 
-from unum_entry.errors import WorkflowFailed
-
-from builder.commands.callback_commands import Completions, deployed_invoker, register_completions
-from builder.commands.io import command_line, parse_input, to_json
-from builder.commands.options import DEFAULT_STORE
+from builder.commands.callback_commands import (Completions, Submit, complete_locally, deployed_invoker,
+                                                 register_completions)
+from builder.commands.io import parse_input
 
 
 def cmd_complete(args: argparse.Namespace) -> int:
@@ -41,40 +39,10 @@ def cmd_complete(args: argparse.Namespace) -> int:
         done = callbacks.complete(args.callback_id, store=store, invoker=invoker, **outcome)
         print(json.dumps({"workflow": done.workflow, "resumed": done.function}))
         return 0
-    from unum_entry.local.platform import local_platform
-    from unum_entry.outcome import read_outcome
-    from unum_entry.workflow import load_workflow
+    def complete(invoker: Submit) -> str:
+        return callbacks.complete(args.callback_id, store=store, invoker=invoker, **outcome).workflow
 
-    from builder.commands.callbacks import _Submit
-    from builder.commands.console import Console
-    from builder.commands.run_queue import RunQueue
-    from builder.commands.waiting import report_waiting
-
-    workflow = load_workflow(args.workflow)
-    rq = RunQueue.for_store(store)  # as `run`'s: the timers left pending are delivered by `run --resume`
-    try:
-        with local_platform(workflow, store, workers=args.workers, queue=rq.queue) as platform:
-            done = callbacks.complete(args.callback_id, store=store, invoker=_Submit(platform), **outcome)
-            platform.wait_idle(args.timeout)
-            next_timer = platform.next_timer()
-    finally:
-        rq.close()
-    ended = read_outcome(store, done.workflow)
-    if ended.failure is not None:
-        f = ended.failure
-        raise WorkflowFailed(f"workflow {ended.workflow_id} failed in function {f['Function']!r} "
-                             f"after {f['Attempts']} attempt(s): {f['Error']}: {f['Cause']}")
-    if not ended.results:
-        console = Console()
-        console.message(f"workflow {done.workflow}: resumed; no result yet")
-        if not report_waiting(store, done.workflow, args, console, next_timer=next_timer,
-                              timers_kept=rq.runs is not None):  # e.g. a `run` of the workflow drives the rest
-            store_args = [] if args.store == DEFAULT_STORE else ["--store", args.store]
-            console.message(f"workflow {done.workflow} waits for no callback and no timer of this command (another "
-                            f"process may be running it): {command_line('inspect', done.workflow, *store_args)}")
-        return 0
-    print(to_json(ended.result, args.compact), flush=True)
-    return 0
+    return complete_locally(args, store, args.workflow, complete, refusal=callbacks.DurableCallbackError)
 
 
 def cmd_heartbeat(args: argparse.Namespace) -> int:

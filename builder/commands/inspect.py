@@ -95,10 +95,13 @@ def report(outcome: RunResult, store_url: str, folder: str | None = None,
     return shown
 
 
-def callback_hint(store_url: str, folder: str | None) -> str:
-    """How to complete a waiting Task: `task-success TOKEN --output JSON …` (or task-failure)."""
+def callback_hint(store_url: str, folder: str | None, functions: str | None = None) -> str:
+    """How to complete a waiting Task: `task-success TOKEN --output JSON …` (or task-failure);
+    `functions`: the state machine's function code as given (--functions), if it was."""
     store = [] if store_url == DEFAULT_STORE else ["--store", store_url]
     where = ["--workflow", folder] if folder else ["--workflow", "STATEMACHINE"]
+    if functions is not None:
+        where += ["--functions", functions]
     success = command_line("task-success", "TOKEN", "--output", "JSON", *store, *where)
     return f"{success}   (or: task-failure TOKEN --error E --cause C)"
 

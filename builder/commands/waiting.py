@@ -3,7 +3,8 @@ wait: task-token callbacks (`.waitForTaskToken`), a durable function's callbacks
 (`create_callback` / `wait_for_callback`), and its next timer (a Wait, a callback's timeout).
 
 Shared by the commands that drive a workflow on the embedded engine until it stops: `run` and
-the local form of `callback-success|callback-failure` (`--workflow FOLDER`). `args` is the
+the local form of `callback-success|callback-failure` and `task-success|task-failure`
+(`--workflow`: builder.commands.callback_commands.complete_locally). `args` is the
 command's namespace: `args.store` (the store as given) and `args.workflow` (the folder as given)
 go into the printed commands, so they can be pasted as they are.
 """
@@ -24,10 +25,19 @@ def _store_args(args: argparse.Namespace) -> list[str]:
     return [] if args.store == DEFAULT_STORE else ["--store", args.store]
 
 
+def _compile_args(args: argparse.Namespace) -> list[str]:
+    """The options that compile a state machine as this command did (`run`: --functions,
+    --handler, --substitution; task-success: --functions), so a printed command runs the same code."""
+    given = [("--functions", getattr(args, "functions", None)), ("--handler", getattr(args, "handler", None))]
+    given += [("--substitution", s) for s in getattr(args, "substitution", None) or []]
+    return [arg for option, value in given if value is not None for arg in (option, value)]
+
+
 def resume_command(args: argparse.Namespace, workflow_id: str) -> str:
-    """`python -m builder run FOLDER --workflow-id ID --resume [--store S]`: drives the workflow's
-    pending deliveries and timers again."""
-    return command_line("run", args.workflow, "--workflow-id", workflow_id, "--resume", *_store_args(args))
+    """`python -m builder run FOLDER --workflow-id ID --resume [--store S] [--functions F …]`:
+    drives the workflow's pending deliveries and timers again."""
+    return command_line("run", args.workflow, "--workflow-id", workflow_id, "--resume", *_store_args(args),
+                        *_compile_args(args))
 
 
 def report_waiting(store: Any, workflow_id: str, args: argparse.Namespace, console: Console, *,
@@ -90,7 +100,8 @@ def _task_tokens(workflow_id: str, tasks: list[Any], args: argparse.Namespace, c
     if len(tasks) > WAITING_SHOWN:
         console.message(f"  … and {len(tasks) - WAITING_SHOWN} more: "
                         f"{command_line('inspect', workflow_id, *_store_args(args))}")
-    console.message(f"complete one with: {callback_hint(args.store, args.workflow)}")
+    hint = callback_hint(args.store, args.workflow, getattr(args, "functions", None))
+    console.message(f"complete one with: {hint}")
 
 
 __all__ = ["WAITING_SHOWN", "report_callbacks", "report_waiting", "resume_command"]

@@ -317,11 +317,15 @@ class LocalPlatform:
             else:
                 self._owed.n = owed + 1
 
-    def _take(self) -> Delivery | None:
+    def _take(self, done: Delivery | None = None) -> Delivery | None:
         """The next due delivery (the earliest; with faults, any due one the injector picks);
-        blocks until one is due. None once the platform is closing. O(log n) per delivery."""
+        blocks until one is due. None once the platform is closing. O(log n) per delivery.
+        `done`: the delivery this worker just finished (its queue entry already finished),
+        accounted for under the same lock acquisition (`_done`)."""
         queue = self.queue
         with self._lock:
+            if done is not None:
+                self._done(done)
             while not self._stopping:
                 now = time.time()
                 if self.faults is None:
@@ -364,9 +368,10 @@ class LocalPlatform:
         successor runs on the same thread, without waking another). Nothing waits on that
         but idle workers, which poll the queue every 50 ms anyway: a push from a handler
         that then blocks is never stranded longer than that."""
-        owed = self._owed
-        while (delivery := self._take()) is not None:
-            owed.n = 0
+        self._owed.n = 0
+        done: Delivery | None = None
+        while (delivery := self._take(done)) is not None:
+            done = None
             try:
                 self._process(delivery)
             except BaseException as exc:  # a bug in the platform itself: keep the worker alive
@@ -375,15 +380,20 @@ class LocalPlatform:
                                   f"{type(exc).__name__}: {exc}")
             finally:
                 self.queue.finish(delivery)  # after whatever it re-queued: a crash until here redelivers it
-                with self._lock:
-                    self._running -= 1
-                    self._outstanding -= 1
-                    self._in_flight[delivery.function] -= 1
-                    if not self._outstanding:
-                        self._idle_cv.notify_all()
-                    if owed.n > 1:
-                        self._work_cv.notify(owed.n - 1)
-                    owed.n = 0
+                done = delivery  # accounted for when this worker takes its next one (one lock acquisition)
+
+    def _done(self, delivery: Delivery) -> None:
+        """A delivery this worker finished is no longer in flight; the wake-ups its pushes owe
+        are paid (lock held; see `_work`)."""
+        self._running -= 1
+        self._outstanding -= 1
+        self._in_flight[delivery.function] -= 1
+        if not self._outstanding:
+            self._idle_cv.notify_all()
+        owed = self._owed
+        if owed.n > 1:
+            self._work_cv.notify(owed.n - 1)
+        owed.n = 0
 
     def _process(self, delivery: Delivery) -> None:
         try:
