@@ -5,6 +5,9 @@ from __future__ import annotations
 import pytest
 from hypothesis import settings
 
+# Google's emulators, one of each per session for every layer that uses them (integration and e2e).
+from tests.support.gcp_emulators import cloud_tasks_emulator, firestore_emulator, pubsub_emulator  # noqa: F401
+
 # No wall-clock deadlines in property tests: a loaded CI machine makes any deadline flaky, and a
 # slow example is a benchmark question, not a correctness failure.
 settings.register_profile("unum", deadline=None)

@@ -99,7 +99,10 @@ def test_heartbeats_keep_a_task_alive_until_they_stop_then_it_times_out(tmp_path
     path = machine(tmp_path, {
         "Ask": {"Type": "Task", "Resource": f"{AWS}lambda:invoke.waitForTaskToken",
                 "Parameters": {"FunctionName": "Ask", "Payload": {"token.$": "$$.Task.Token"}},
-                "HeartbeatSeconds": 1500, "TimeoutSeconds": 60000, "End": True,
+                # TimeoutSeconds only has to outlast the beats: each must land within 3 s of the last (a
+                # `task-heartbeat` subprocess on a loaded machine can take over a second to start), so the
+                # HeartbeatTimeout comes <= 12 s after the task starts; `run` also waits for this timer (20 s).
+                "HeartbeatSeconds": 3000, "TimeoutSeconds": 20000, "End": True,
                 "Catch": [{"ErrorEquals": ["States.HeartbeatTimeout"], "ResultPath": "$.error", "Next": "Lost"}]},
         "Lost": {"Type": "Pass", "Parameters": {"error.$": "$.error.Error"}, "End": True}}, "Ask")
     env = {"TOKEN_DIR": str(tmp_path)}
@@ -108,7 +111,7 @@ def test_heartbeats_keep_a_task_alive_until_they_stop_then_it_times_out(tmp_path
     run = background("run", path, "--input", "{}", "--store", store, "--compact", env=env)
     try:
         token = wait_for_token(tmp_path, run)
-        for _ in range(6):  # a heartbeat every 0.5 s for 3 s: twice the 1.5 s HeartbeatSeconds
+        for _ in range(8):  # a heartbeat every 0.5 s for 4 s: longer than the 3 s HeartbeatSeconds
             beat = cli("task-heartbeat", token, "--store", store)
             assert beat.returncode == 0, beat.stderr
             assert json.loads(beat.stdout)["function"] == "Ask"
@@ -118,7 +121,7 @@ def test_heartbeats_keep_a_task_alive_until_they_stop_then_it_times_out(tmp_path
         run.kill()
     assert run.returncode == 0, err
     assert json.loads(out) == {"error": "States.HeartbeatTimeout"}
-    assert time.monotonic() - began >= 3.0 + 1.5  # alive while it beat, timed out 1.5 s after the last
+    assert time.monotonic() - began >= 4.0 + 3.0  # alive while it beat, timed out 3 s after the last
     late = cli("task-heartbeat", token, "--store", store)
     assert late.returncode == 2 and "timed out" in late.stderr and "Traceback" not in late.stderr
 
@@ -169,7 +172,9 @@ def test_timers_delivered_early_twice_and_late_change_nothing(tmp_path: Path, mo
             super().submit_at(when, function, payload, name=name)
             super().submit_at(when + 0.3, function, payload, name=name)
 
-    monkeypatch.setenv("UNUM_ASL_TIME_SCALE", SCALE)
+    # x 0.0005: the 2 h Wait is 3.6 s, the 1 h timeout 1.8 s - each still far longer than the 0.3 s lateness and
+    # than the time an at-once (early) delivery takes to arrive, so both early ones are still dropped as stale.
+    monkeypatch.setenv("UNUM_ASL_TIME_SCALE", "0.0005")
     example = REPO / "images" / "asl-wait"
     workflow = load_workflow(runnable_workflow(str(example)))
     store = open_store(str(tmp_path / "store"))
@@ -229,7 +234,9 @@ def test_crashes_duplicates_and_delays_around_timers_change_nothing(tmp_path: Pa
 
     from builder.commands.compile import runnable_workflow
 
-    monkeypatch.setenv("UNUM_ASL_TIME_SCALE", SCALE)
+    # x 0.0002: the 2 h Wait is 1.44 s, the 1 h timeout 0.72 s - still long beside the 0.05 s delays, and the
+    # faults land on the same step boundaries around the same timers (only the wait between them is shorter).
+    monkeypatch.setenv("UNUM_ASL_TIME_SCALE", "0.0002")
     example = REPO / "images" / "asl-wait"
     rates = FaultRates(crash={point: 0.2 for point in (*FaultPoint, *StepPoint)}, duplicate=0.5,
                        concurrent_duplicate=0.2, delay=0.5, max_delay=0.05, max_crashes=12)

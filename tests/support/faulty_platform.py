@@ -31,6 +31,15 @@ from unum_entry.stores.base import Store
 from unum_entry.workflow import Workflow
 
 
+# Redeliveries after a transient error back off up to FAULT_BACKOFF s here, not the platform's 0.5 s:
+# the injected store errors come at a rate per operation, not per second, so a long wait before the
+# next attempt only stretches the run (same redelivery path, same counts). The limit of consecutive
+# redeliveries grows so a real emulator's trouble still has the default's ~21 s before a delivery
+# is dead-lettered (0.1 s x 220 ~ 0.5 s x 50).
+FAULT_BACKOFF = 0.1
+FAULT_REDELIVERIES = 220
+
+
 @dataclass(frozen=True)
 class Held:
     """One held-back execution: how long it was held, and whether it woke because everything
@@ -60,6 +69,8 @@ class FaultyPlatform(LocalPlatform):
         def wrapped(name: str, handler: Handler) -> Handler:
             return self._hold_wrap(wrap(name, handler) if wrap is not None else handler)
 
+        kwargs.setdefault("max_backoff", FAULT_BACKOFF)
+        kwargs.setdefault("max_redeliveries", FAULT_REDELIVERIES)
         super().__init__(workflow, store, faults=faults, wrap=wrapped, **kwargs)
 
     # ---- deliveries --------------------------------------------------------------------------

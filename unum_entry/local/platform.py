@@ -148,6 +148,7 @@ class LocalPlatform:
         # Per worker thread: due pushes of its current delivery whose wake-up is still owed
         # (`_enqueue`, `_work`); absent on any other thread, which wakes a worker per push.
         self._owed = threading.local()
+        self._idle_workers = 0  # workers waiting for a due delivery (lock held)
         self._idle_cv = threading.Condition(self._lock)  # wait_idle: nothing is outstanding any more
         self._stopping = False
         self._executor = ThreadPoolExecutor((config or RuntimeConfig()).dispatch_workers, thread_name_prefix="unum-dispatch")
@@ -311,9 +312,9 @@ class LocalPlatform:
                 self._work_cv.notify_all()  # sleeping workers recompute when the next one is due
             elif (owed := getattr(self._owed, "n", None)) is None:
                 self._work_cv.notify(len(delays))
-            elif owed + 1 >= WAKE_BATCH:  # a wide fan-out: wake idle workers in batches as it goes
+            elif owed + 1 >= WAKE_BATCH:  # a wide fan-out: wake an idle worker as it goes (it passes the baton on)
                 self._owed.n = 0
-                self._work_cv.notify(owed + 1)
+                self._work_cv.notify(1)
             else:
                 self._owed.n = owed + 1
 
@@ -330,6 +331,8 @@ class LocalPlatform:
                 now = time.time()
                 if self.faults is None:
                     if (delivery := queue.pop_due(now)) is not None:
+                        if self._idle_workers and (due := queue.next_due()) is not None and due <= now:
+                            self._work_cv.notify(1)  # more is due: an idle worker takes the next (the baton)
                         return self._taken(delivery)
                 else:
                     ready = self._ready
@@ -341,7 +344,11 @@ class LocalPlatform:
                         return self._taken(ready.pop())
                 due = queue.next_due()
                 wait = due - now if due is not None else 0.05
-                self._work_cv.wait(max(0.0005, min(wait, 0.05)))
+                self._idle_workers += 1
+                try:
+                    self._work_cv.wait(max(0.0005, min(wait, 0.05)))
+                finally:
+                    self._idle_workers -= 1
             return None
 
     def _count_queued(self, delivery: Delivery) -> None:
@@ -362,12 +369,15 @@ class LocalPlatform:
         return delivery
 
     def _work(self) -> None:
-        """A worker's loop. The wake-ups its delivery's pushes owe (`_enqueue`: at most
-        WAKE_BATCH - 1) are paid once when the delivery ends, one fewer than owed: this worker
-        goes straight back to the queue and takes the next due delivery itself (a chain's
-        successor runs on the same thread, without waking another). Nothing waits on that
-        but idle workers, which poll the queue every 50 ms anyway: a push from a handler
-        that then blocks is never stranded longer than that."""
+        """A worker's loop. The due deliveries its delivery pushed wake no one while it runs
+        (`_enqueue`; a wide fan-out wakes one idle worker per WAKE_BATCH pushes). When it ends,
+        this worker goes straight back to the queue and takes the next due delivery itself (a
+        chain's successor runs on the same thread, waking no other), and wakes one idle
+        worker if it pushed more than that one; a worker that takes a delivery while more are
+        due and others idle wakes one more (`_take`: the baton), so a fan-out spreads over
+        every worker one wake-up at a time instead of all idle workers racing for each push.
+        Idle workers also poll the queue every 50 ms: a push from a handler that then blocks
+        in user code is never stranded longer than that."""
         self._owed.n = 0
         done: Delivery | None = None
         while (delivery := self._take(done)) is not None:
@@ -392,7 +402,7 @@ class LocalPlatform:
             self._idle_cv.notify_all()
         owed = self._owed
         if owed.n > 1:
-            self._work_cv.notify(owed.n - 1)
+            self._work_cv.notify(1)
         owed.n = 0
 
     def _process(self, delivery: Delivery) -> None:

@@ -1,6 +1,7 @@
-"""Fixtures for the GCP e2e tests: the emulators (shared with tests/integration/gcp), the Docker
-engine and local OS image (shared: tests/e2e/conftest.py) and the function images, built on the
-ONE unum base image (`builder.image.build`).
+"""Fixtures for the GCP e2e tests: the emulators (one of each per session, shared with
+tests/integration/gcp: tests/support/gcp_emulators.py), the Docker engine and local OS image
+(shared: tests/e2e/conftest.py) and the function images, built on the ONE unum base image
+(`builder.image.build`).
 
 The base is tagged by the content it is built from (`unum/base:src-<hash>` of Dockerfile.base,
 the dependency wheels, the unum wheel and the OS image), so a session whose sources did not change
@@ -15,8 +16,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-
-from tests.integration.gcp.conftest import firestore_emulator, pubsub_emulator  # noqa: F401 (fixtures)
 
 GCP_TAG_PREFIX = "unum-e2e-gcp/"
 

@@ -13,7 +13,6 @@ import pytest
 
 from builder.local_stack.gcp import start_workflow, wait_for_outcome
 from tests.e2e.gcp.test_timers_gcp_e2e import deploy  # noqa: F401 (fixture)
-from tests.integration.gcp.conftest import cloud_tasks_emulator  # noqa: F401 (fixture)
 from tests.integration.test_durable_functions import EXPECTED
 
 pytestmark = pytest.mark.e2e

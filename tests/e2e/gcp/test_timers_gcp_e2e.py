@@ -25,7 +25,6 @@ import pytest
 
 from builder.local_stack.gcp import ContainerFunctions, start_workflow, wait_for_outcome
 from builder.local_stack.process import wait_until
-from tests.integration.gcp.conftest import cloud_tasks_emulator  # noqa: F401 (fixture)
 from unum_entry.naming import timer_name
 from unum_entry.outcome import read_outcome
 from unum_entry.stores.firestore import FirestoreStore

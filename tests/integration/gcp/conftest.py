@@ -1,40 +1,18 @@
-"""Fixtures for the GCP integration tests: Google's Firestore and Pub/Sub emulators on loopback.
-
-One emulator process group per session (started here on free ports, stopped at the end). The
-clients find them through `FIRESTORE_EMULATOR_HOST` / `PUBSUB_EMULATOR_HOST`, set for the
-session (the Google client libraries read only those variables). `firestore_store` gives each
-test a fresh collection.
+"""Fixtures for the GCP integration tests: Google's Firestore, Pub/Sub and Cloud Tasks emulators
+on loopback (`firestore_emulator`, `pubsub_emulator`, `cloud_tasks_emulator`: one of each per
+session, shared with tests/e2e/gcp; tests/support/gcp_emulators.py, registered in
+tests/conftest.py). `firestore_store` gives each test a fresh collection.
 """
 
 from __future__ import annotations
 
-import os
 import uuid
 from collections.abc import Iterator
 
 import pytest
 
-from builder.local_stack.gcp import FirestoreEmulator, PubSubEmulator
-from builder.local_stack.gcp.cloud_tasks import CloudTasksEmulator
+from builder.local_stack.gcp import FirestoreEmulator
 from unum_entry.stores.firestore import FirestoreStore
-
-
-@pytest.fixture(scope="session")
-def firestore_emulator() -> Iterator[FirestoreEmulator]:
-    with FirestoreEmulator() as emulator, _environment(emulator.env()):
-        yield emulator
-
-
-@pytest.fixture(scope="session")
-def pubsub_emulator() -> Iterator[PubSubEmulator]:
-    with PubSubEmulator() as emulator, _environment(emulator.env()):
-        yield emulator
-
-
-@pytest.fixture(scope="session")
-def cloud_tasks_emulator() -> Iterator[CloudTasksEmulator]:
-    with CloudTasksEmulator() as emulator, _environment(emulator.env()):
-        yield emulator
 
 
 @pytest.fixture
@@ -44,23 +22,3 @@ def firestore_store(firestore_emulator: FirestoreEmulator) -> Iterator[Firestore
         yield store
     finally:
         store.close()
-
-
-class _environment:
-    """Set environment variables for the block, restoring the previous values afterwards."""
-
-    def __init__(self, values: dict[str, str]) -> None:
-        self.values = values
-        self.saved: dict[str, str | None] = {}
-
-    def __enter__(self) -> None:
-        for name, value in self.values.items():
-            self.saved[name] = os.environ.get(name)
-            os.environ[name] = value
-
-    def __exit__(self, *exc: object) -> None:
-        for name, value in self.saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
