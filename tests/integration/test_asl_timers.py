@@ -101,8 +101,9 @@ def test_heartbeats_keep_a_task_alive_until_they_stop_then_it_times_out(tmp_path
                 "Parameters": {"FunctionName": "Ask", "Payload": {"token.$": "$$.Task.Token"}},
                 # TimeoutSeconds only has to outlast the beats: each must land within 3 s of the last (a
                 # `task-heartbeat` subprocess on a loaded machine can take over a second to start), so the
-                # HeartbeatTimeout comes <= 12 s after the task starts; `run` also waits for this timer (20 s).
-                "HeartbeatSeconds": 3000, "TimeoutSeconds": 20000, "End": True,
+                # HeartbeatTimeout comes <= 3 + 7 x 3 + 3 = 27 s after the task starts; `run` also waits for this
+                # timer (30 s).
+                "HeartbeatSeconds": 3000, "TimeoutSeconds": 30000, "End": True,
                 "Catch": [{"ErrorEquals": ["States.HeartbeatTimeout"], "ResultPath": "$.error", "Next": "Lost"}]},
         "Lost": {"Type": "Pass", "Parameters": {"error.$": "$.error.Error"}, "End": True}}, "Ask")
     env = {"TOKEN_DIR": str(tmp_path)}

@@ -19,6 +19,8 @@ from builder.image.artifact_registry import USERNAME
 from builder.image.push import Registry, login_for, push_images
 from unum_entry.errors import BuildError
 
+pytestmark = pytest.mark.integration
+
 
 class TokenEndpoint:
     """An OAuth 2.0 token endpoint on loopback: answers refresh-token grants with `token`
