@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import signal
+
 import pytest
 from hypothesis import settings
 
@@ -12,6 +14,12 @@ from tests.support.gcp_emulators import cloud_tasks_emulator, firestore_emulator
 # slow example is a benchmark question, not a correctness failure.
 settings.register_profile("unum", deadline=None)
 settings.load_profile("unum")
+
+# A shell without job control starts background jobs (`.ci/run &`) with SIGINT ignored, and an
+# ignored signal stays ignored in every child: the Ctrl-C tests' `run` would never see theirs.
+# Tests play a user at a terminal, so their children start with SIGINT's default action.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

@@ -147,11 +147,14 @@ def test_a_killed_run_is_interrupted_and_resuming_re_drives_its_pending_deliveri
 @pytest.mark.parametrize("how", [signal.SIGINT, signal.SIGTERM])
 def test_a_stopped_run_prints_how_to_resume_and_is_interrupted(tmp_path: Path, how: signal.Signals) -> None:
     folder = write_workflow(tmp_path / "wf", "A", {
-        "A": ("import time\n\ndef handler(event, context):\n    time.sleep(30)\n    return 1\n", []),
+        "A": (f"import time\n\ndef handler(event, context):\n    open({str(tmp_path / 'A')!r}, 'w').close()\n"
+              "    time.sleep(30)\n    return 1\n", []),
     })
     store = tmp_path / "s.db"
     proc = spawn("run", folder, "--store", store, "--workflow-id", "wf-s")
-    time.sleep(2.0)
+    deadline = time.monotonic() + 30  # the signal must reach a run whose handler runs (not one still importing)
+    while not (tmp_path / "A").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
     proc.send_signal(how)
     _, err = proc.communicate(timeout=30)
     assert proc.returncode == (130 if how == signal.SIGINT else 143), err
