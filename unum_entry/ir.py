@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import enum
 import json
+import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -43,6 +44,22 @@ from typing import Any
 from unum_entry.conditions import resolve_path, validate_condition
 from unum_entry.errors import ConditionEvaluationError, IRError
 from unum_entry.frozen import Frozen, frozen
+
+
+TIME_SCALE_ENV = "UNUM_ASL_TIME_SCALE"
+
+
+def time_scale() -> float:
+    """`UNUM_ASL_TIME_SCALE` as a float (1 when unset or not a non-negative number): it multiplies
+    every Step Functions time (Waits, Retry back-offs, Task and execution timeouts), so tests and
+    local previews run an hour-long machine in seconds."""
+    raw = os.environ.get(TIME_SCALE_ENV, "")
+    try:
+        value = float(raw)
+    except ValueError:
+        return 1.0
+    return value if value >= 0 else 1.0
+
 
 IR_VERSION = 1
 IR_FILE_NAME = "unum-ir.json"

@@ -57,6 +57,7 @@ from unum_entry import naming
 from unum_entry.codec import decode, encode
 from unum_entry.envelope import DataRef, Envelope
 from unum_entry.errors import RetentionExpired, TimersUnavailable
+from unum_entry.ir import time_scale as ir_time_scale
 from unum_entry.outcome import TIMEOUT_FIELD, WATCHDOG_FIELD, Ending, covers_every_position, end_workflow, failure_record
 from unum_entry.retention import Ledger, Retention
 from unum_entry.stores.base import Kind, Record, Store
@@ -87,11 +88,8 @@ class Watchdog:
                  time_scale: float | None = None) -> None:
         self.function = function
         self.timeout_seconds = timeout_seconds  # the execution timeout (module docstring), None: none
-        if time_scale is None and timeout_seconds is not None:
-            # lazy: only a compiled state machine has an execution timeout, and its handler has
-            # loaded this module already; the timeout scales as its Waits and Retries do
-            from unum_entry.asl.function import time_scale as asl_time_scale
-            time_scale = asl_time_scale()
+        if time_scale is None and timeout_seconds is not None:  # it scales as a machine's Waits and Retries do
+            time_scale = ir_time_scale()
         self.time_scale = 1.0 if time_scale is None else time_scale  # multiplies timeout_seconds
         self.store = store
         self.retention = retention
@@ -143,13 +141,9 @@ class Watchdog:
             log.warning("workflow %s: its watchdog fired %d s after the deadline; objects may have expired, so "
                         "nothing is recorded", workflow, int(now - deadline))
             return "late"
-        ending = Ending.of(workflow)
-        if ending.reached(self.store.read(ending.keys)):
-            return "ended"
-        records = list(self.store.records(workflow))
-        results = [decode(r.value) for r in records if r.kind is Kind.RESULT and r.value is not None]
-        if covers_every_position(results):
-            return "succeeded"
+        over, records = self._over(workflow)
+        if over:
+            return over
         pending = pending_of(records, workflow)
         record = failure_record("Unum.RetentionExpired", _cause(workflow, deadline, pending), function=self.function,
                                 invocation=timer_of(workflow, env.attempt), attempts=env.attempt + 1)
@@ -167,12 +161,9 @@ class Watchdog:
         if self.retention.clock() < due:
             self._schedule_timeout(workflow, env.deadline, seconds, due, env.attempt + 1)
             return "early"
-        ending = Ending.of(workflow)
-        if ending.reached(self.store.read(ending.keys)):
-            return "ended"
-        results = [decode(r.value) for r in self.store.records(workflow) if r.kind is Kind.RESULT and r.value is not None]
-        if covers_every_position(results):
-            return "succeeded"
+        over, _ = self._over(workflow)
+        if over:
+            return over
         record = failure_record("States.Timeout", f"the execution timed out: its TimeoutSeconds ({seconds:g} s) "
                                 f"elapsed", function=self.function,
                                 invocation=naming.timer_name(workflow, TIMEOUT_PURPOSE, env.attempt),
@@ -182,6 +173,16 @@ class Watchdog:
             return "ended"
         log.info("workflow %s: %s", workflow, record["Cause"])
         return "recorded"
+
+    def _over(self, workflow: str) -> tuple[str | None, list[Record]]:
+        """Whether `workflow` is over for a timer: "ended" (an ending record), "succeeded" (its
+        results cover every position) or None, with its records when they were listed."""
+        ending = Ending.of(workflow)
+        if ending.reached(self.store.read(ending.keys)):
+            return "ended", []
+        records = list(self.store.records(workflow))
+        results = [decode(r.value) for r in records if r.kind is Kind.RESULT and r.value is not None]
+        return ("succeeded" if covers_every_position(results) else None), records
 
     def _schedule_timeout(self, workflow: str, deadline: int, seconds: float, due: float, rearms: int) -> None:
         if self._invoke_at is None:

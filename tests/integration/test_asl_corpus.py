@@ -13,7 +13,7 @@ import pytest
 from builder.compiler import compile_state_machine
 from builder.compiler.load import find_definition
 from tests.support.retained import assert_only_ttl_bounded, outcome_kinds
-from unum_entry.asl.function import TIME_SCALE_ENV
+from unum_entry.ir import TIME_SCALE_ENV
 from unum_entry.local.platform import local_platform
 from unum_entry.stores import open_store
 from unum_entry.workflow import load_workflow

@@ -23,10 +23,10 @@ from typing import Any
 from unum_entry.asl.runner import DATA_LIMIT, FRAGMENT_VERSION, Fragment, Handler, Services, run
 from unum_entry.errors import ConfigurationError, HandlerLoadError
 from unum_entry.steps import durable, is_durable
+from unum_entry.ir import time_scale
 
 FRAGMENT_FILE_NAME = "unum-asl.json"
 MAIN_MODULE = "unum_asl_main"
-TIME_SCALE_ENV = "UNUM_ASL_TIME_SCALE"
 DATA_LIMIT_ENV = "UNUM_ASL_DATA_LIMIT"
 
 
@@ -70,16 +70,6 @@ def make_handler(module_file: str | Path) -> Handler:
             # Its task token's nonce is a journaled step: every execution sends the same token.
             durable(handler)
     return handler
-
-
-def time_scale() -> float:
-    """`UNUM_ASL_TIME_SCALE` as a float (1 when unset or not a non-negative number)."""
-    raw = os.environ.get(TIME_SCALE_ENV, "")
-    try:
-        value = float(raw)
-    except ValueError:
-        return 1.0
-    return value if value >= 0 else 1.0
 
 
 def data_limit() -> int | None:
