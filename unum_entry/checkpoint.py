@@ -22,6 +22,7 @@ Nothing here deletes anything (unum_entry.retention), so every step is safe to r
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
@@ -62,13 +63,18 @@ def commit(store: Store, ir: FunctionIR, retention: Retention, env: Envelope, ke
     UnencodableValue before writing anything when the output cannot be stored. `stamp` (the
     invocation's history, unum_entry.history) is stored after the value in the same write;
     `codec.decode` reads the value alone."""
-    what = f"output of function {ir.function!r}"
     if key is None:
-        return encode(output, what=what), first_delivery(env)
+        return encode(output, what=_output_of(ir.function)), first_delivery(env)
     ledger = Ledger.of(env, retention)
     if commits_its_result(ir):
         return ledger.create(store, key, result_record(env, output) + stamp, Kind.RESULT)
-    return ledger.create(store, key, encode(output, what=what) + stamp, Kind.CHECKPOINT)
+    return ledger.create(store, key, encode(output, what=_output_of(ir.function)) + stamp, Kind.CHECKPOINT)
+
+
+@functools.lru_cache(maxsize=1024)
+def _output_of(function: str) -> str:
+    """How an unencodable output is named in its error (once per function, not per commit)."""
+    return f"output of function {function!r}"
 
 
 def first_delivery(env: Envelope) -> bool:

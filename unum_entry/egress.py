@@ -15,7 +15,7 @@ from __future__ import annotations
 import contextvars
 from collections.abc import Callable, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from unum_entry import fanin
 from unum_entry.checkpoint import commits_its_result, not_yet_committed, record_result
@@ -24,8 +24,8 @@ from unum_entry.envelope import DataRef, Envelope
 from unum_entry.errors import UnencodableValue
 from unum_entry.frozen import Frozen, frozen
 from unum_entry.history import end_stamp
-from unum_entry.hooks import FaultPoint, Hooks
-from unum_entry.invokers import Invoker
+from unum_entry.hooks import FaultPoint, Hooks, NoHooks
+from unum_entry.invokers import EnvelopeInvoker, Invoker
 from unum_entry.ir import FunctionIR
 from unum_entry.outcome import failure_record
 from unum_entry.plan import Call, Committed, Join, Plan, Program, continuation
@@ -86,12 +86,18 @@ def egress(ctx: EgressContext, env: Envelope, invocation: str, checkpoint: str |
     if commits_its_result(ctx.ir):  # the commit was the result record: nothing more to do
         return EgressReport(value=decode(encoded)["value"], created=created, invoked=0, terminal=True)
     value = decode(encoded)
-    the_plan = ctx.program.plan(env, Committed(value, len(stored), checkpoint),  # type: ignore[union-attr]
-                                invocation=invocation, inline_limit=ctx.inline_limit)
+    program: Program = ctx.program  # type: ignore[assignment]
+    if program.hop is not None and not env.lanes:  # a chain hop (no lane to pass on): its one call
+        calls: Sequence[Call] = (program.hop_call(env, value, len(stored), checkpoint, ctx.inline_limit),)
+        if not created:
+            calls = not_yet_committed(ctx.store, calls)
+        return EgressReport(value, created, _dispatch(ctx, invocation, calls), False)
+    the_plan = program.plan(env, Committed(value, len(stored), checkpoint), invocation=invocation,
+                            inline_limit=ctx.inline_limit)
     # A lane goes on only past an item that did not fail the workflow: with MaxConcurrency k the
     # next item never starts after a failed one (Step Functions), so the failure reported is that one.
-    lane = continuation(ctx.ir, env) if the_plan.failure is None else None
-    calls: Sequence[Call] = [lane, *the_plan.calls] if lane is not None else the_plan.calls  # a fan-out's: built as sent
+    lane = continuation(ctx.ir, env) if env.lanes and the_plan.failure is None else None
+    calls = [lane, *the_plan.calls] if lane is not None else the_plan.calls  # a fan-out's: built as sent
     if not created:
         calls = not_yet_committed(ctx.store, calls)
     invoked = _dispatch(ctx, invocation, calls)
@@ -99,8 +105,7 @@ def egress(ctx: EgressContext, env: Envelope, invocation: str, checkpoint: str |
         invoked += _join(ctx, env, invocation, checkpoint, the_plan.join, created)
     if the_plan.terminal:
         _finish(ctx, env, invocation, value, the_plan)
-    return EgressReport(value=value, created=created, invoked=invoked, terminal=the_plan.terminal,
-                        failed=the_plan.failure is not None)
+    return EgressReport(value, created, invoked, the_plan.terminal, the_plan.failure is not None)
 
 
 def _finish(ctx: EgressContext, env: Envelope, invocation: str, value: Any, the_plan: Plan) -> None:
@@ -136,6 +141,11 @@ def _dispatch(ctx: EgressContext, invocation: str, calls: Sequence[Call]) -> int
     invoke leaves the others sent."""
     if not calls:
         return 0
+    if len(calls) == 1:  # one call (a chain hop, a join's target): sent from here
+        if type(ctx.hooks) is not NoHooks:  # only NoHooks itself observes nothing
+            ctx.hooks.at(FaultPoint.BEFORE_INVOKE, invocation)
+        _invoke(ctx.invoker, calls[0])
+        return 1
 
     def send(share: Sequence[Call]) -> None:
         for call in share:
@@ -155,17 +165,26 @@ def _share(send: Callable[[Sequence[Call]], None], share: Sequence[Call]) -> Cal
 
 
 def _invoke(invoker: Invoker, call: Call) -> None:
-    """Send one call. A value the platform cannot carry inline (too deeply nested for its wire
-    encoding) travels by reference to the committed checkpoint instead: an output that was
-    committed always reaches its consumers."""
+    """Send one call: the `Envelope` itself to an invoker that takes it (`EnvelopeInvoker`, the
+    embedded engine's), else its wire form. A value the platform cannot carry inline (too deeply
+    nested for its wire encoding) travels by reference to the committed checkpoint instead: an
+    output that was committed always reaches its consumers."""
+    # Its class must define it: a wrapper that forwards unknown attributes to the invoker it
+    # wraps (unum_entry.tracing stamps each wire payload) is sent the wire form, as it expects.
+    send: Callable[[str, Envelope], None] = (cast(EnvelopeInvoker, invoker).invoke_envelope
+                                             if hasattr(type(invoker), "invoke_envelope") else _by_wire(invoker))
     try:
-        invoker.invoke(call.function, call.envelope.to_wire())
+        send(call.function, call.envelope)
     except (UnencodableValue, ValueError, RecursionError):
         by_reference = tuple(DataRef(ref=d.ref, item=d.item, path=d.path) if d.ref is not None else d
                              for d in call.envelope.inputs)
         if by_reference == call.envelope.inputs:
             raise
-        invoker.invoke(call.function, replace(call.envelope, inputs=by_reference).to_wire())
+        send(call.function, replace(call.envelope, inputs=by_reference))
+
+
+def _by_wire(invoker: Invoker) -> Callable[[str, Envelope], None]:
+    return lambda function, envelope: invoker.invoke(function, envelope.to_wire())
 
 
 def _run_all(executor: Executor, tasks: Sequence[Callable[[], Any]]) -> list[Any]:

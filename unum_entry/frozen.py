@@ -30,6 +30,8 @@ and behaves like the frozen dataclass it replaces:
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
+from operator import attrgetter
 from reprlib import recursive_repr
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
@@ -45,6 +47,9 @@ _registering = threading.RLock()
 _REPR: dict[type, tuple[str, ...]] = {}
 _COMPARE: dict[type, tuple[str, ...]] = {}
 _HASH: dict[type, tuple[str, ...]] = {}
+# Per class: the compared (hashed) fields' values as one tuple, read by a C-level getter.
+_COMPARED: dict[type, Callable[[Any], tuple[Any, ...]]] = {}
+_HASHED: dict[type, Callable[[Any], tuple[Any, ...]]] = {}
 
 
 def frozen(cls: _C) -> _C:
@@ -91,6 +96,20 @@ def _names(table: dict[type, tuple[str, ...]], cls: type) -> tuple[str, ...]:
     return names
 
 
+def _values(table: dict[type, Callable[[Any], tuple[Any, ...]]], names: tuple[str, ...],
+            cls: type) -> Callable[[Any], tuple[Any, ...]]:
+    """A function from an instance of `cls` to the tuple of its `names` fields (remembered)."""
+    if len(names) >= 2:
+        get: Callable[[Any], tuple[Any, ...]] = attrgetter(*names)  # a tuple for two names or more
+    elif names:
+        one = attrgetter(names[0])
+        get = lambda instance: (one(instance),)  # noqa: E731
+    else:
+        get = lambda instance: ()  # noqa: E731
+    table[cls] = get
+    return get
+
+
 def _frozen_error(message: str) -> Exception:
     from dataclasses import FrozenInstanceError
 
@@ -113,13 +132,16 @@ class Frozen:
         return f"{cls.__qualname__}({shown})"
 
     def __eq__(self, other: object) -> bool:
-        if other.__class__ is self.__class__:
-            names = _names(_COMPARE, self.__class__)
-            return tuple(getattr(self, n) for n in names) == tuple(getattr(other, n) for n in names)
+        cls = self.__class__
+        if other.__class__ is cls:
+            get = _COMPARED.get(cls) or _values(_COMPARED, _names(_COMPARE, cls), cls)
+            return bool(get(self) == get(other))
         return NotImplemented
 
     def __hash__(self) -> int:
-        return hash(tuple(getattr(self, n) for n in _names(_HASH, self.__class__)))
+        cls = self.__class__
+        get = _HASHED.get(cls) or _values(_HASHED, _names(_HASH, cls), cls)
+        return hash(get(self))
 
     def __setattr__(self, name: str, value: Any) -> None:
         if _MARK in type(self).__dict__ or name in self.__dataclass_fields__:

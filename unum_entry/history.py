@@ -36,6 +36,8 @@ from typing import TYPE_CHECKING, Any
 
 import msgpack  # type: ignore[import-untyped]
 
+from unum_entry.packing import ext, pack
+
 if TYPE_CHECKING:
     from unum_entry.envelope import Envelope
     from unum_entry.stores.base import Record, Store
@@ -52,13 +54,21 @@ def stamp(function: str, env: Envelope, *, started: float | None, committed: flo
     deadline too, for a failure record that a redrive re-sends). Never raises for a JSON-like workflow
     input; an input msgpack cannot encode is left out (the commit must not fail for history)."""
     meta: dict[str, Any] = {"f": function, "c": int(committed * 1000)}
-    if len(env.frames) > 1 or env.frames[0].iteration:
-        meta["p"] = [[f.index, f.size, f.iteration] for f in env.frames]
+    frames = env.frames
+    if len(frames) > 1 or frames[0].iteration:
+        meta["p"] = [[f.index, f.size, f.iteration] for f in frames]
     if env.attempt:
         meta["a"] = env.attempt
     if started is not None:
         meta["s"] = int(started * 1000)
-    refs = [[d.ref, d.item, d.path] for d in env.inputs if d.ref is not None]
+    inputs = env.inputs
+    refs: list[list[Any]] = []  # one loop, no comprehension: this runs at every commit
+    sent: list[Any] = []  # inline values without a reference: sent by a function without a checkpoint
+    for d in inputs:
+        if d.ref is not None:
+            refs.append([d.ref, d.item, d.path])
+        elif d.inline:
+            sent.append(d.value)
     if refs:
         meta["i"] = refs
     if env.gather is not None:
@@ -71,10 +81,12 @@ def stamp(function: str, env: Envelope, *, started: float | None, committed: flo
         meta["d"] = env.deadline
     if env.failures:
         meta["x"] = [[at, text] for at, text in env.failures]
-    if env.start and env.inputs and env.inputs[0].inline:
-        meta["w"] = env.inputs[0].value
-    elif any(d.ref is None and d.inline for d in env.inputs):  # sent by a function without a checkpoint
-        meta["v"] = [d.value for d in env.inputs if d.ref is None and d.inline]
+    if env.start and inputs and inputs[0].inline:
+        meta["w"] = inputs[0].value
+    elif sent:
+        meta["v"] = sent
+    else:  # names and numbers only: the thread's own Packer
+        return ext(STAMP_EXT, pack(meta))
     try:
         body = msgpack.packb(meta, use_bin_type=True)
     except (TypeError, ValueError, OverflowError):
@@ -85,17 +97,14 @@ def stamp(function: str, env: Envelope, *, started: float | None, committed: flo
         if copied in meta and len(body) > WORKFLOW_INPUT_LIMIT:  # a large input is not copied: its size only
             meta[copied] = {"$omitted": len(body)}
             body = msgpack.packb(meta, use_bin_type=True)
-    packed: bytes = msgpack.packb(msgpack.ExtType(STAMP_EXT, body), use_bin_type=True)
-    return packed
+    return ext(STAMP_EXT, body)
 
 
 def end_stamp(function: str, written: float) -> bytes:
     """The stamp of a result record that egress writes after `function`'s commit: when the
     workflow's result (at that position) was recorded. `"e": 1` marks it as no invocation of its
     own (the invocation's stamp is on its checkpoint)."""
-    packed: bytes = msgpack.packb(msgpack.ExtType(STAMP_EXT, msgpack.packb(
-        {"f": function, "c": int(written * 1000), "e": 1}, use_bin_type=True)), use_bin_type=True)
-    return packed
+    return ext(STAMP_EXT, pack({"f": function, "c": int(written * 1000), "e": 1}))
 
 
 def split(stored: bytes) -> tuple[bytes, dict[str, Any] | None]:

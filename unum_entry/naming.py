@@ -16,12 +16,13 @@ from typing import Any
 import msgpack  # type: ignore[import-untyped]
 
 from unum_entry.envelope import Frame
+from unum_entry.packing import pack
 
 _DIGEST_BYTES = 16
 
 
 def _digest(domain: str, *parts: object) -> str:
-    payload = msgpack.packb([domain, *parts], use_bin_type=True)
+    payload = pack([domain, *parts])
     return hashlib.blake2b(payload, digest_size=_DIGEST_BYTES).hexdigest()
 
 
@@ -42,7 +43,7 @@ _RESULT = _seeded("result", 2)
 def _parts(*parts: object) -> bytes:
     """The msgpack encoding of `parts` as a `_seeded` hasher expects it: the elements of a
     short array (fewer than 16) without its one-byte header."""
-    return msgpack.packb(parts, use_bin_type=True)[1:]
+    return pack(parts)[1:]
 
 
 def _frames(frames: Sequence[Frame]) -> list[list[int]]:
@@ -52,7 +53,7 @@ def _frames(frames: Sequence[Frame]) -> list[list[int]]:
 def checkpoint_key(workflow: str, function: str, frames: Sequence[Frame]) -> str:
     """The checkpoint of one invocation; also its name in logs and the handler context."""
     h = _CHECKPOINT()
-    h.update(_parts(workflow, function, [[f.index, f.size, f.iteration] for f in frames]))
+    h.update(pack((workflow, function, [[f.index, f.size, f.iteration] for f in frames]))[1:])  # `_parts`, inlined
     return "c-" + h.hexdigest()
 
 

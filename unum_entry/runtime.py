@@ -14,12 +14,13 @@ import sys
 import threading
 from collections.abc import Callable
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from unum_entry import naming
-from unum_entry.checkpoint import commit, commit_key
-from unum_entry.context import InvocationContext
+from unum_entry.checkpoint import commit, commit_key, commits_its_result
+from unum_entry.context import DeliveryContext, InvocationContext
 from unum_entry.egress import EgressContext, EgressReport, egress
 from unum_entry.envelope import DataRef, Envelope
 from unum_entry.errors import (HandlerFailed, HandlerLoadError, InvokeError, RetentionExpired, StaleInvocation,
@@ -27,7 +28,7 @@ from unum_entry.errors import (HandlerFailed, HandlerLoadError, InvokeError, Ret
 from unum_entry.frozen import Frozen, frozen
 from unum_entry.history import stamp
 from unum_entry.hooks import FaultPoint, FunctionParts, Hooks, LayerFactory, NoHooks, NoLayer
-from unum_entry.ingress import AlreadyCommitted, Ended, ingress
+from unum_entry.ingress import AlreadyCommitted, Ended, Ready, ingress
 from unum_entry.invokers import Invoker
 from unum_entry.ir import FunctionIR
 from unum_entry.outcome import Ending, failure_record, finished, record_failure, user_trace
@@ -108,6 +109,11 @@ class Runtime:
                                          hooks=self.hooks))
         self.watchdog = Watchdog(ir.function, store, invoker, self.retention, enabled=self.config.watchdog,
                                  timeout_seconds=ir.timeout_seconds)
+        # Decided once, not per delivery: whether spans and hooks do anything at all, and whether
+        # a commit goes to the invocation's checkpoint (its name, `commit_key`'s answer then).
+        self._traced = self.tracing.enabled
+        self._hooked = type(self.hooks) is not NoHooks  # a subclass may observe: only NoHooks itself is skipped
+        self._commits_to_invocation = ir.checkpoint and not commits_its_result(ir)
 
     def handle(self, env: Envelope) -> EgressReport | None:
         """Process one delivery. Returns None when nothing was left to do (dropped, a delivery
@@ -120,7 +126,9 @@ class Runtime:
         whatever a hook raises. A handler's `ctx.abort` (WorkflowAborted) ends the workflow in
         failure (returns None).
         """
-        with self.tracing.delivery(self.ir.function, env):  # a no-op unless tracing is on
+        if not self._traced:  # tracing off: not even a no-op context manager
+            return self._handle(env)
+        with self.tracing.delivery(self.ir.function, env):
             return self._handle(env)
 
     def _handle(self, env: Envelope) -> EgressReport | None:
@@ -139,22 +147,30 @@ class Runtime:
         allowed = self._may_run(env, invocation)
         if allowed is False:
             return None
-        checkpoint = commit_key(self.ir, env, invocation)
-        with self.tracing.span("ingress"):
-            before = (AlreadyCommitted(allowed) if isinstance(allowed, bytes)
-                      else ingress(env, self.store, checkpoint, check_first=self.ir.ingress_check))
+        checkpoint = invocation if self._commits_to_invocation else commit_key(self.ir, env, invocation)
+        if isinstance(allowed, bytes):
+            before: AlreadyCommitted | Ready | Ended = AlreadyCommitted(allowed)
+        elif self._traced:
+            with self.tracing.span("ingress"):
+                before = ingress(env, self.store, checkpoint, check_first=self.ir.ingress_check)
+        else:
+            before = ingress(env, self.store, checkpoint, check_first=self.ir.ingress_check)
         if isinstance(before, Ended):  # a fan-out item of a workflow that ended (unum_entry.ingress)
             return None
         value_end: int | None = None  # where the committed value ends in `stored`, when known
         if isinstance(before, AlreadyCommitted):
             stored, created = before.stored, False
         else:
-            self.hooks.at(FaultPoint.BEFORE_HANDLER, invocation)
+            if self._hooked:
+                self.hooks.at(FaultPoint.BEFORE_HANDLER, invocation)
             context = self.layer.context(self._context(env, invocation), env, checkpoint)
             started = self.retention.clock()
             try:
-                with self.tracing.span("handler"):
-                    output = self.layer.call(lambda: self._call_handler(before.event, context))
+                if self._traced:
+                    with self.tracing.span("handler"):
+                        output = self.layer.call(partial(self._call_handler, before.event, context))
+                else:
+                    output = self.layer.call(partial(self._call_handler, before.event, context))
             except WorkflowAborted as abort:
                 self._give_up(env, abort, invocation)
                 return None
@@ -166,14 +182,19 @@ class Runtime:
                     return None
                 stored, created = committed, False
             else:
-                self.hooks.at(FaultPoint.AFTER_HANDLER, invocation)
+                if self._hooked:
+                    self.hooks.at(FaultPoint.AFTER_HANDLER, invocation)
                 history = (stamp(self.ir.function, env, started=started, committed=self.retention.clock())
                            if checkpoint is not None else b"")
                 stored, created = commit(self.store, self.ir, self.retention, env, checkpoint, output, stamp=history)
                 if created and history and stored.endswith(history):  # our own bytes: the value ends at the stamp
                     value_end = len(stored) - len(history)
-        self.hooks.at(FaultPoint.AFTER_CHECKPOINT, invocation)
-        with self.tracing.span("egress"):
+        if self._hooked:
+            self.hooks.at(FaultPoint.AFTER_CHECKPOINT, invocation)
+        if self._traced:
+            with self.tracing.span("egress"):
+                report = egress(self._egress, env, invocation, checkpoint, stored, created, value_end=value_end)
+        else:
             report = egress(self._egress, env, invocation, checkpoint, stored, created, value_end=value_end)
         if report.terminal and not report.failed and len(env.frames) <= 1:  # the workflow's root result
             self._answer_caller(env.workflow)
@@ -256,10 +277,10 @@ class Runtime:
             self.executor.shutdown(wait=False)
 
     def _context(self, env: Envelope, invocation: str) -> InvocationContext:
-        top = env.top
-        return InvocationContext(workflow_id=env.workflow, function_name=self.ir.function, invocation=invocation,
-                                 attempt=env.attempt, index=top.index, size=top.size, iteration=top.iteration,
-                                 deadline=env.deadline, timers=self._timers(env))
+        top = env.frames[-1]
+        # `timers` as a builder: built when the handler first reads `context.timers`.
+        return DeliveryContext(env.workflow, self.ir.function, invocation, env.attempt, top.index, top.size,
+                               top.iteration, env.deadline, partial(self._timers, env))
 
     def _timers(self, env: Envelope) -> Timers:
         """The handler's durable timers (unum_entry.timers); no I/O until one is armed."""

@@ -147,3 +147,71 @@ def test_a_queue_database_of_the_previous_unum_is_opened_and_migrated(tmp_path: 
     conn.close()
     with pytest.raises(StoreError, match="not a unum store"):
         SQLiteQueue(foreign)
+
+
+def test_the_journal_rides_in_the_store_commits_and_commits_alone_only_when_none_come(tmp_path: Path) -> None:
+    """While store writes keep coming, the journal's batches go into their transactions (no
+    write of the journal's own: `Database.add_rider`); once they stop, the journal still
+    reaches the disk by itself."""
+    from unum_entry.stores.sqlite import SQLiteStore
+
+    store = SQLiteStore.open(tmp_path / "unum.db")
+    queue = SQLiteQueue(store.database, batch_interval=0.05)  # a store write every ~2 ms: one always comes
+    own: list[bool] = []
+    real_write = store.database.write
+
+    def spy(fn, *, sync=True):  # delegates to the real group commit; notes the journal's own writes
+        if not sync:
+            own.append(True)
+        return real_write(fn, sync=sync)
+
+    store.database.write = spy  # type: ignore[method-assign]
+    expiry = int(time.time()) + 3600
+    try:
+        kept = [Delivery("wf", f"F{i}", b"x") for i in range(5)]
+        for delivery in kept:
+            queue.push(delivery, time.time())
+        deadline = time.monotonic() + 10
+        i = 0
+        while len(rows(tmp_path / "unum.db")) < 5 and time.monotonic() < deadline:  # store writes keep coming
+            store.create(f"k-{i}", b"v", workflow="wf", expires_at=expiry)
+            i += 1
+            time.sleep(0.001)
+        assert len(rows(tmp_path / "unum.db")) == 5
+        assert own == []  # every journal batch rode in a store commit
+        queue.finish(kept[0])
+        queue.flush()  # no store write now: the journal commits by itself
+        assert own and len(rows(tmp_path / "unum.db")) == 4
+    finally:
+        queue.close()
+        store.close()
+
+
+def test_a_journal_batch_that_fails_in_a_store_commit_leaves_the_store_write_and_is_written_later(
+        tmp_path: Path) -> None:
+    """A journal batch the database refuses (a trigger raising on the queue's table) is undone
+    alone - the store's writes of that commit are kept - and is written, in order, once the
+    database takes it again."""
+    from unum_entry.stores.sqlite import SQLiteStore
+
+    store = SQLiteStore.open(tmp_path / "unum.db")
+    queue = SQLiteQueue(store.database, batch_interval=0.01)
+    expiry = int(time.time()) + 3600
+    try:
+        store.database.write(lambda conn: conn.execute(
+            "CREATE TRIGGER refuse BEFORE INSERT ON unum_queue BEGIN SELECT RAISE(ABORT, 'journal refused'); END"))
+        first, second = Delivery("wf", "First", b"x"), Delivery("wf", "Second", b"y")
+        queue.push(first, time.time())
+        for i in range(40):  # bounded: 40 store writes over ~0.4 s, each commit tries to carry the batch
+            store.create(f"k-{i}", b"v", workflow="wf", expires_at=expiry)
+            time.sleep(0.01)
+        assert len(store.get_many([f"k-{i}" for i in range(40)])) == 40
+        assert rows(tmp_path / "unum.db") == []
+        queue.push(second, time.time())
+        queue.finish(first)
+        store.database.write(lambda conn: conn.execute("DROP TRIGGER refuse"))
+        queue.flush()
+        assert rows(tmp_path / "unum.db") == [("Second", None)]
+    finally:
+        queue.close()
+        store.close()

@@ -8,10 +8,13 @@
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from unum_entry.errors import ConfigurationError
 from unum_entry.stores.base import Store
+
+if TYPE_CHECKING:
+    from unum_entry.envelope import Envelope
 
 
 class Invoker(Protocol):
@@ -33,6 +36,18 @@ class Invoker(Protocol):
         """
 
 
+class EnvelopeInvoker(Invoker, Protocol):
+    """An invoker that also takes the `Envelope` itself, skipping its wire form: the embedded
+    engine's (unum_entry.local.platform), whose next execution runs in the same process. Egress
+    uses `invoke_envelope` when its invoker has it; the cloud invokers do not."""
+
+    def invoke_envelope(self, function: str, envelope: Envelope) -> None:
+        """`invoke(function, envelope.to_wire())` without the wire: the receiver must still get
+        a private copy of every value (unum_entry.local.handoff). Raises what encoding the
+        envelope raises (UnencodableValue, ValueError, RecursionError) for a value that a wire
+        could not carry, so the sender can fall back to sending it by reference."""
+
+
 def open_invoker(url: str, *, store: Store | None = None, **kwargs: Any) -> Invoker:
     """Open an invoker from a URL. `store` lets invokers send oversized envelopes by reference."""
     scheme = url.split("://", 1)[0] if "://" in url else ""
@@ -47,4 +62,4 @@ def open_invoker(url: str, *, store: Store | None = None, **kwargs: Any) -> Invo
     raise ConfigurationError(f"unknown invoker URL {url!r}: use lambda://?prefix=… or pubsub://PROJECT?prefix=…")
 
 
-__all__ = ["Invoker", "open_invoker"]
+__all__ = ["EnvelopeInvoker", "Invoker", "open_invoker"]

@@ -13,6 +13,12 @@ still queued are dropped before their handler if the failure record is still the
 each, for failed workflows only: Step Functions starts no more items of a failed Map). No
 exception ends a worker thread. Orchestration stays in each function's runtime, exactly as in the cloud. With a
 `FaultInjector` it also misbehaves the ways a real platform may.
+
+Egress hands a call's `Envelope` itself to this platform (`submit_envelope`): a worker's first
+successor is its own next delivery, with no wire round trip and no queue (its values sealed:
+unum_entry.local.handoff), the rest of a fan-out is queued in wire form; a worker takes quick
+deliveries from the shared queue in small batches and keeps its counts to itself between them
+(`_Hand`), so the queue's lock is taken about once per batch, not twice per delivery.
 """
 
 from __future__ import annotations
@@ -33,6 +39,7 @@ from unum_entry.envelope import Envelope, is_watchdog
 from unum_entry.errors import EnvelopeError, RedeliveriesExhausted, UnumError, WorkflowTimeout
 from unum_entry.invocation_log import InvocationLog, InvocationRecord, error_type, hosted_state
 from unum_entry.local.faults import FaultInjector, InjectedCrash
+from unum_entry.local.handoff import is_plain, open_sealed, seal
 from unum_entry.local.queue import Delivery, DeliveryQueue, MemoryQueue
 from unum_entry.outcome import Ending, RunResult, read_outcome
 from unum_entry.platforms.common import DeliveryStatus, RetryPolicy, deliver, record_failure
@@ -49,7 +56,11 @@ MAX_REDELIVERIES = 50  # consecutive failed deliveries of one delivery before it
 BUG_REDELIVERIES = 2   # ... when it fails with a bug (not an UnumError): Lambda's async retries
 MAX_BACKOFF = 0.5      # seconds: the cap of the redelivery (and handler-retry) backoff
 FAILURES_SHOWN = 3     # failed attempts `progress()` names
-WAKE_BATCH = 64        # a worker's due pushes that wake idle workers at once (`_enqueue`)
+WAKE_BATCH = 64        # a worker's due pushes that wake idle workers at once (`_enqueue`, `_flush`)
+HOP_BUDGET = 64        # deliveries a worker takes from its own hand in a row before it settles with the queue
+SETTLE_INTERVAL = 0.05  # ... or seconds: its counts reach progress() and wait_idle at least this often
+TAKE_BATCH = 16        # due deliveries a worker takes at once when its deliveries are quick (`_take_shared`)
+QUICK = 0.001          # seconds per delivery below which a worker's deliveries count as quick
 
 
 @dataclass(frozen=True)
@@ -71,18 +82,52 @@ class Progress:
     failed: int
     retries: int
     functions: tuple[FunctionProgress, ...] = ()
-    running: int = 0   # of `in_flight`, deliveries being processed now (the rest are queued)
+    running: int = 0   # of `in_flight`, deliveries taken by a worker (being processed, or next in its hand)
     failures: tuple[str, ...] = ()  # the latest failed attempts, newest last: `Work[3] ValueError`
 
 
+class _Hand:
+    """A worker's own deliveries and counts, kept off the shared queue and its lock (`_take`).
+
+    `next`: the first invoke its current delivery handed over (`submit_envelope`), which this
+    worker takes next without queueing it (a chain's successor; the first of a fan-out);
+    `taken`: due deliveries taken ahead in one batch; `pushes`: the current delivery's other
+    handed-over invokes, queued every WAKE_BATCH and when it ends (`_flush`); `owed`: its
+    `submit`s queued at once whose wake-up is still owed. `started`, `finished`, `in_flight`,
+    `stats`, `committed`: counts the platform's own do not hold yet (`_settle`, under its lock,
+    at least every HOP_BUDGET deliveries or SETTLE_INTERVAL seconds, and before it waits)."""
+
+    __slots__ = ("batching", "next", "taken", "pushes", "owed", "hops", "since", "settle_by", "quick",
+                 "started", "finished", "in_flight", "stats", "committed")
+
+    def __init__(self, *, batching: bool) -> None:
+        self.batching = batching  # a worker's hand; not one made for a single `_take` (tests)
+        self.next: Delivery | None = None
+        self.taken: deque[Delivery] = deque()
+        self.pushes: list[Delivery] = []
+        self.owed = 0
+        self.hops = 0             # deliveries taken from this hand since the last settle
+        self.since = 0.0          # time.monotonic() of the last settle
+        self.settle_by = 0.0
+        self.quick = False        # its deliveries took less than QUICK each since the settle before
+        self.started = 0          # deliveries taken from `next` (not counted by the platform yet)
+        self.finished = 0         # deliveries done (still counted by the platform as in flight)
+        self.in_flight: dict[str, int] = {}
+        self.stats: Counter[str] = Counter()
+        self.committed: Counter[str] = Counter()
+
+
 class _LocalInvoker:
-    """The Invoker every runtime gets: queue a delivery on the platform."""
+    """The Invoker every runtime gets: queue a delivery on the platform (an `EnvelopeInvoker`)."""
 
     def __init__(self, platform: LocalPlatform) -> None:
         self._platform = platform
 
     def invoke(self, function: str, payload: dict[str, Any]) -> None:
         self._platform.submit(function, payload)
+
+    def invoke_envelope(self, function: str, envelope: Envelope) -> None:
+        self._platform.submit_envelope(function, envelope)
 
     def invoke_at(self, when: float, function: str, payload: dict[str, Any], *, name: str) -> None:
         self._platform.submit_at(when, function, payload, name=name)
@@ -145,9 +190,8 @@ class LocalPlatform:
         self._timer_names: set[str] = set()  # timers queued: one armed twice is queued once
         self._lock = threading.Lock()
         self._work_cv = threading.Condition(self._lock)  # workers: a delivery was queued, or stop
-        # Per worker thread: due pushes of its current delivery whose wake-up is still owed
-        # (`_enqueue`, `_work`); absent on any other thread, which wakes a worker per push.
-        self._owed = threading.local()
+        # Per worker thread: its `_Hand` (`hand`); absent on any other thread.
+        self._local = threading.local()
         self._idle_workers = 0  # workers waiting for a due delivery (lock held)
         self._idle_cv = threading.Condition(self._lock)  # wait_idle: nothing is outstanding any more
         self._stopping = False
@@ -285,6 +329,40 @@ class LocalPlatform:
         self._count("invokes")
         self._enqueue(Delivery(_workflow_of(payload), function, data), delay)
 
+    def submit_envelope(self, function: str, envelope: Envelope) -> None:
+        """Accept one asynchronous invoke as the `Envelope` itself (`EnvelopeInvoker`: egress).
+
+        On a worker, the first one its current delivery sends becomes the worker's own next
+        delivery: no wire form (unless a durable queue journals it), no queue, no lock; its
+        inline values are sealed (unum_entry.local.handoff), so the handler that receives it
+        owns them. The others are queued in their wire form (compact: a wide fan-out is not an
+        object per branch), WAKE_BATCH at a time. Raises what encoding the envelope raises.
+        `submit` stays the one place that sees every invoke: a platform that overrides it (tests
+        that record or alter invokes) gets these there, in their wire form."""
+        submit = self.submit
+        if getattr(submit, "__func__", None) is not LocalPlatform.submit:
+            submit(function, envelope.to_wire())
+            return
+        hand: _Hand | None = getattr(self._local, "hand", None)
+        if hand is None or self.faults is not None:  # not a worker: as `submit`
+            submit(function, envelope.to_wire())
+            return
+        if self.invoke_latency:
+            time.sleep(self.invoke_latency)
+        if hand.next is None:
+            if self.queue.durable:  # the journal keeps the wire form; the worker skips decoding it when it can
+                delivery = Delivery(envelope.workflow, function, encode(envelope.to_wire(), what="envelope"),
+                                    envelope=envelope if is_plain(envelope) else None)
+                self.queue.journal(delivery, time.time())  # before the current delivery is finished
+            else:
+                delivery = Delivery(envelope.workflow, function, b"", envelope=seal(envelope))
+            hand.next = delivery
+        else:
+            hand.pushes.append(Delivery(envelope.workflow, function, encode(envelope.to_wire(), what="envelope")))
+            if len(hand.pushes) >= WAKE_BATCH:  # a wide fan-out: other workers start on it as it goes
+                self._flush(hand, ending=False)
+        hand.stats["invokes"] += 1
+
     def submit_at(self, when: float, function: str, payload: dict[str, Any], *, name: str) -> None:
         """Accept one durable timer (`Invoker.invoke_at`): deliver at or after `when` (epoch
         seconds on the store's clock). It lives as long as the platform's queue: across
@@ -302,38 +380,90 @@ class LocalPlatform:
         """Queue `delivery` (copies and extra delays as the fault injector plans) after `delay`."""
         delays = self.faults.plan_delivery().delays if self.faults else (0.0,)
         now = time.time()
+        hand: _Hand | None = getattr(self._local, "hand", None)
         with self._lock:
             for i, extra in enumerate(delays):
-                copy = delivery if i == 0 else Delivery(delivery.workflow, delivery.function, delivery.payload,
-                                                        delivery.failures, delivery.timer, background=delivery.background)
+                copy = delivery if i == 0 else delivery.again(delivery.failures)
                 self.queue.push(copy, now + delay + extra)
                 self._count_queued(copy)
             if delay or any(delays):
                 self._work_cv.notify_all()  # sleeping workers recompute when the next one is due
-            elif (owed := getattr(self._owed, "n", None)) is None:
+            elif hand is None:
                 self._work_cv.notify(len(delays))
-            elif owed + 1 >= WAKE_BATCH:  # a wide fan-out: wake an idle worker as it goes (it passes the baton on)
-                self._owed.n = 0
+            elif hand.owed + 1 >= WAKE_BATCH:  # a wide fan-out: wake an idle worker as it goes (it passes the baton on)
+                hand.owed = 0
                 self._work_cv.notify(1)
             else:
-                self._owed.n = owed + 1
+                hand.owed += 1
 
-    def _take(self, done: Delivery | None = None) -> Delivery | None:
-        """The next due delivery (the earliest; with faults, any due one the injector picks);
-        blocks until one is due. None once the platform is closing. O(log n) per delivery.
-        `done`: the delivery this worker just finished (its queue entry already finished),
-        accounted for under the same lock acquisition (`_done`)."""
+    def _flush(self, hand: _Hand, *, ending: bool = True) -> None:
+        """Queue the invokes `hand`'s delivery handed over beyond its next one (journaled, in a
+        durable queue, before that delivery is finished), and wake one idle worker when it left
+        more than its worker takes itself; `ending`: the delivery ended (its owed wake-ups are
+        paid too)."""
+        pushes = hand.pushes
+        owed = hand.owed if ending else 0
+        if ending:
+            hand.owed = 0
+        if not pushes and (owed + (hand.next is not None) <= 1 or not self._idle_workers):
+            return
+        hand.pushes = []
+        now = time.time()
+        with self._lock:
+            for delivery in pushes:
+                self.queue.push(delivery, now)
+                self._count_queued(delivery)
+            self._work_cv.notify(1)  # it passes the baton on (`_take_shared`)
+
+    def _take(self, done: Delivery | None = None, hand: _Hand | None = None) -> Delivery | None:
+        """The next delivery for a worker whose `hand` just finished `done`: its own next one or
+        one it took ahead, without the shared queue's lock, while its budget lasts (HOP_BUDGET,
+        SETTLE_INTERVAL); else the next due from the shared queue (`_take_shared`). Blocks until
+        one is due; None once the platform is closing. Without `hand` (not a worker): one due
+        delivery from the shared queue."""
+        if hand is None:
+            hand = _Hand(batching=False)
+        if done is not None:
+            hand.finished += 1
+            hand.in_flight[done.function] = hand.in_flight.get(done.function, 0) - 1
+        if (hand.next is not None or hand.taken) and hand.hops < HOP_BUDGET and not self._stopping \
+                and time.monotonic() < hand.settle_by:
+            hand.hops += 1
+            delivery = hand.next
+            if delivery is None:
+                return hand.taken.popleft()
+            hand.next = None
+            hand.started += 1
+            hand.in_flight[delivery.function] = hand.in_flight.get(delivery.function, 0) + 1
+            return delivery
+        return self._take_shared(hand)
+
+    def _take_shared(self, hand: _Hand) -> Delivery | None:
+        """`_take` from the shared queue: settle `hand`'s counts, then the earliest due delivery
+        (with faults, any due one the injector picks; a due timer before the invokes due). A
+        worker whose deliveries are quick takes up to TAKE_BATCH at once, at most its share of
+        what is due (one lock acquisition for all), and finishes a batch before it takes more.
+        O(log n) per delivery."""
         queue = self.queue
         with self._lock:
-            if done is not None:
-                self._done(done)
+            self._settle(hand)
             while not self._stopping:
+                if hand.taken:  # its budget ran out with a batch in hand (at most TAKE_BATCH quick ones): go on
+                    self._restart(hand)
+                    return hand.taken.popleft()
                 now = time.time()
                 if self.faults is None:
                     if (delivery := queue.pop_due(now)) is not None:
+                        self._taken(delivery)
+                        if hand.quick and hand.batching:
+                            for _ in range(min(TAKE_BATCH - 1, len(queue) // len(self._workers))):
+                                if (more := queue.pop_due(now)) is None:
+                                    break
+                                hand.taken.append(self._taken(more))
                         if self._idle_workers and (due := queue.next_due()) is not None and due <= now:
                             self._work_cv.notify(1)  # more is due: an idle worker takes the next (the baton)
-                        return self._taken(delivery)
+                        self._restart(hand)
+                        return delivery
                 else:
                     ready = self._ready
                     while (delivery := queue.pop_due(now)) is not None:
@@ -341,6 +471,7 @@ class LocalPlatform:
                     if ready:
                         i = self.faults.pick(len(ready))
                         ready[i], ready[-1] = ready[-1], ready[i]
+                        self._restart(hand)
                         return self._taken(ready.pop())
                 due = queue.next_due()
                 wait = due - now if due is not None else 0.05
@@ -350,6 +481,41 @@ class LocalPlatform:
                 finally:
                     self._idle_workers -= 1
             return None
+
+    def _restart(self, hand: _Hand) -> None:
+        """A new budget for `hand`; were its deliveries since the last one quick?"""
+        now = time.monotonic()
+        hand.quick = now - hand.since < QUICK * (hand.hops + 1)
+        hand.hops = 0
+        hand.since = now
+        hand.settle_by = now + SETTLE_INTERVAL
+
+    def _settle(self, hand: _Hand) -> None:
+        """Add `hand`'s counts to the platform's (lock held). Its next delivery, if any, has had
+        its turn: it is queued behind what is due already (fairness: a chain on one worker
+        yields to other work every HOP_BUDGET deliveries)."""
+        if (nxt := hand.next) is not None:
+            hand.next = None
+            self._count_queued(nxt)
+            self.queue.requeue(nxt)
+        if hand.started != hand.finished:
+            moved = hand.started - hand.finished
+            self._outstanding += moved
+            self._running += moved
+            hand.started = hand.finished = 0
+        if hand.in_flight:
+            in_flight = self._in_flight
+            for function, n in hand.in_flight.items():
+                in_flight[function] += n
+            hand.in_flight.clear()
+        if hand.stats:
+            with self._stats_lock:
+                self.stats.update(hand.stats)
+                self._committed.update(hand.committed)
+            hand.stats.clear()
+            hand.committed.clear()
+        if not self._outstanding:
+            self._idle_cv.notify_all()
 
     def _count_queued(self, delivery: Delivery) -> None:
         """Count a delivery just queued (lock held): a timer only from when it is taken."""
@@ -369,45 +535,41 @@ class LocalPlatform:
         return delivery
 
     def _work(self) -> None:
-        """A worker's loop. The due deliveries its delivery pushed wake no one while it runs
-        (`_enqueue`; a wide fan-out wakes one idle worker per WAKE_BATCH pushes). When it ends,
-        this worker goes straight back to the queue and takes the next due delivery itself (a
-        chain's successor runs on the same thread, waking no other), and wakes one idle
-        worker if it pushed more than that one; a worker that takes a delivery while more are
-        due and others idle wakes one more (`_take`: the baton), so a fan-out spreads over
-        every worker one wake-up at a time instead of all idle workers racing for each push.
-        Idle workers also poll the queue every 50 ms: a push from a handler that then blocks
-        in user code is never stranded longer than that."""
-        self._owed.n = 0
+        """A worker's loop. The first invoke its delivery hands over (egress: a chain's
+        successor) stays in its hand and is its next delivery, queued nowhere, waking no one
+        (`submit_envelope`); the others wait in its hand until it has sent WAKE_BATCH of them or
+        the delivery ended, then join the shared queue at once and wake one idle worker
+        (`_flush`; what it `submit`s - user code's invokes - is queued at once, its wake-up
+        owed until then). A worker that takes a delivery while more are due and others idle
+        wakes one more (`_take_shared`: the baton), so a fan-out spreads over every worker one
+        wake-up at a time instead of all idle workers racing for each push. Idle workers also
+        poll the queue every 50 ms: a push from a handler that then blocks in user code is
+        never stranded longer than that."""
+        hand = _Hand(batching=True)
+        self._local.hand = hand
         done: Delivery | None = None
-        while (delivery := self._take(done)) is not None:
+        while (delivery := self._take(done, hand)) is not None:
             done = None
             try:
-                self._process(delivery)
+                self._process(delivery, hand)
             except BaseException as exc:  # a bug in the platform itself: keep the worker alive
                 log.exception("local platform: delivery to %s lost", delivery.function)
                 self._dead_letter(f"{delivery.function}: internal error in the local platform: "
                                   f"{type(exc).__name__}: {exc}")
             finally:
+                self._flush(hand)  # its successors are queued (journaled) before it is finished
                 self.queue.finish(delivery)  # after whatever it re-queued: a crash until here redelivers it
-                done = delivery  # accounted for when this worker takes its next one (one lock acquisition)
+                done = delivery  # accounted for when this worker takes its next one
 
-    def _done(self, delivery: Delivery) -> None:
-        """A delivery this worker finished is no longer in flight; the wake-ups its pushes owe
-        are paid (lock held; see `_work`)."""
-        self._running -= 1
-        self._outstanding -= 1
-        self._in_flight[delivery.function] -= 1
-        if not self._outstanding:
-            self._idle_cv.notify_all()
-        owed = self._owed
-        if owed.n > 1:
-            self._work_cv.notify(1)
-        owed.n = 0
+    def _open(self, delivery: Delivery) -> Envelope:
+        """The envelope `delivery` brings, the handler's own (a fresh copy of every mutable value)."""
+        if delivery.envelope is not None:
+            return open_sealed(delivery.envelope)
+        return Envelope.from_wire(decode(delivery.payload))
 
-    def _process(self, delivery: Delivery) -> None:
+    def _process(self, delivery: Delivery, hand: _Hand) -> None:
         try:
-            env = Envelope.from_wire(decode(delivery.payload))
+            env = self._open(delivery)
         except EnvelopeError as exc:
             self._count("deliveries")
             self._dead_letter(f"{delivery.function}: {exc}")
@@ -440,16 +602,18 @@ class LocalPlatform:
             with self._lock:
                 self._failures.append(f"{where} {error_type(outcome.error) or 'error'}")
         if status is DeliveryStatus.DONE:
-            created = outcome.done_report.created
-            with self._stats_lock:  # one acquisition per delivery done (the hot path)
-                self.stats["deliveries"] += 1
-                self.stats["committed" if created else "replayed"] += 1
-                if created:
-                    self._committed[delivery.function] += 1
+            stats = hand.stats  # added to the platform's by `_settle`
+            stats["deliveries"] += 1
+            if outcome.done_report.created:
+                stats["committed"] += 1
+                hand.committed[delivery.function] += 1
+            else:
+                stats["replayed"] += 1
         elif status is DeliveryStatus.DROPPED:
             self._count("stale")
         elif status is DeliveryStatus.RETRY_HANDLER:
-            retry_envelope = outcome.retry_envelope
+            # The next attempt gets the input this delivery brought, not what the handler left of it.
+            retry_envelope = replace(outcome.retry_envelope, inputs=self._open(delivery).inputs)
             self._count("handler_retries")
             self.submit(delivery.function, retry_envelope.to_wire(), delay=outcome.delay)
         elif status is DeliveryStatus.FAILED:
@@ -485,8 +649,7 @@ class LocalPlatform:
             else:  # the store or invoker is struggling (or a bug): back off
                 self._count("redeliveries")
                 delay = self._backoff.delay(failures - 1)
-            self._enqueue(Delivery(delivery.workflow, delivery.function, delivery.payload, failures, delivery.timer,
-                                   background=delivery.background), delay)
+            self._enqueue(delivery.again(failures), delay)
             return
         gave_up = RedeliveriesExhausted(delivery.function, failures, error)
         self._dead_letter(f"{delivery.function}: workflow {env.workflow}: {gave_up}")

@@ -5,20 +5,23 @@ instant they are due. `MemoryQueue` is that heap alone (it dies with the process
 also journals every accepted delivery to a SQLite database file, and removes it there only once
 its processing ended (done, dropped, failed, or re-queued as a new delivery):
 
-- the journal is written by one thread, in the order the platform made its calls, in batches
-  (one transaction each): a delivery's successors (the invokes its execution made, its retry) are
-  journaled before the delivery is removed, and a batch is atomic, so the file always holds a
-  prefix of the platform's history. A SIGKILL (or, with `synchronous=NORMAL` in WAL mode, a power
-  loss: SQLite loses at most a suffix of the WAL) leaves every delivery whose processing had not
-  ended (plus some that had: at-least-once, absorbed by the runtime's checkpoints);
+- the journal is written in the order the platform made its calls, in batches (every pending
+  operation at once, in one transaction): a delivery's successors (the invokes its execution
+  made, its retry) are journaled before the delivery is removed, and a batch is atomic, so the
+  file always holds a prefix of the platform's history. A thread gathers a burst for
+  `BATCH_INTERVAL`, then marks it due, and the database's next commit carries it (`_ride`);
+  the thread commits it itself only when no commit came within another interval. A SIGKILL
+  (or, with `synchronous=NORMAL` in WAL mode, a power loss: SQLite loses at most a suffix of the
+  WAL) leaves every delivery whose processing had not ended (plus some that had: at-least-once,
+  absorbed by the runtime's checkpoints);
 - a delivery accepted and finished within one batch never reaches the disk (its put and its
   removal cancel), so a hot chain costs the journal almost nothing;
 - `recover(workflow)` loads what a dead process left, to be delivered again.
 
 Rows carry the workflow id, so one database serves every workflow of a store. With the SQLite
 store the journal shares the store's `Database` (`SQLiteQueue(store.database)`): one file, one
-writer connection, the store's durability, and each journal batch is one `Database.write`, so it
-rides in the same group commit (one fsync) as the store's concurrent writes. A file store's queue
+writer connection, the store's durability, and a journal batch rides in the transaction (and
+the one fsync) of the store's next commit: `Database.add_rider`. A file store's queue
 is `queue.db` in its folder, a DynamoDB or Firestore store's a file of this machine
 (`.unum/queue-<digest>.db`: `unum_entry.local.runs.queue_path`), opened with durability normal.
 """
@@ -36,9 +39,10 @@ import threading
 import time
 from abc import ABC, abstractmethod
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from unum_entry.envelope import Envelope
 from unum_entry.errors import StoreError
 from unum_entry.stores.sqlite_database import Database, Durability
 
@@ -75,7 +79,10 @@ MAX_BACKOFF = 1.0        # seconds between attempts at a journal write that fail
 class Delivery:
     """One accepted delivery: `payload` is the envelope as on the wire; `timer` the timer's name
     (`Invoker.invoke_at`) or None; `id` names its journal row (0 in a MemoryQueue);
-    `background`: a deadline watchdog's timer, which `LocalPlatform.wait_idle` never waits for."""
+    `background`: a deadline watchdog's timer, which `LocalPlatform.wait_idle` never waits for.
+    `envelope`: the envelope itself, sealed (unum_entry.local.handoff), when it was handed over
+    in this process: a worker's own next delivery, never a queued fan-out's (an object per
+    branch). `payload` may then be empty - except in a durable queue, which journals it."""
 
     workflow: str
     function: str
@@ -84,12 +91,18 @@ class Delivery:
     timer: str | None = None
     id: int = 0
     background: bool = False
+    envelope: Envelope | None = None
+
+    def again(self, failures: int) -> Delivery:
+        """The same delivery accepted once more (a redelivery, a fault's extra copy): a new journal row."""
+        return Delivery(self.workflow, self.function, self.payload, failures, self.timer,
+                        background=self.background, envelope=self.envelope)
 
 
 class DeliveryQueue(ABC):
     """Deliveries by due time (epoch seconds). Not thread-safe: the platform calls `push`,
-    `pop_due`, `next_due`, `snapshot` and `__len__` under its lock; `finish`, `recover`, `flush`
-    and `close` are safe from any thread.
+    `requeue`, `pop_due`, `next_due`, `snapshot` and `__len__` under its lock; `journal`,
+    `finish`, `recover`, `flush` and `close` are safe from any thread.
 
     Compact: a delivery due when pushed (nearly all: invokes) waits in a FIFO as the bare
     `Delivery` (~250 B with its envelope); only delayed ones (backoffs, timers) pay for a heap
@@ -106,6 +119,16 @@ class DeliveryQueue(ABC):
             self._due.append(delivery)
         else:
             heapq.heappush(self._heap, (ready_at, next(self._seq), delivery))
+
+    def journal(self, delivery: Delivery, ready_at: float) -> None:
+        """Accept `delivery` without queueing it here: its accepter delivers it itself (a
+        worker's own next delivery, `LocalPlatform`), unless it hands it back with `requeue`.
+        A SQLiteQueue journals it, as `push` would; safe from any thread."""
+
+    def requeue(self, delivery: Delivery) -> None:
+        """Queue, due now and behind what is due already, a delivery accepted before (`journal`:
+        it is not journaled again)."""
+        self._due.append(delivery)
 
     def pop_due(self, now: float) -> Delivery | None:
         """A delivery due at `now` - a delayed one whose time came first, else the oldest
@@ -182,6 +205,9 @@ class SQLiteQueue(DeliveryQueue):
         self._written = 0     # ... of which are on disk
         self._closed = False
         self._error: BaseException | None = None
+        self._carry = False   # pending operations the next commit of the database carries (`_ride`)
+        self._inflight = 0    # operations taken by a commit that has not settled yet
+        self.database.add_rider(self._ride)
         self._writer = threading.Thread(target=self._write_loop, name="unum-queue-journal", daemon=True)
         self._writer.start()
 
@@ -190,6 +216,12 @@ class SQLiteQueue(DeliveryQueue):
         return True
 
     def push(self, delivery: Delivery, ready_at: float) -> None:
+        self.journal(delivery, ready_at)
+        super().push(delivery, ready_at)
+
+    def journal(self, delivery: Delivery, ready_at: float) -> None:
+        if not delivery.payload:  # a platform bug: the row could never be delivered again
+            raise AssertionError(f"a delivery to {delivery.function} without its wire form cannot be journaled")
         if not delivery.id:
             delivery.id = self._base | next(self._ids)
         row = (delivery.id, delivery.workflow, delivery.function, delivery.payload, ready_at,
@@ -199,7 +231,6 @@ class SQLiteQueue(DeliveryQueue):
                 self._puts[delivery.id] = row
                 self._submitted += 1
                 self._cv.notify()
-        super().push(delivery, ready_at)
 
     def finish(self, delivery: Delivery) -> None:
         with self._lock:
@@ -247,10 +278,17 @@ class SQLiteQueue(DeliveryQueue):
                 self._closed = True
                 self._cv.notify_all()
             self._writer.join(timeout=5)
+            self.database.remove_rider(self._ride)
             if self._owns_database:
                 self.database.close()
 
     def _write_loop(self) -> None:
+        """The journal's clock, one wake-up per `batch_interval`: a burst gathers meanwhile (a
+        delivery accepted and finished within it cancels out); what is pending then is marked
+        due, and the database's next commit carries it (`_ride`: a store write's batch, same
+        transaction and fsync, no worker waiting behind a journal-only batch). What is still due
+        an interval later - no commit came - this thread commits itself (a write of nothing that
+        the rider fills, `sync=False`). Failing writes are retried, in order, with a growing pause."""
         failures = 0
         while True:
             with self._lock:
@@ -258,37 +296,88 @@ class SQLiteQueue(DeliveryQueue):
                     self._cv.wait()
                 if self._closed and not (self._puts or self._dels):
                     return
-            time.sleep(self._batch_interval)  # let a burst gather: one transaction for all of it
+            time.sleep(self._batch_interval)  # let a burst gather; the commits meanwhile carry what is due
             with self._lock:
-                puts, dels, self._puts, self._dels = list(self._puts.values()), self._dels, {}, []
-                target = self._submitted
-            if not (puts or dels):  # everything accepted was finished within the batch: nothing to write
-                with self._lock:
-                    self._written = target
-                    self._cv.notify_all()
-                continue
+                if not self._carry:
+                    if self._puts or self._dels:
+                        self._carry = True  # the next commit carries it
+                    elif not self._inflight:  # everything accepted was finished within the burst: nothing to write
+                        self._written = self._submitted
+                        self._cv.notify_all()
+                    continue
+                target = self._submitted  # due for an interval and no commit came: write it here
             try:
                 # sync=False: the journal needs WAL order only (prefix property), not an fsync per batch
-                self.database.write(functools.partial(_apply, puts=puts, dels=dels), sync=False)
+                self.database.write(_nothing, sync=False)
             except (sqlite3.Error, StoreError) as exc:  # disk full, read-only, locked too long: keep trying, in order
-                failures += 1
-                log.error("delivery queue %s: write failed (%s); retrying", self.path, exc)
                 with self._lock:
                     self._error = exc
-                    merged = {row[0]: row for row in puts}
-                    merged.update(self._puts)
-                    self._puts = merged
-                    self._dels = dels + self._dels
-                    if self._closed:
-                        return
-                time.sleep(min(MAX_BACKOFF, 0.01 * 2 ** failures))
-                continue
-            failures = 0
-            del puts, dels  # not held while the journal waits: a million rows of a wide map
             with self._lock:
+                if self._written >= target:
+                    failures = 0
+                    continue
+                failures += 1
+                log.error("delivery queue %s: write failed (%s); retrying", self.path, self._error)
+                if self._closed:
+                    return
+            time.sleep(min(MAX_BACKOFF, 0.01 * 2 ** failures))
+
+    def _ride(self, conn: sqlite3.Connection) -> Callable[[bool], None] | None:
+        """The database's rider (`Database.add_rider`): inside a commit's transaction, write
+        every pending operation if they are due, in a savepoint (a failure undoes them alone and
+        puts them back, in order). All of them at once: the puts, then the removals, in one
+        transaction - the file keeps a prefix of the platform's history."""
+        if not self._carry:
+            return None
+        with self._lock:
+            if not self._carry:
+                return None
+            self._carry = False
+            puts, dels, self._puts, self._dels = list(self._puts.values()), self._dels, {}, []
+            target = self._submitted
+            if not (puts or dels):
+                if not self._inflight:
+                    self._written = target
+                    self._cv.notify_all()
+                return None
+            self._inflight += 1
+        try:
+            conn.execute("SAVEPOINT unum_queue")
+            try:
+                _apply(conn, puts=puts, dels=dels)
+            except BaseException:
+                conn.execute("ROLLBACK TO unum_queue")
+                raise
+            finally:
+                conn.execute("RELEASE unum_queue")
+        except BaseException as exc:
+            self._settle(puts, dels, target, False, exc)
+            if not isinstance(exc, Exception):
+                raise
+            return None
+        return functools.partial(self._settle, puts, dels, target)
+
+    def _settle(self, puts: list[tuple[int, str, str, bytes, float, int, str | None, int]], dels: list[int],
+                target: int, committed: bool, error: BaseException | None = None) -> None:
+        """Operations `_ride` took were committed (everything accepted up to `target` is on
+        disk), or not: put them back in front of what came since, to be written again."""
+        with self._lock:
+            self._inflight -= 1
+            if committed:
+                self._written = max(self._written, target)
                 self._error = None
-                self._written = target
-                self._cv.notify_all()
+            else:
+                merged = {row[0]: row for row in puts}
+                merged.update(self._puts)
+                self._puts = merged
+                self._dels = dels + self._dels
+                if error is not None:
+                    self._error = error
+            self._cv.notify_all()
+
+
+def _nothing(conn: sqlite3.Connection) -> None:
+    """The journal thread's own write: the rider (`SQLiteQueue._ride`) fills it."""
 
 
 def _apply(conn: sqlite3.Connection, *, puts: Sequence[tuple[object, ...]], dels: Sequence[int]) -> None:

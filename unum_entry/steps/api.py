@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import field
 from typing import TYPE_CHECKING, Any, NoReturn, Protocol
 
-from unum_entry.context import InvocationContext
+from unum_entry.context import InvocationContext, TimersOnFirstUse
 from unum_entry.errors import StepError
 from unum_entry.errors import WorkflowAborted as Aborted
 from unum_entry.frozen import frozen
@@ -140,5 +140,25 @@ class StepContext(InvocationContext, StepsAPI):
 
     @classmethod
     def extending(cls, base: InvocationContext, journal: Journal | None) -> StepContext:
-        return cls(base.workflow_id, base.function_name, base.invocation, base.attempt, base.index, base.size,
-                   base.iteration, base.deadline, _journal=journal, timers=base.timers)
+        """`base`'s identity with the step API over `journal`; timers `base` has not built yet
+        (a DeliveryContext's) stay unbuilt."""
+        kind = DeliveryStepContext if cls is StepContext and isinstance(base, TimersOnFirstUse) else cls
+        context: StepContext = object.__new__(kind)
+        fields = context.__dict__
+        fields.update(base.__dict__)  # the fields as they are: a copy costs less than a re-init
+        fields["_journal"] = journal
+        if kind is not DeliveryStepContext and not issubclass(kind, TimersOnFirstUse):
+            fields["timers"] = base.timers  # built now: `kind` reads the field as it is
+        return context
+
+
+@frozen
+class DeliveryStepContext(TimersOnFirstUse, StepContext):  # type: ignore[override]  # read-only: it is frozen
+    """The StepContext the steps layer hands a handler (its timers built on first use)."""
+
+    def __init__(self, workflow_id: str, function_name: str, invocation: str, attempt: int, index: int, size: int,
+                 iteration: int, deadline: int = 0, timers: Timers | Callable[[], Timers] | None = None,
+                 _journal: Journal | None = None) -> None:
+        self.__dict__.update(workflow_id=workflow_id, function_name=function_name, invocation=invocation,
+                             attempt=attempt, index=index, size=size, iteration=iteration, deadline=deadline,
+                             timers=timers, _journal=_journal)

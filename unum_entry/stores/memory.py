@@ -48,20 +48,17 @@ class MemoryStore(Store):
         with self._lock:
             current = self._live(record.key)
             if current is None:
-                current = Record(key=record.key, kind=record.kind, workflow=record.workflow,
-                                 expires_at=record.expires_at, size=record.size, members={})
+                current = Record(record.key, record.kind, record.workflow, record.expires_at, None, record.size, {})
                 self._records[record.key] = current
             elif current.kind is not Kind.SET or current.size is None:
                 raise StoreError(f"store key {record.key!r} holds a {current.kind.value}, not a set")
             if slot not in current.members:  # a slot keeps its first member (idempotent add)
                 # A new record, not an update in place (a record handed out never changes);
                 # built directly: `dataclasses.replace` costs several times more.
-                current = Record(key=current.key, kind=current.kind, workflow=current.workflow,
-                                 expires_at=current.expires_at, value=current.value, size=current.size,
-                                 members={**current.members, slot: member})
+                current = Record(current.key, current.kind, current.workflow, current.expires_at, current.value,
+                                 current.size, {**current.members, slot: member})
                 self._records[record.key] = current
-            return SetState(size=current.size if current.size is not None else record.size or 0,
-                            members=dict(current.members))
+            return SetState(current.size if current.size is not None else record.size or 0, dict(current.members))
 
     def _sweep(self, now: float) -> int:
         with self._lock:

@@ -39,6 +39,12 @@ _IN_BATCH = 500  # keys per `IN (...)` (well below SQLite's bound on host parame
 _PAGE = 1000     # rows per page of a scan or a sweep
 _KINDS = {kind.value: kind for kind in Kind}
 _COLUMNS = "key, kind, workflow, expires_at, value, size, members"
+#: Insert, or replace a record that has expired (one constant text: SQLite's statement cache hits).
+_CREATE = (f"INSERT INTO unum_records ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?) "
+           "ON CONFLICT (key) DO UPDATE SET kind = excluded.kind, workflow = excluded.workflow, "
+           "expires_at = excluded.expires_at, value = excluded.value, size = excluded.size, "
+           "members = excluded.members WHERE unum_records.expires_at <= ?")
+_SELECT_ONE = f"SELECT {_COLUMNS} FROM unum_records WHERE key = ?"
 
 
 class SQLiteStore(Store):
@@ -95,11 +101,7 @@ class SQLiteStore(Store):
         def create(conn: sqlite3.Connection) -> Record | None:
             now = self._clock()
             # Insert, or replace a record that has expired: one statement on the hot path.
-            cursor = conn.execute(
-                f"INSERT INTO unum_records ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?) "
-                "ON CONFLICT (key) DO UPDATE SET kind = excluded.kind, workflow = excluded.workflow, "
-                "expires_at = excluded.expires_at, value = excluded.value, size = excluded.size, "
-                "members = excluded.members WHERE unum_records.expires_at <= ?", (*row, now))
+            cursor = conn.execute(_CREATE, (*row, now))
             if cursor.rowcount:
                 return None
             return _fetch_one(conn, record.key)
@@ -271,7 +273,7 @@ def _fetch(conn: sqlite3.Connection, keys: list[str]) -> dict[str, Record]:
 
 
 def _fetch_one(conn: sqlite3.Connection, key: str) -> Record | None:
-    row = conn.execute(f"SELECT {_COLUMNS} FROM unum_records WHERE key = ?", (key,)).fetchone()
+    row = conn.execute(_SELECT_ONE, (key,)).fetchone()
     return None if row is None else _record(row)
 
 

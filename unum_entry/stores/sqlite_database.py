@@ -30,7 +30,9 @@ writer its result. Writers that queue meanwhile wait, each on a lock of its own,
 next batch; the leader wakes each of its batch's writers once and hands the lead to the first
 writer queued meanwhile (no herd woken at every commit). A write returns only after the commit
 that holds it is durable (a `sync=False` write - the delivery queue's journal - only after it is
-committed, in order: `Database.write`). With durability full the WAL is presized
+committed, in order: `Database.write`). Riders (`Database.add_rider`: the delivery queue's
+journal) add their pending changes to whichever batch commits next, in its transaction: no
+transaction, and no writer waiting, of their own. With durability full the WAL is presized
 (`_presize_wal`) so that commits overwrite allocated blocks instead of growing the file. Processes sharing the file serialise on SQLite's
 lock; SQLITE_BUSY is retried with sub-millisecond pauses (bounded by `busy_timeout`) and then
 raised as StoreError. Every sqlite3 error leaves as a one-line StoreError naming the file and
@@ -110,6 +112,15 @@ _FOREIGN = "name NOT LIKE 'unum\\_%' ESCAPE '\\' AND name NOT LIKE 'sqlite\\_aut
 _COLUMNS_PAD = "key, kind, workflow, expires_at, value"  # the WAL presize's scratch row (never committed)
 
 
+#: A rider (`Database.add_rider`): called by a batch's leader inside the batch's transaction,
+#: just before its commit (writer connection held, so riders' calls are in commit order), it may
+#: add changes of its own - in a SAVEPOINT of its own, undone there if they fail: a rider never
+#: fails the batch - and returns None (nothing added) or `settle`, called once with whether the
+#: commit succeeded (it holds the rider's changes: durable as the batch is). How the delivery
+#: queue's journal rides in the store's commits instead of committing on its own.
+Rider = Callable[[sqlite3.Connection], "Callable[[bool], None] | None"]
+
+
 class _Connection(sqlite3.Connection):
     """A connection that can be weakly referenced: a thread's read connection is closed when
     the thread ends (its thread-local goes), while `close()` can still reach the live ones."""
@@ -141,7 +152,7 @@ class Database:
         self.path = Path(path)
         self.durability = Durability.parse(durability, f"store {self.path}")
         self.busy_timeout = busy_timeout
-        self._cond = threading.Condition(threading.Lock())
+        self._batch_lock = threading.Lock()  # guards _pending and _leading
         self._pending: list[_Write] = []
         self._leading = False
         self._write_mutex = threading.Lock()  # the writer connection: one batch or transaction at a time
@@ -149,7 +160,8 @@ class Database:
         self._readers: weakref.WeakSet[_Connection] = weakref.WeakSet()  # not kept alive: see _Connection
         self._readers_lock = threading.Lock()
         self._writer: sqlite3.Connection | None = None
-        self._pid = os.getpid()
+        self._forks = _forks[0]
+        self._riders: list[Rider] = []
         self._closed = False
         self._wal_ready = self.durability is not Durability.FULL  # see _presize_wal
         self._open()
@@ -169,7 +181,7 @@ class Database:
         lost, never a middle), and the next synced commit makes it durable too."""
         self._check_process()
         item = _Write(fn, sync)
-        with self._cond:
+        with self._batch_lock:
             self._pending.append(item)
             if self._leading:
                 item.wake = threading.Lock()
@@ -192,7 +204,7 @@ class Database:
         """`item`'s writer stopped waiting (interrupted): drop it if no batch has taken it yet,
         and if it had just been handed the lead, pass the lead on (or give it up)."""
         assert item.wake is not None
-        with self._cond:
+        with self._batch_lock:
             if item in self._pending:
                 self._pending.remove(item)
             if item.leads:  # handed the lead, whether or not it woke before the interrupt
@@ -210,11 +222,11 @@ class Database:
         threads woken to go back to sleep at every commit."""
         batch: list[_Write] = []
         try:
-            with self._cond:
+            with self._batch_lock:
                 batch, self._pending = self._pending, []
             self._commit_batch(batch)
         finally:
-            with self._cond:
+            with self._batch_lock:
                 for other in batch:
                     if other.wake is not None:
                         other.wake.release()
@@ -262,6 +274,14 @@ class Database:
                 conn.execute(statement)
 
         self.write(create)
+
+    def add_rider(self, rider: Rider) -> None:
+        """Let `rider` add its own changes to every batch this database commits (`Rider`)."""
+        self._riders = [*self._riders, rider]  # a new list: a leader iterating the old one is unaffected
+
+    def remove_rider(self, rider: Rider) -> None:
+        """Stop calling `rider` (idempotent)."""
+        self._riders = [other for other in self._riders if other is not rider]
 
     def close(self) -> None:
         """Close every connection (idempotent). The file stays."""
@@ -394,53 +414,69 @@ class Database:
 
     def _check_process(self) -> None:
         """After a fork the parent's connections must not be used (SQLite's rule): start afresh.
-        The inherited ones are left unclosed on purpose (closing could disturb the parent)."""
-        if os.getpid() != self._pid:
+        The inherited ones are left unclosed on purpose (closing could disturb the parent).
+        A fork is noticed by `_forks` (counted in the child by `os.register_at_fork`), not by
+        `os.getpid()`: a system call on every read and write."""
+        if self._forks != _forks[0]:
+            self._forks = _forks[0]
             self._orphans = (self._writer, list(self._readers), self._local)  # kept alive, never closed
             self._writer, self._readers, self._local = None, weakref.WeakSet(), threading.local()
-            self._cond, self._pending, self._leading = threading.Condition(threading.Lock()), [], False
+            self._batch_lock, self._pending, self._leading = threading.Lock(), [], False
+            self._riders = []  # the parent's (their threads did not follow the fork)
             self._write_mutex, self._readers_lock = threading.Lock(), threading.Lock()
-            self._pid = os.getpid()
 
     # ---- group commit --------------------------------------------------------------------
 
     def _commit_batch(self, batch: list[_Write]) -> None:
         """Run `batch` in one transaction, one SAVEPOINT per write, and commit; then mark each
-        write done with its result or error (every write gets the error if the commit fails)."""
+        write done with its result or error (every write gets the error if the commit fails).
+        A batch of `sync=False` writes only, on a `full` database, commits as `synchronous=NORMAL`
+        (set around the transaction: SQLite reads the setting outside transactions only). The hot
+        path of every write: no generator context managers, no closures unless SQLite says busy."""
         results: list[tuple[_Write, Any, BaseException | None]] = []
         try:
             with self._write_mutex:
-                conn = self._writer_connection()
-                with self._mapped("write"), self._relaxed(conn, not any(item.sync for item in batch)):
-                    self._presize_wal(conn)
-                    self._begin(conn)
+                conn = self._writer if self._writer is not None else self._writer_connection()
+                relaxed = self.durability is Durability.FULL and not any(item.sync for item in batch)
+                try:
+                    if not self._wal_ready:
+                        self._presize_wal(conn)
+                    if relaxed:  # (outside the transaction: SQLite reads the setting there only)
+                        conn.execute("PRAGMA synchronous = NORMAL")
                     try:
-                        if len(batch) == 1:  # alone (the usual case without contention): no savepoint
-                            item = batch[0]
-                            try:
-                                results.append((item, item.fn(conn), None))
-                            except Exception as exc:
-                                conn.execute("ROLLBACK")
-                                results.append((item, None, self._as_store_error(exc, "write")))
-                            else:
-                                self._commit(conn)
-                        else:
-                            for item in batch:
-                                conn.execute("SAVEPOINT w")
+                        self._begin(conn)
+                        try:
+                            if len(batch) == 1:  # alone (the usual case without contention): no savepoint
+                                item = batch[0]
                                 try:
-                                    value = item.fn(conn)
-                                except Exception as exc:  # the writer's own failure: undo only its changes
-                                    conn.execute("ROLLBACK TO w")
-                                    conn.execute("RELEASE w")
+                                    results.append((item, item.fn(conn), None))
+                                except Exception as exc:
+                                    conn.execute("ROLLBACK")
                                     results.append((item, None, self._as_store_error(exc, "write")))
                                 else:
-                                    conn.execute("RELEASE w")
-                                    results.append((item, value, None))
-                            self._commit(conn)
-                    except BaseException:
-                        with contextlib.suppress(sqlite3.Error):
-                            conn.execute("ROLLBACK")
-                        raise
+                                    self._commit_riding(conn)
+                            else:
+                                for item in batch:
+                                    conn.execute("SAVEPOINT w")
+                                    try:
+                                        value = item.fn(conn)
+                                    except Exception as exc:  # the writer's own failure: undo only its changes
+                                        conn.execute("ROLLBACK TO w")
+                                        conn.execute("RELEASE w")
+                                        results.append((item, None, self._as_store_error(exc, "write")))
+                                    else:
+                                        conn.execute("RELEASE w")
+                                        results.append((item, value, None))
+                                self._commit_riding(conn)
+                        except BaseException:
+                            with contextlib.suppress(sqlite3.Error):
+                                conn.execute("ROLLBACK")
+                            raise
+                    finally:
+                        if relaxed:
+                            conn.execute("PRAGMA synchronous = FULL")
+                except sqlite3.Error as exc:
+                    raise self._as_store_error(exc, "write") from exc
         except BaseException as exc:
             for item in batch:
                 item.error, item.done = exc, True
@@ -450,18 +486,22 @@ class Database:
         for item, value, error in results:
             item.result, item.error, item.done = value, error, True
 
-    @contextlib.contextmanager
-    def _relaxed(self, conn: sqlite3.Connection, relaxed: bool) -> Iterator[None]:
-        """Within (and around one transaction: SQLite reads the setting outside transactions
-        only), commits of a `full` database as `synchronous=NORMAL` if `relaxed` (`write`)."""
-        if not relaxed or self.durability is not Durability.FULL:
-            yield
+    def _commit_riding(self, conn: sqlite3.Connection) -> None:
+        """Commit the batch's transaction with the riders' changes in it (`Rider`); tell each
+        rider whether its changes were committed."""
+        riders = self._riders
+        if not riders:
+            self._commit(conn)
             return
-        conn.execute("PRAGMA synchronous = NORMAL")
+        settles = [settle for rider in riders if (settle := rider(conn)) is not None]
         try:
-            yield
-        finally:
-            conn.execute("PRAGMA synchronous = FULL")
+            self._commit(conn)
+        except BaseException:
+            for settle in settles:
+                settle(False)
+            raise
+        for settle in settles:
+            settle(True)
 
     def _presize_wal(self, conn: sqlite3.Connection) -> None:
         """Before the first write of a `full` database (once per process; the caller holds the
@@ -509,10 +549,20 @@ class Database:
     def _begin(self, conn: sqlite3.Connection) -> None:
         """BEGIN IMMEDIATE (take the write lock now: no deadlock upgrading a read), retrying
         SQLITE_BUSY until `busy_timeout` has passed."""
-        self._retrying(lambda: conn.execute("BEGIN IMMEDIATE"))
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as exc:
+            if not _busy(exc):
+                raise
+            self._retrying(lambda: conn.execute("BEGIN IMMEDIATE"))
 
     def _commit(self, conn: sqlite3.Connection) -> None:
-        self._retrying(lambda: conn.execute("COMMIT"))
+        try:
+            conn.execute("COMMIT")
+        except sqlite3.OperationalError as exc:
+            if not _busy(exc):
+                raise
+            self._retrying(lambda: conn.execute("COMMIT"))
 
     def _retrying(self, step: Callable[[], T]) -> T:
         """`step()`, retried while SQLite says busy (another connection holds the write lock),
@@ -575,6 +625,18 @@ class Database:
         if not os.access(folder, os.W_OK):
             return f": its folder {folder} is read-only for this user"
         return ""
+
+
+#: Forks this process is removed from its first ancestor (counted in each child): `Database._check_process`.
+_forks = [0]
+
+
+def _forked() -> None:
+    _forks[0] += 1
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forked)
 
 
 def _busy(exc: sqlite3.Error) -> bool:

@@ -1,0 +1,88 @@
+"""An envelope handed to the next execution without the wire (unum_entry.local.handoff,
+`LocalPlatform.submit_envelope`): every handler owns the values it receives. A handler that
+mutates its event in place changes nothing that a sibling branch, its own retry, or a later
+delivery of the same envelope receives - as if each had come over a wire."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from unum_entry.envelope import DataRef, Envelope
+from unum_entry.errors import UnencodableValue
+from unum_entry.local.handoff import is_plain, open_sealed, seal
+from unum_entry.local.platform import LocalPlatform
+from unum_entry.runtime import Handler
+from unum_entry.stores.memory import MemoryStore
+from unum_entry.workflow import FunctionSource, write_workflow
+
+pytestmark = pytest.mark.unit
+
+
+def envelope(*values: Any) -> Envelope:
+    return Envelope(workflow="wf-h", inputs=tuple(DataRef(ref="c-x", value=v) for v in values), gathered=len(values) != 1)
+
+
+def test_scalars_travel_as_they_are_and_anything_else_as_a_fresh_copy_per_opening() -> None:
+    plain = envelope(1, "s", 2.5, None, True, b"b")
+    assert is_plain(plain) and seal(plain) is plain and open_sealed(plain) is plain
+    value = {"n": [1, 2], "t": (3, 4)}
+    sealed = seal(envelope(value, 7))
+    value["n"].append(99)  # the sender's object changes after the send: not what was sent
+    first, second = open_sealed(sealed), open_sealed(sealed)
+    assert first.inputs[0].value == {"n": [1, 2], "t": [3, 4]}  # what a wire delivers (a tuple arrives as a list)
+    first.inputs[0].value["n"].append(5)
+    assert second.inputs[0].value == {"n": [1, 2], "t": [3, 4]}
+    assert first.inputs[1].value == 7 and first.inputs[0].ref == "c-x"
+    assert not is_plain(envelope(2**64)) and open_sealed(seal(envelope(2**63))).inputs[0].value == 2**63
+
+
+def test_a_value_no_wire_could_carry_raises_as_its_encoding_would() -> None:
+    with pytest.raises(UnencodableValue):
+        seal(envelope({"bad": object()}))
+
+
+PARALLEL = {
+    "Start": FunctionSource("def handler(event, context):\n    return {'items': [1, 2], 'tag': 'start'}\n",
+                            [{"op": "create_set", "function": "Join", "shape": "aggregate"},
+                             {"op": "fan_out", "branches": ["A", "B", "C"]}]),
+    "A": FunctionSource("def handler(event, context):\n    return event\n", [{"op": "fan_in", "function": "Join"}],
+                        {"max_attempts": 2}),
+    "B": FunctionSource("def handler(event, context):\n    return event\n", [{"op": "fan_in", "function": "Join"}]),
+    "C": FunctionSource("def handler(event, context):\n    return event\n", [{"op": "fan_in", "function": "Join"}]),
+    "Join": FunctionSource("def handler(event, context):\n    return event\n", []),
+}
+
+
+@pytest.mark.parametrize("workers", [1, 3])
+def test_a_branch_mutating_its_event_in_place_leaks_to_no_sibling_and_not_to_its_retry(
+        tmp_path: Path, workers: int) -> None:
+    seen: dict[str, list[Any]] = {"A": [], "B": [], "C": []}
+    lock = threading.Lock()
+
+    def wrap(name: str, handler: Handler) -> Handler:
+        if name not in seen:
+            return handler
+
+        def mutating(event: Any, context: Any) -> Any:
+            with lock:
+                seen[name].append({"items": list(event["items"]), "tag": event["tag"]})
+                first_attempt = name == "A" and len(seen[name]) == 1
+            event["items"].append(name)  # in place: the event's list and dict
+            event["tag"] = name
+            if first_attempt:
+                raise RuntimeError("the first attempt fails after changing its event")
+            return {"branch": name}
+
+        return mutating
+
+    workflow = write_workflow(tmp_path / "wf", name="handoff", entry="Start", functions=PARALLEL)
+    with LocalPlatform(workflow, MemoryStore(), workers=workers, wrap=wrap) as platform:
+        outcome = platform.run(None, timeout=30)
+        assert platform.stats["handler_retries"] == 1
+    assert outcome.failure is None and outcome.result == [{"branch": b} for b in "ABC"]
+    pristine = {"items": [1, 2], "tag": "start"}
+    assert seen == {"A": [pristine, pristine], "B": [pristine], "C": [pristine]}

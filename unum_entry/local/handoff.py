@@ -1,0 +1,78 @@
+"""An envelope handed from one execution to the next in this process, without the wire.
+
+On a wire every delivery is a private copy: the sender encodes it, the receiver decodes its own.
+The embedded platform may instead hand the `Envelope` object itself to the next execution
+(`LocalPlatform.submit_envelope`), keeping that guarantee at a lower price: an envelope's fields
+are immutable, and so are inline values that are scalars (str, int, float, bool, None, bytes),
+which therefore travel as they are; any other inline value (a dict, a list) is *sealed* - kept
+as its msgpack bytes - and every opening decodes a fresh copy. So no handler ever receives an
+object that another execution (the sender, a Parallel's other branch, a retry or redelivery of
+the same delivery) holds or can mutate, and the values received equal the ones a wire would
+carry (a tuple arrives as a list, as it would from msgpack).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from unum_entry.codec import decode, encode
+from unum_entry.envelope import DataRef, Envelope
+
+# Immutable values a wire round trip returns unchanged (ints: within msgpack's range, below).
+_SCALARS = frozenset((str, float, bool, type(None), bytes))
+_INT_RANGE = range(-2**63, 2**64)
+
+
+class Sealed:
+    """An inline value kept as its msgpack bytes inside a sealed envelope (never handed out)."""
+
+    __slots__ = ("data",)
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+
+
+def _shareable(data: DataRef) -> bool:
+    """Whether `data` may be handed to any number of executions as it is."""
+    value = data.value
+    kind = type(value)
+    return kind in _SCALARS or (kind is int and value in _INT_RANGE) or not data.inline
+
+
+def is_plain(env: Envelope) -> bool:
+    """Whether every inline value of `env` is an immutable scalar (`env` needs no sealing)."""
+    inputs = env.inputs
+    return _shareable(inputs[0]) if len(inputs) == 1 else all(_shareable(data) for data in inputs)
+
+
+def seal(env: Envelope) -> Envelope:
+    """`env` with each inline value that is not an immutable scalar replaced by its `Sealed`
+    bytes; `env` itself when there is none. Raises what encoding it for a wire raises
+    (UnencodableValue, ValueError, RecursionError), so a sender's fallback works the same way.
+    A sealed envelope is for `open_sealed` only: it has no wire form."""
+    if is_plain(env):
+        return env
+    sealed = tuple(data if _shareable(data)
+                   else DataRef(ref=data.ref, value=Sealed(encode(data.value, what="envelope")), item=data.item,
+                                path=data.path)
+                   for data in env.inputs)
+    return _with_inputs(env, sealed)
+
+
+def open_sealed(env: Envelope) -> Envelope:
+    """The envelope a handler may own: `env` (sealed by `seal`) with a fresh copy of each sealed
+    value; `env` itself when nothing was sealed. Each call returns new copies."""
+    inputs = env.inputs
+    if type(inputs[0].value) is not Sealed if len(inputs) == 1 else not any(
+            type(data.value) is Sealed for data in inputs):
+        return env
+    opened = tuple(DataRef(ref=data.ref, value=decode(data.value.data), item=data.item, path=data.path)
+                   if type(data.value) is Sealed else data for data in inputs)
+    return _with_inputs(env, opened)
+
+
+def _with_inputs(env: Envelope, inputs: tuple[DataRef, ...]) -> Envelope:
+    """`dataclasses.replace(env, inputs=inputs)`, at a fraction of its cost (any field kept)."""
+    copy = Envelope.__new__(Envelope)
+    copy.__dict__.update(env.__dict__, inputs=inputs)
+    return copy
