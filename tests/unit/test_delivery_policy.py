@@ -158,3 +158,22 @@ def test_run_delivery_raises_what_must_be_redelivered_and_keeps_the_stored_envel
     with pytest.raises((StoreError, RuntimeError)):
         run_delivery(fn, env(), "stored-1", retry=RETRY, sleep=lambda s: None)
     assert store.deleted == [] and invoker.calls == []
+
+
+@dataclass
+class MutatingRuntime(FakeRuntime):
+    """A handler that changes its event in place, then fails (a retryable failure)."""
+
+    def handle(self, env: Envelope) -> Any:
+        env.inputs[0].value["seen"].append(env.attempt)
+        raise HANDLER_FAILED
+
+
+def test_a_cloud_retry_gets_the_input_as_delivered_not_as_the_handler_left_it() -> None:
+    fn, invoker, _ = loaded(MutatingRuntime())
+    delivered = replace(new_workflow({"seen": []}, "wf-m"), deadline=10**10)
+    run_delivery(fn, delivered, None, retry=RETRY, sleep=lambda _: None)
+    ((_, payload),) = invoker.calls
+    retried = Envelope.from_wire(payload)
+    assert retried.attempt == 1 and retried.inputs[0].value == {"seen": []}
+    assert delivered.inputs[0].value == {"seen": [0]}  # the handler did change its own copy
