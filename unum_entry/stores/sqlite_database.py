@@ -549,20 +549,19 @@ class Database:
     def _begin(self, conn: sqlite3.Connection) -> None:
         """BEGIN IMMEDIATE (take the write lock now: no deadlock upgrading a read), retrying
         SQLITE_BUSY until `busy_timeout` has passed."""
-        try:
-            conn.execute("BEGIN IMMEDIATE")
-        except sqlite3.OperationalError as exc:
-            if not _busy(exc):
-                raise
-            self._retrying(lambda: conn.execute("BEGIN IMMEDIATE"))
+        self._execute_busy(conn, "BEGIN IMMEDIATE")
 
     def _commit(self, conn: sqlite3.Connection) -> None:
+        self._execute_busy(conn, "COMMIT")
+
+    def _execute_busy(self, conn: sqlite3.Connection, statement: str) -> None:
+        """`statement` at once (the hot path: no closure), retried while SQLite says busy (`_retrying`)."""
         try:
-            conn.execute("COMMIT")
+            conn.execute(statement)
         except sqlite3.OperationalError as exc:
             if not _busy(exc):
                 raise
-            self._retrying(lambda: conn.execute("COMMIT"))
+            self._retrying(lambda: conn.execute(statement))
 
     def _retrying(self, step: Callable[[], T]) -> T:
         """`step()`, retried while SQLite says busy (another connection holds the write lock),
