@@ -24,7 +24,7 @@ from unum_entry.envelope import DataRef, Envelope
 from unum_entry.errors import UnencodableValue
 from unum_entry.frozen import Frozen, frozen
 from unum_entry.history import end_stamp
-from unum_entry.hooks import FaultPoint, Hooks, NoHooks
+from unum_entry.hooks import FaultPoint, Hooks, observes
 from unum_entry.invokers import EnvelopeInvoker, Invoker
 from unum_entry.ir import FunctionIR
 from unum_entry.outcome import failure_record
@@ -142,7 +142,7 @@ def _dispatch(ctx: EgressContext, invocation: str, calls: Sequence[Call]) -> int
     if not calls:
         return 0
     if len(calls) == 1:  # one call (a chain hop, a join's target): sent from here
-        if type(ctx.hooks) is not NoHooks:  # only NoHooks itself observes nothing
+        if observes(ctx.hooks):
             ctx.hooks.at(FaultPoint.BEFORE_INVOKE, invocation)
         _invoke(ctx.invoker, calls[0])
         return 1

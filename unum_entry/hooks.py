@@ -54,6 +54,12 @@ class NoHooks:
         return None
 
 
+def observes(hooks: Hooks) -> bool:
+    """Whether calling `hooks.at` can do anything: only NoHooks itself is known to observe
+    nothing (a subclass may observe), so callers on the hot path skip the call for it alone."""
+    return type(hooks) is not NoHooks
+
+
 @frozen
 class FunctionParts(Frozen):
     """What a layer is built from: the parts of one function's Runtime."""

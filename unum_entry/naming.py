@@ -53,7 +53,7 @@ def _frames(frames: Sequence[Frame]) -> list[list[int]]:
 def checkpoint_key(workflow: str, function: str, frames: Sequence[Frame]) -> str:
     """The checkpoint of one invocation; also its name in logs and the handler context."""
     h = _CHECKPOINT()
-    h.update(pack((workflow, function, [[f.index, f.size, f.iteration] for f in frames]))[1:])  # `_parts`, inlined
+    h.update(_parts(workflow, function, [[f.index, f.size, f.iteration] for f in frames]))
     return "c-" + h.hexdigest()
 
 

@@ -147,8 +147,7 @@ class Program:
         if only is None:
             return plan(self.ir, env, out, invocation=invocation, inline_limit=inline_limit)
         if isinstance(only, Invoke):
-            return Plan(calls=(Call(only.function, _chain_envelope(env, out.value, out.encoded_size, out.checkpoint,
-                                                                   env.frames, inline_limit, only.path)),))
+            return Plan(calls=(self.hop_call(env, out.value, out.encoded_size, out.checkpoint, inline_limit),))
         return _fan_in(only, env, env.frames, self) or Plan(terminal=True)
 
     def hop_call(self, env: Envelope, value: Any, encoded_size: int, checkpoint: str | None, inline_limit: int) -> Call:
@@ -156,7 +155,8 @@ class Program:
         as in `Committed`): `plan(...).calls[0]`, the only thing that plan holds, without
         building the Plan."""
         hop = self.hop
-        assert hop is not None, "hop_call of a program that is not one unconditional invoke"
+        if hop is None:
+            raise PlanError(f"{self.ir.source}: hop_call of a program that is not one unconditional invoke")
         return Call(hop.function, _chain_envelope(env, value, encoded_size, checkpoint, env.frames, inline_limit,
                                                   hop.path))
 

@@ -116,11 +116,7 @@ class Ledger(Frozen):
     @classmethod
     def of(cls, env: Envelope, retention: Retention) -> Ledger:
         """The ledger of the workflow `env` belongs to (its deadline must be set)."""
-        last = _last_ledger  # a delivery's commit and its join, a chain's hops: the same workflow
-        if (last is not None and last.retention is retention and last.workflow == env.workflow
-                and last.deadline == env.deadline and cls is Ledger):
-            return last
-        return _remember(cls(env.workflow, env.deadline, retention))
+        return cls(env.workflow, env.deadline, retention)
 
     @classmethod
     def bounded(cls, workflow: str, deadline: int | None, retention: Retention) -> Ledger:
@@ -198,14 +194,3 @@ class Ledger(Frozen):
         """`store.transact` recording the step `key` of this workflow, stamped as a STEP."""
         return store.transact(key, value, ops, workflow=self.workflow, kind=Kind.STEP, guards=guards,
                               expires_at=self.expires_at(Kind.STEP))
-
-
-# The ledger `Ledger.of` built last (an immutable value: threads may race, each replaces the
-# reference whole, and a ledger always goes with its own parts).
-_last_ledger: Ledger | None = None
-
-
-def _remember(ledger: Ledger) -> Ledger:
-    global _last_ledger
-    _last_ledger = ledger
-    return ledger

@@ -27,7 +27,7 @@ from unum_entry.errors import (HandlerFailed, HandlerLoadError, InvokeError, Ret
                                StoreError, UnumError, WorkflowAborted)
 from unum_entry.frozen import Frozen, frozen
 from unum_entry.history import stamp
-from unum_entry.hooks import FaultPoint, FunctionParts, Hooks, LayerFactory, NoHooks, NoLayer
+from unum_entry.hooks import FaultPoint, FunctionParts, Hooks, LayerFactory, NoHooks, NoLayer, observes
 from unum_entry.ingress import AlreadyCommitted, Ended, Ready, ingress
 from unum_entry.invokers import Invoker
 from unum_entry.ir import FunctionIR
@@ -112,7 +112,7 @@ class Runtime:
         # Decided once, not per delivery: whether spans and hooks do anything at all, and whether
         # a commit goes to the invocation's checkpoint (its name, `commit_key`'s answer then).
         self._traced = self.tracing.enabled
-        self._hooked = type(self.hooks) is not NoHooks  # a subclass may observe: only NoHooks itself is skipped
+        self._hooked = observes(self.hooks)
         self._commits_to_invocation = ir.checkpoint and not commits_its_result(ir)
 
     def handle(self, env: Envelope) -> EgressReport | None:

@@ -120,7 +120,7 @@ def test_a_planned_envelope_is_the_one_the_constructor_builds(frames: tuple[Fram
     assert built.to_wire() == Envelope(workflow="wf", frames=frames, inputs=inputs, deadline=1234).to_wire()
 
 
-def test_the_remembered_ledger_is_always_the_envelopes_own() -> None:
+def test_ledger_of_is_always_the_envelopes_own() -> None:
     one, two = Retention(clock=lambda: T0), Retention(clock=lambda: T0)
     for workflow, deadline, retention in [("a", 5, one), ("a", 5, one), ("b", 5, one), ("b", 6, one), ("b", 6, two)]:
         ledger = Ledger.of(Envelope(workflow=workflow, deadline=deadline), retention)

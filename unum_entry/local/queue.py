@@ -43,7 +43,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from unum_entry.envelope import Envelope
-from unum_entry.errors import StoreError
+from unum_entry.errors import StoreError, StoreMisuse
 from unum_entry.stores.sqlite_database import Database, Durability
 
 log = logging.getLogger("unum.local")
@@ -221,7 +221,7 @@ class SQLiteQueue(DeliveryQueue):
 
     def journal(self, delivery: Delivery, ready_at: float) -> None:
         if not delivery.payload:  # a platform bug: the row could never be delivered again
-            raise AssertionError(f"a delivery to {delivery.function} without its wire form cannot be journaled")
+            raise StoreMisuse(f"a delivery to {delivery.function} without its wire form cannot be journaled")
         if not delivery.id:
             delivery.id = self._base | next(self._ids)
         row = (delivery.id, delivery.workflow, delivery.function, delivery.payload, ready_at,
