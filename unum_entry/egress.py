@@ -25,10 +25,10 @@ from unum_entry.errors import UnencodableValue
 from unum_entry.frozen import Frozen, frozen
 from unum_entry.history import end_stamp
 from unum_entry.hooks import FaultPoint, Hooks, observes
-from unum_entry.invokers import EnvelopeInvoker, Invoker
+from unum_entry.invokers import EnvelopeInvoker, FanOutInvoker, Invoker
 from unum_entry.ir import FunctionIR
 from unum_entry.outcome import failure_record
-from unum_entry.plan import Call, Committed, Join, Plan, Program, continuation
+from unum_entry.plan import Call, Committed, FanOutCalls, Join, Plan, Program, continuation
 from unum_entry.retention import Ledger, Retention
 from unum_entry.stores.base import Store
 
@@ -137,8 +137,9 @@ def _join(ctx: EgressContext, env: Envelope, invocation: str, checkpoint: str, j
 
 def _dispatch(ctx: EgressContext, invocation: str, calls: Sequence[Call]) -> int:
     """Invoke every call concurrently: one task per worker, each sending its share, so a wide
-    fan-out pays for `dispatch_workers` tasks, not one per branch. A crash injected before one
-    invoke leaves the others sent."""
+    fan-out pays for `dispatch_workers` tasks, not one per branch; an invoker that takes a whole
+    fan-out (`FanOutInvoker`: the embedded engine's) gets it in one call. A crash injected
+    before one invoke leaves the others sent."""
     if not calls:
         return 0
     if len(calls) == 1:  # one call (a chain hop, a join's target): sent from here
@@ -146,6 +147,9 @@ def _dispatch(ctx: EgressContext, invocation: str, calls: Sequence[Call]) -> int
             ctx.hooks.at(FaultPoint.BEFORE_INVOKE, invocation)
         _invoke(ctx.invoker, calls[0])
         return 1
+    if (type(calls) is FanOutCalls and hasattr(type(ctx.invoker), "invoke_fan_out") and not observes(ctx.hooks)
+            and cast(FanOutInvoker, ctx.invoker).invoke_fan_out(calls)):
+        return len(calls)  # queued whole, each call built when delivered (no fault point to run per call)
 
     def send(share: Sequence[Call]) -> None:
         for call in share:

@@ -242,19 +242,34 @@ def _fan_out(env: Envelope, out: Committed, frames: tuple[Frame, ...], functions
     def call(i: int) -> Call:
         return Call(functions[i], _successor(workflow, frames + (Frame(i, n, 0),), (ref_of(i),), deadline))
 
-    return Plan(calls=FanOutCalls(call, range(n)))
+    return Plan(calls=FanOutCalls(call, range(n), workflow=workflow, functions=functions))
 
 
 class FanOutCalls(Sequence[Call]):
     """A fan-out's calls, each built when read (`make(i)` for position i; pure, so any thread
-    may read any): egress sends a million-item map without a million envelopes in memory at
-    once. Slices are views; equal to any sequence of the same calls."""
+    may read any, any number of times): egress sends a million-item map without a million
+    envelopes in memory at once, and the embedded engine queues each call as (these calls, its
+    position) and builds it when a worker takes it (unum_entry.local.handoff). Slices are
+    views; equal to any sequence of the same calls. `workflow` and `functions` (indexed by
+    position; empty when unknown) say where each call goes without building it."""
 
-    __slots__ = ("_make", "_positions")
+    __slots__ = ("_make", "_positions", "workflow", "functions")
 
-    def __init__(self, make: Callable[[int], Call], positions: range) -> None:
+    def __init__(self, make: Callable[[int], Call], positions: range, *, workflow: str = "",
+                 functions: Sequence[str] = ()) -> None:
         self._make = make
         self._positions = positions
+        self.workflow = workflow
+        self.functions = functions
+
+    @property
+    def positions(self) -> range:
+        """The positions of these calls in the whole fan-out (a slice's are a sub-range)."""
+        return self._positions
+
+    def build(self, position: int) -> Call:
+        """The call at `position` of the whole fan-out (not an index into a slice)."""
+        return self._make(position)
 
     def __len__(self) -> int:
         return len(self._positions)
@@ -265,7 +280,7 @@ class FanOutCalls(Sequence[Call]):
     def __getitem__(self, index: slice) -> FanOutCalls: ...
     def __getitem__(self, index: int | slice) -> Call | FanOutCalls:
         if isinstance(index, slice):
-            return FanOutCalls(self._make, self._positions[index])
+            return FanOutCalls(self._make, self._positions[index], workflow=self.workflow, functions=self.functions)
         return self._make(self._positions[index])
 
     def __iter__(self) -> Iterator[Call]:
@@ -362,5 +377,14 @@ def _inline_if_small(out: Committed, inline_limit: int) -> dict[str, Any]:
     return {"value": out.value} if out.encoded_size <= inline_limit else {}
 
 
+#: Types whose msgpack encoding is at most 9 bytes (an int in msgpack's range, a float64, true,
+#: false, nil): `_small` inlines them without encoding when the limit allows 9.
+_FIXED_WIDTH = frozenset((int, float, bool, type(None)))
+_MSGPACK_INTS = range(-2**63, 2**64)
+
+
 def _small(item: Any, inline_limit: int) -> dict[str, Any]:
+    kind = type(item)
+    if kind in _FIXED_WIDTH and inline_limit >= 9 and (kind is not int or item in _MSGPACK_INTS):
+        return {"value": item}
     return {"value": item} if len(encode(item)) <= inline_limit else {}

@@ -13,7 +13,7 @@ import pytest
 
 from unum_entry.envelope import DataRef, Envelope
 from unum_entry.errors import UnencodableValue
-from unum_entry.local.handoff import is_plain, open_sealed, seal
+from unum_entry.local.handoff import is_plain, open_call, open_sealed, seal
 from unum_entry.local.platform import LocalPlatform
 from unum_entry.runtime import Handler
 from unum_entry.stores.memory import MemoryStore
@@ -86,3 +86,111 @@ def test_a_branch_mutating_its_event_in_place_leaks_to_no_sibling_and_not_to_its
     assert outcome.failure is None and outcome.result == [{"branch": b} for b in "ABC"]
     pristine = {"items": [1, 2], "tag": "start"}
     assert seen == {"A": [pristine, pristine], "B": [pristine], "C": [pristine]}
+
+
+MIXED_MAP = {
+    # The first item is a scalar, so the engine queues the map as (calls, position) (`submit_fan_out`).
+    "Split": FunctionSource("def handler(event, context):\n    return [0, {'n': [1]}, [2], 'three']\n",
+                            [{"op": "create_set", "function": "Sum", "shape": "aggregate"},
+                             {"op": "map", "function": "Item"}]),
+    "Item": FunctionSource("def handler(event, context):\n    return event\n", [{"op": "fan_in", "function": "Sum"}],
+                           {"max_attempts": 2}),
+    "Sum": FunctionSource("def handler(event, context):\n    return event\n", []),
+}
+
+
+@pytest.mark.parametrize("workers", [1, 3])
+def test_a_map_queued_by_position_gives_each_item_its_own_copy_and_its_retry_a_pristine_one(
+        tmp_path: Path, workers: int) -> None:
+    seen: list[Any] = []
+    lock = threading.Lock()
+
+    def wrap(name: str, handler: Handler) -> Handler:
+        if name != "Item":
+            return handler
+
+        def mutating(event: Any, context: Any) -> Any:
+            with lock:
+                seen.append(repr(event))
+                first_attempt = isinstance(event, dict) and seen.count(repr(event)) == 1
+            if isinstance(event, dict):
+                event["n"].append("changed")
+            elif isinstance(event, list):
+                event.append("changed")
+            if first_attempt:
+                raise RuntimeError("the first attempt fails after changing its event")
+            return event
+
+        return mutating
+
+    workflow = write_workflow(tmp_path / "wf", name="mixed", entry="Split", functions=MIXED_MAP)
+    with LocalPlatform(workflow, MemoryStore(), workers=workers, wrap=wrap) as platform:
+        submitted: list[Any] = []
+        original = platform.submit_fan_out
+
+        def recording(calls: Any) -> bool:
+            accepted = original(calls)
+            submitted.append((len(calls), accepted))
+            return accepted
+
+        platform.submit_fan_out = recording  # type: ignore[method-assign]
+        outcome = platform.run(None, timeout=30)
+        assert platform.stats["handler_retries"] == 1
+    assert submitted == [(4, True)]
+    assert outcome.failure is None
+    assert outcome.result == [0, {"n": [1, "changed"]}, [2, "changed"], "three"]
+    assert sorted(seen) == sorted(["0", "{'n': [1]}", "{'n': [1]}", "[2]", "'three'"])
+
+
+def test_a_fan_out_is_queued_by_position_only_where_nothing_would_be_encoded(tmp_path: Path) -> None:
+    """Queued as (calls, position): a map of scalars on a memory queue (no payload, no envelope
+    per branch). Sent call by call, in their wire form: a first item that is not a scalar, or a
+    durable queue (it journals the wire form)."""
+    from unum_entry.local.queue import SQLiteQueue
+    from unum_entry.stores.sqlite import SQLiteStore
+
+    def split(items: str) -> dict[str, FunctionSource]:
+        return {"Split": FunctionSource(f"def handler(event, context):\n    return {items}\n",
+                                        [{"op": "create_set", "function": "Sum", "shape": "aggregate"},
+                                         {"op": "map", "function": "Item"}]),
+                "Item": FunctionSource("def handler(event, context):\n    return event\n",
+                                       [{"op": "fan_in", "function": "Sum"}]),
+                "Sum": FunctionSource("def handler(event, context):\n    return len(event)\n", [])}
+
+    def queued_forms(folder: str, items: str, durable: bool) -> set[str]:
+        workflow = write_workflow(tmp_path / folder, name=folder, entry="Split", functions=split(items))
+        store = SQLiteStore.open(tmp_path / f"{folder}.db") if durable else MemoryStore()
+        kwargs: dict[str, Any] = {"queue": SQLiteQueue(store.database)} if durable else {}  # type: ignore[attr-defined]
+        forms: set[str] = set()
+        with LocalPlatform(workflow, store, workers=1, **kwargs) as platform:
+            push = platform.queue.push
+
+            def seeing(delivery: Any, ready_at: float) -> None:
+                if delivery.function == "Item":
+                    forms.add("position" if delivery.source is not None and delivery.payload == b""
+                              else "wire" if delivery.payload else "other")
+                push(delivery, ready_at)
+
+            platform.queue.push = seeing  # type: ignore[method-assign]
+            assert platform.run(None, timeout=30).result == 200
+        store.close()
+        return forms
+
+    assert queued_forms("ints", "list(range(200))", durable=False) == {"position"}
+    assert queued_forms("dicts", "[{'i': i} for i in range(200)]", durable=False) == {"wire"}
+    assert queued_forms("durable", "list(range(200))", durable=True) == {"wire"}
+
+
+def test_a_call_built_by_position_that_no_wire_could_carry_goes_by_reference() -> None:
+    from unum_entry.plan import Call, FanOutCalls
+
+    values = [1, {"bad": object()}]
+    calls = FanOutCalls(lambda i: Call("W", Envelope(workflow="wf-h", inputs=(DataRef(ref="c-x", item=i,
+                                                                                      value=values[i]),))),
+                        range(2), workflow="wf-h", functions=["W", "W"])
+    assert open_call(calls, 0).inputs == (DataRef(ref="c-x", item=0, value=1),)
+    assert open_call(calls, 1).inputs == (DataRef(ref="c-x", item=1),)
+    inline_only = FanOutCalls(lambda i: Call("W", Envelope(workflow="wf-h", inputs=(DataRef(value={"bad": object()}),))),
+                              range(1))
+    with pytest.raises(UnencodableValue):
+        open_call(inline_only, 0)

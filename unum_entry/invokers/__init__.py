@@ -15,6 +15,7 @@ from unum_entry.stores.base import Store
 
 if TYPE_CHECKING:
     from unum_entry.envelope import Envelope
+    from unum_entry.plan import FanOutCalls
 
 
 class Invoker(Protocol):
@@ -46,6 +47,16 @@ class EnvelopeInvoker(Invoker, Protocol):
         a private copy of every value (unum_entry.local.handoff). Raises what encoding the
         envelope raises (UnencodableValue, ValueError, RecursionError) for a value that a wire
         could not carry, so the sender can fall back to sending it by reference."""
+
+
+class FanOutInvoker(EnvelopeInvoker, Protocol):
+    """An `EnvelopeInvoker` that also takes a whole fan-out at once (the embedded engine's):
+    it queues (the calls, a position) per call and builds each call only when it is delivered."""
+
+    def invoke_fan_out(self, calls: FanOutCalls) -> bool:
+        """Accept every call of `calls`, or none: False when this invoker declines (egress then
+        sends them one by one). Accepted, each receiver still gets a private copy of every
+        value, and a value that a wire could not carry travels by reference."""
 
 
 def open_invoker(url: str, *, store: Store | None = None, **kwargs: Any) -> Invoker:

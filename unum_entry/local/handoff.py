@@ -9,6 +9,10 @@ as its msgpack bytes - and every opening decodes a fresh copy. So no handler eve
 object that another execution (the sender, a Parallel's other branch, a retry or redelivery of
 the same delivery) holds or can mutate, and the values received equal the ones a wire would
 carry (a tuple arrives as a list, as it would from msgpack).
+
+A fan-out is handed over as (its `FanOutCalls`, a position) per call (`open_call`): each call is
+built when a worker takes it, from the values the plan holds - decoded from the committed
+checkpoint, so no handler holds them - and opened as a sealed envelope would be.
 """
 
 from __future__ import annotations
@@ -17,6 +21,8 @@ from typing import Any
 
 from unum_entry.codec import decode, encode
 from unum_entry.envelope import DataRef, Envelope
+from unum_entry.errors import UnencodableValue
+from unum_entry.plan import FanOutCalls
 
 # Immutable values a wire round trip returns unchanged (ints: within msgpack's range, below).
 _SCALARS = frozenset((str, float, bool, type(None), bytes))
@@ -76,3 +82,21 @@ def _with_inputs(env: Envelope, inputs: tuple[DataRef, ...]) -> Envelope:
     copy = Envelope.__new__(Envelope)
     copy.__dict__.update(env.__dict__, inputs=inputs)
     return copy
+
+
+def open_call(calls: FanOutCalls, position: int) -> Envelope:
+    """The envelope of the call at `position` of `calls`, the handler's own (a fresh copy of
+    every value that is not an immutable scalar, as `open_sealed(seal(...))` gives). A value
+    that a wire could not carry travels by reference to its checkpoint, as egress sends it
+    (unum_entry.egress._invoke)."""
+    env = calls.build(position).envelope
+    if is_plain(env):
+        return env
+    try:
+        return open_sealed(seal(env))
+    except (UnencodableValue, ValueError, RecursionError):
+        by_reference = tuple(DataRef(ref=d.ref, item=d.item, path=d.path) if d.ref is not None else d
+                             for d in env.inputs)
+        if by_reference == env.inputs:
+            raise
+        return _with_inputs(env, by_reference)

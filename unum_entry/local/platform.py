@@ -39,9 +39,10 @@ from unum_entry.envelope import Envelope, is_watchdog
 from unum_entry.errors import EnvelopeError, RedeliveriesExhausted, UnumError, WorkflowTimeout
 from unum_entry.invocation_log import InvocationLog, InvocationRecord, error_type, hosted_state
 from unum_entry.local.faults import FaultInjector, InjectedCrash
-from unum_entry.local.handoff import is_plain, open_sealed, seal
+from unum_entry.local.handoff import is_plain, open_call, open_sealed, seal
 from unum_entry.local.queue import Delivery, DeliveryQueue, MemoryQueue
 from unum_entry.outcome import Ending, RunResult, read_outcome
+from unum_entry.plan import FanOutCalls
 from unum_entry.platforms.common import DeliveryStatus, RetryPolicy, deliver, record_failure
 from unum_entry.runtime import Handler, Runtime, RuntimeConfig, load_handler, new_workflow
 from unum_entry.steps.layer import StepsLayer
@@ -128,6 +129,9 @@ class _LocalInvoker:
 
     def invoke_envelope(self, function: str, envelope: Envelope) -> None:
         self._platform.submit_envelope(function, envelope)
+
+    def invoke_fan_out(self, calls: FanOutCalls) -> bool:
+        return self._platform.submit_fan_out(calls)
 
     def invoke_at(self, when: float, function: str, payload: dict[str, Any], *, name: str) -> None:
         self._platform.submit_at(when, function, payload, name=name)
@@ -363,6 +367,33 @@ class LocalPlatform:
                 self._flush(hand, ending=False)
         hand.stats["invokes"] += 1
 
+    def submit_fan_out(self, calls: FanOutCalls) -> bool:
+        """Accept a whole fan-out as `submit_envelope` accepts each of its calls, but queue each
+        as (`calls`, its position) - about half the memory of its wire form, nothing encoded -
+        and build it when a worker takes it (unum_entry.local.handoff.open_call). Declines
+        (False: egress sends the calls one by one) where `submit_envelope` would encode them
+        anyway - not on a worker, with faults, a durable queue (it journals the wire form), an
+        overridden `submit` or an invoke latency - and when the first call's values are not
+        immutable scalars: those would take more memory held decoded than encoded."""
+        hand: _Hand | None = getattr(self._local, "hand", None)
+        if (hand is None or self.faults is not None or self.queue.durable or self.invoke_latency
+                or getattr(self.submit, "__func__", None) is not LocalPlatform.submit
+                or not (calls.workflow and calls.functions) or not is_plain(calls[0].envelope)):
+            return False
+        workflow, functions = calls.workflow, calls.functions
+        positions = iter(calls.positions)
+        if hand.next is None:
+            first = next(positions)
+            hand.next = Delivery(workflow, functions[first], b"", source=calls, position=first)
+        pushes = hand.pushes
+        for position in positions:
+            pushes.append(Delivery(workflow, functions[position], b"", source=calls, position=position))
+            if len(pushes) >= WAKE_BATCH:  # a wide fan-out: other workers start on it as it goes
+                self._flush(hand, ending=False)
+                pushes = hand.pushes
+        hand.stats["invokes"] += len(calls)
+        return True
+
     def submit_at(self, when: float, function: str, payload: dict[str, Any], *, name: str) -> None:
         """Accept one durable timer (`Invoker.invoke_at`): deliver at or after `when` (epoch
         seconds on the store's clock). It lives as long as the platform's queue: across
@@ -565,6 +596,8 @@ class LocalPlatform:
         """The envelope `delivery` brings, the handler's own (a fresh copy of every mutable value)."""
         if delivery.envelope is not None:
             return open_sealed(delivery.envelope)
+        if delivery.source is not None:
+            return open_call(delivery.source, delivery.position)
         return Envelope.from_wire(decode(delivery.payload))
 
     def _process(self, delivery: Delivery, hand: _Hand) -> None:

@@ -41,10 +41,14 @@ from abc import ABC, abstractmethod
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from unum_entry.envelope import Envelope
 from unum_entry.errors import StoreError, StoreMisuse
 from unum_entry.stores.sqlite_database import Database, Durability
+
+if TYPE_CHECKING:
+    from unum_entry.plan import FanOutCalls
 
 log = logging.getLogger("unum.local")
 
@@ -82,7 +86,9 @@ class Delivery:
     `background`: a deadline watchdog's timer, which `LocalPlatform.wait_idle` never waits for.
     `envelope`: the envelope itself, sealed (unum_entry.local.handoff), when it was handed over
     in this process: a worker's own next delivery, never a queued fan-out's (an object per
-    branch). `payload` may then be empty - except in a durable queue, which journals it."""
+    branch). `source`, `position`: a fan-out's call handed over as its position in the
+    fan-out's calls, built when taken (unum_entry.local.handoff.open_call; a memory queue only).
+    `payload` is empty when either is set - except in a durable queue, which journals it."""
 
     workflow: str
     function: str
@@ -92,11 +98,14 @@ class Delivery:
     id: int = 0
     background: bool = False
     envelope: Envelope | None = None
+    source: FanOutCalls | None = None
+    position: int = 0
 
     def again(self, failures: int) -> Delivery:
         """The same delivery accepted once more (a redelivery, a fault's extra copy): a new journal row."""
         return Delivery(self.workflow, self.function, self.payload, failures, self.timer,
-                        background=self.background, envelope=self.envelope)
+                        background=self.background, envelope=self.envelope, source=self.source,
+                        position=self.position)
 
 
 class DeliveryQueue(ABC):
