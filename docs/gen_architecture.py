@@ -27,7 +27,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("runtime core", ("runtime", "ingress", "egress", "plan", "hooks", "context", "timers")),
     ("rules", ("checkpoint", "fanin", "retention", "outcome", "history", "watchdog", "redrive")),
     ("adapters", ("stores", "invokers", "tracing")),
-    ("foundation", ("errors", "codec", "packing", "frozen", "naming", "envelope", "ir", "conditions", "jsonpath", "workflow", "urls")),
+    ("foundation", ("errors", "codec", "packing", "frozen", "naming", "envelope", "ir", "conditions", "jsonpath", "workflow", "urls", "yielding_lock")),
 )
 
 

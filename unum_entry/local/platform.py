@@ -48,6 +48,7 @@ from unum_entry.runtime import Handler, Runtime, RuntimeConfig, load_handler, ne
 from unum_entry.steps.layer import StepsLayer
 from unum_entry.stores.base import Store
 from unum_entry.workflow import Workflow
+from unum_entry.yielding_lock import YieldingLock
 
 log = logging.getLogger("unum.local")
 
@@ -192,12 +193,12 @@ class LocalPlatform:
         # it gives up, never for a deadline watchdog's (`Delivery.background`).
         self._outstanding = 0
         self._timer_names: set[str] = set()  # timers queued: one armed twice is queued once
-        self._lock = threading.Lock()
-        self._work_cv = threading.Condition(self._lock)  # workers: a delivery was queued, or stop
+        self._lock = YieldingLock()  # many workers take it in turn (unum_entry.yielding_lock: why)
+        self._work_cv = threading.Condition(self._lock)  # type: ignore[arg-type]  # workers: a delivery was queued, or stop
         # Per worker thread: its `_Hand` (`hand`); absent on any other thread.
         self._local = threading.local()
         self._idle_workers = 0  # workers waiting for a due delivery (lock held)
-        self._idle_cv = threading.Condition(self._lock)  # wait_idle: nothing is outstanding any more
+        self._idle_cv = threading.Condition(self._lock)  # type: ignore[arg-type]  # wait_idle: nothing is outstanding any more
         self._stopping = False
         self._executor = ThreadPoolExecutor((config or RuntimeConfig()).dispatch_workers, thread_name_prefix="unum-dispatch")
         invoker = _LocalInvoker(self)

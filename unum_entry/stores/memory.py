@@ -9,15 +9,13 @@ None (no limit); tests set it on an instance to exercise values stored by refere
 
 from __future__ import annotations
 
-import threading
-import time
 from collections.abc import Iterable
 
 from unum_entry.errors import GuardFailed, StoreError, TransactionConflict
 from unum_entry.stores.base import AppOp, Guard, Kind, Record, SetState, Store, Versioned
+from unum_entry.yielding_lock import YieldingLock
 
 
-SPINS = 100  # tries, each after giving up the GIL, before a waiter queues on the store's lock (_YieldingLock)
 
 
 class MemoryStore(Store):
@@ -27,7 +25,7 @@ class MemoryStore(Store):
         super().__init__(**kwargs)
         self._records: dict[str, Record] = {}
         self._app: dict[tuple[str, str], Versioned] = {}
-        self._lock = _YieldingLock()
+        self._lock = YieldingLock()  # unum_entry.yielding_lock says why
 
     # ---- primitives ----------------------------------------------------------------------
 
@@ -124,32 +122,3 @@ def _snapshot(record: Record) -> Record:
         return record
     return Record(key=record.key, kind=record.kind, workflow=record.workflow, expires_at=record.expires_at,
                   value=record.value, size=record.size, members=dict(record.members))
-
-
-class _YieldingLock:
-    """A mutex whose waiters never queue on it: a thread that finds it held gives up the GIL
-    (`time.sleep(0)`) and tries again.
-
-    Why: a plain `threading.Lock` hands itself, on release, to a waiter that does not hold the
-    GIL; that waiter then holds the lock while it waits up to a switch interval (5 ms) for the
-    GIL, the releasing thread blocks on the lock at its next operation, and so on: a convoy in
-    which every acquisition costs a context switch. Once formed it lasted a whole run (a map's
-    workers: 2-3 switches and ~60 µs more per transition). Held only for dict operations (no
-    I/O), so a waiter's retry finds it free after at most one GIL hand-over; after SPINS tries
-    (a long hold: a scan of every record) it waits on the lock as usual."""
-
-    __slots__ = ("_lock",)
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-
-    def __enter__(self) -> None:
-        acquire = self._lock.acquire
-        for _ in range(SPINS):
-            if acquire(False):
-                return
-            time.sleep(0)
-        acquire()  # held long (a scan of every record): queue rather than spin
-
-    def __exit__(self, *exc: object) -> None:
-        self._lock.release()
