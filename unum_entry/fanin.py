@@ -62,21 +62,10 @@ def _level_widths(width: int) -> tuple[int, ...]:
     return tuple(widths)
 
 
+@functools.lru_cache(maxsize=256)  # SHARD_SLOTS branches in a row join the same leaf: one digest for them all
 def _shard(set_key: str, level: int, index: int, level_width: int) -> Shard:
-    """Shard `index` at `level`; the last one named is remembered (SHARD_SLOTS branches in a
-    row join the same leaf: one digest for them all). Threads may race: each reads and
-    replaces the whole (parts, shard) tuple, so a shard always goes with its own parts."""
-    global _last_shard
-    parts = (set_key, level, index, level_width)
-    known, shard = _last_shard
-    if known == parts:
-        return shard
-    shard = Shard(naming.set_shard_key(set_key, level, index), min(SHARD_SLOTS, level_width - index * SHARD_SLOTS))
-    _last_shard = (parts, shard)
-    return shard
-
-
-_last_shard: tuple[tuple[str, int, int, int], Shard] = (("", -1, -1, -1), Shard("", 0))
+    """Shard `index` at `level` of the join tree of `set_key` (`level_width` slots at that level)."""
+    return Shard(naming.set_shard_key(set_key, level, index), min(SHARD_SLOTS, level_width - index * SHARD_SLOTS))
 
 
 def join(store: Store, ledger: Ledger, set_key: str, width: int, slot: int, member: str) -> bool:
