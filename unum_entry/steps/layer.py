@@ -30,6 +30,9 @@ class StepsLayer:
     def __init__(self, parts: FunctionParts) -> None:
         self.env = StepEnv(store=parts.store, invoker=parts.invoker, hooks=parts.hooks, function=parts.function,
                            handler=parts.handler)
+        # Decided once per function, here, not at its first delivery: a chain of n functions
+        # run once each would pay for it (inspecting the handler) n times per run.
+        self._durable = self.env.durable
 
     def intercept(self, env: Envelope) -> bool:
         """A compensation request (saga.compensation_request) runs one compensation."""
@@ -54,7 +57,7 @@ class StepsLayer:
     def context(self, base: InvocationContext, env: Envelope, checkpoint: str | None) -> InvocationContext:
         """A StepContext; with a journal for a `@durable` handler (plain handlers: no step work)."""
         journal = None
-        if self.env.durable:
+        if self._durable:
             store = self.env.store
             journal = Journal(self.env, env.workflow, base.invocation,
                               recheck=lambda: committed_meanwhile(store, checkpoint), guards=witnesses(env, checkpoint),
