@@ -34,7 +34,7 @@ from unum_entry.errors import StaleInvocation
 from unum_entry.ir import FunctionIR
 from unum_entry.outcome import Ending
 from unum_entry.retention import Ledger
-from unum_entry.stores.base import Guard, Kind, Store
+from unum_entry.stores.base import Guard, Kind, SetAdd, SetState, Store
 
 if TYPE_CHECKING:
     from unum_entry.plan import Call
@@ -69,6 +69,16 @@ def commit(store: Store, ir: FunctionIR, retention: Retention, env: Envelope, ke
     if commits_its_result(ir):
         return ledger.create(store, key, result_record(env, output) + stamp, Kind.RESULT)
     return ledger.create(store, key, encode(output, what=_output_of(ir.function)) + stamp, Kind.CHECKPOINT)
+
+
+def commit_joining(store: Store, ir: FunctionIR, retention: Retention, env: Envelope, key: str, output: Any,
+                   join: SetAdd, *, stamp: bytes = b"") -> tuple[bytes, bool, SetState | None]:
+    """`commit` of a fan-in branch's checkpoint `key` together with its join's first set add
+    (`unum_entry.fanin.leaf_add`) where the store makes both in one write (`Store.create_joining`):
+    (the committed bytes, created?, the leaf shard right after the add - None when nothing was
+    added: a loser, or a store that does not join in its creates; egress then adds)."""
+    ledger = Ledger.of(env, retention)
+    return ledger.create_joining(store, key, encode(output, what=_output_of(ir.function)) + stamp, join)
 
 
 @functools.lru_cache(maxsize=1024)

@@ -30,7 +30,7 @@ from unum_entry.ir import FunctionIR
 from unum_entry.outcome import failure_record
 from unum_entry.plan import Call, Committed, FanOutCalls, Join, Plan, Program, continuation
 from unum_entry.retention import Ledger, Retention
-from unum_entry.stores.base import Store
+from unum_entry.stores.base import SetState, Store
 
 if TYPE_CHECKING:
     from concurrent.futures import Executor
@@ -78,10 +78,12 @@ class EgressReport(Frozen):
 
 
 def egress(ctx: EgressContext, env: Envelope, invocation: str, checkpoint: str | None,
-           stored: bytes, created: bool, *, value_end: int | None = None) -> EgressReport:
+           stored: bytes, created: bool, *, value_end: int | None = None,
+           leaf_state: SetState | None = None) -> EgressReport:
     """Run steps 2-3 over the committed bytes `stored` (`created`: this execution's commit won).
     `value_end`: where the committed value ends in `stored` when the caller knows (its own
-    commit, followed by its history stamp): decoded without parsing the stamp."""
+    commit, followed by its history stamp): decoded without parsing the stamp. `leaf_state`:
+    the join's leaf shard after the add the commit made with it (`commit_joining`), or None."""
     encoded = stored if value_end is None else stored[:value_end]
     if commits_its_result(ctx.ir):  # the commit was the result record: nothing more to do
         return EgressReport(value=decode(encoded)["value"], created=created, invoked=0, terminal=True)
@@ -102,7 +104,7 @@ def egress(ctx: EgressContext, env: Envelope, invocation: str, checkpoint: str |
         calls = not_yet_committed(ctx.store, calls)
     invoked = _dispatch(ctx, invocation, calls)
     if the_plan.join is not None and checkpoint is not None:
-        invoked += _join(ctx, env, invocation, checkpoint, the_plan.join, created)
+        invoked += _join(ctx, env, invocation, checkpoint, the_plan.join, created, leaf_state)
     if the_plan.terminal:
         _finish(ctx, env, invocation, value, the_plan)
     return EgressReport(value, created, invoked, the_plan.terminal, the_plan.failure is not None)
@@ -121,12 +123,14 @@ def _finish(ctx: EgressContext, env: Envelope, invocation: str, value: Any, the_
                   stamp=end_stamp(ctx.ir.function, ctx.retention.clock()))
 
 
-def _join(ctx: EgressContext, env: Envelope, invocation: str, checkpoint: str, join: Join, created: bool) -> int:
-    """Add our checkpoint to the fan-in set; invoke the target if we saw every branch join."""
+def _join(ctx: EgressContext, env: Envelope, invocation: str, checkpoint: str, join: Join, created: bool,
+          leaf_state: SetState | None = None) -> int:
+    """Add our checkpoint to the fan-in set (its leaf shard's add made already when
+    `leaf_state` is given); invoke the target if we saw every branch join."""
     # The ledger stamps every add of a set with the workflow's deadline and refuses an add past
     # it (unum_entry.fanin.join): a late join fails the workflow instead of recreating its shard.
     complete = fanin.join(ctx.store, Ledger.of(env, ctx.retention), join.set_key, join.width, join.slot,
-                          checkpoint)
+                          checkpoint, leaf_state=leaf_state)
     if not complete:
         return 0
     calls = [join.target_call(env)]

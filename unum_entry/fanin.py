@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING
 from unum_entry import naming
 from unum_entry.errors import RetentionExpired, StoreMisuse
 from unum_entry.frozen import Frozen, frozen
-from unum_entry.stores.base import Record, Store
+from unum_entry.stores.base import Kind, Record, SetAdd, SetState, Store
 
 if TYPE_CHECKING:
     from unum_entry.retention import Ledger
@@ -68,8 +68,23 @@ def _shard(set_key: str, level: int, index: int, level_width: int) -> Shard:
     return Shard(naming.set_shard_key(set_key, level, index), min(SHARD_SLOTS, level_width - index * SHARD_SLOTS))
 
 
-def join(store: Store, ledger: Ledger, set_key: str, width: int, slot: int, member: str) -> bool:
+def leaf_add(ledger: Ledger, set_key: str, width: int, slot: int, member: str) -> SetAdd:
+    """The add `join` makes first - `member` at `slot`'s position of its leaf shard - for a
+    store to make with the branch's own create (`Store.create_joining`; its state then goes to
+    `join` as `leaf_state`). Raises RetentionExpired as `join` would (the ledger's check)."""
+    if not 0 <= slot < width:
+        raise StoreMisuse(f"slot {slot} outside a join of width {width}")
+    shard_index, position = divmod(slot, SHARD_SLOTS)
+    shard = _shard(set_key, 0, shard_index, _level_widths(width)[0])
+    ledger.check_join(set_key, shard.key)
+    return SetAdd(shard.key, position, member, shard.size, ledger.expires_at(Kind.SET))
+
+
+def join(store: Store, ledger: Ledger, set_key: str, width: int, slot: int, member: str, *,
+         leaf_state: SetState | None = None) -> bool:
     """Add `member` at `slot` of the join set; True when this call saw every branch joined.
+    `leaf_state`: the leaf shard right after that add, when the store made it already (with the
+    branch's checkpoint: `leaf_add`); the rest of the join goes on from there.
 
     Every add goes through the workflow's `ledger`: stamped with the deadline (the same expiry
     in every add, so identical adds leave a shard unchanged on every store), and refused with
@@ -82,7 +97,10 @@ def join(store: Store, ledger: Ledger, set_key: str, width: int, slot: int, memb
     for level, level_width in enumerate(_level_widths(width)):
         shard_index, position = divmod(index, SHARD_SLOTS)
         shard = _shard(set_key, level, shard_index, level_width)
-        state = ledger.add_to_set(store, set_key, shard.key, position, member, size=shard.size)
+        if level == 0 and leaf_state is not None:
+            state = leaf_state
+        else:
+            state = ledger.add_to_set(store, set_key, shard.key, position, member, size=shard.size)
         if not state.full:
             return False
         if state.completed_by is None:  # the store cannot tell who completed it: claim (module doc)

@@ -131,7 +131,7 @@ class Program:
     interpreter loop, and a fan-in branch reuses the join set's name of the previous branch
     of the same fan-out (the same digest for every branch of a join)."""
 
-    __slots__ = ("ir", "_only", "_set", "hop")
+    __slots__ = ("ir", "_only", "_set", "hop", "branch")
 
     def __init__(self, ir: FunctionIR) -> None:
         self.ir = ir
@@ -140,6 +140,8 @@ class Program:
         self._only = only if isinstance(only, (Invoke, FanIn)) and only.when is None else None
         # A chain hop's program (one unconditional invoke): `hop_call` is its whole plan.
         self.hop = self._only if isinstance(self._only, Invoke) else None
+        # A fan-in branch's program (one unconditional fan_in): its join depends on the envelope alone.
+        self.branch = self._only if isinstance(self._only, FanIn) else None
         self._set: tuple[Any, str] = ((), "")  # (what names a join set, its name): one tuple, swapped whole
 
     def plan(self, env: Envelope, out: Committed, *, invocation: str, inline_limit: int) -> Plan:
@@ -149,6 +151,16 @@ class Program:
         if isinstance(only, Invoke):
             return Plan(calls=(self.hop_call(env, out.value, out.encoded_size, out.checkpoint, inline_limit),))
         return _fan_in(only, env, env.frames, self) or Plan(terminal=True)
+
+    def branch_join(self, env: Envelope) -> Join | None:
+        """The join of a fan-in branch's program (one unconditional `fan_in`), which depends on
+        the envelope alone: `plan(...).join`, known before the output is (so the branch's commit
+        may make its first set add: unum_entry.checkpoint.commit_joining). None for any other program."""
+        branch = self.branch
+        if branch is None or len(env.frames) == 1:
+            return None
+        fanned = _fan_in(branch, env, env.frames, self)
+        return None if fanned is None else fanned.join
 
     def hop_call(self, env: Envelope, value: Any, encoded_size: int, checkpoint: str | None, inline_limit: int) -> Call:
         """The one call of a chain hop's plan (`hop` is set) over the committed output (`value`,

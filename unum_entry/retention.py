@@ -46,7 +46,7 @@ from unum_entry.stores.base import Kind
 
 if TYPE_CHECKING:
     from unum_entry.envelope import Envelope, Frame
-    from unum_entry.stores.base import AppOp, Guard, SetState, Store
+    from unum_entry.stores.base import AppOp, Guard, SetAdd, SetState, Store
 
 DEFAULT_TTL_SECONDS = 7 * 24 * 3600
 DEFAULT_REDELIVERY_SECONDS = 6 * 3600 + 15 * 60   # Lambda: max event age + max function timeout
@@ -180,6 +180,13 @@ class Ledger(Frozen):
     def create(self, store: Store, key: str, value: bytes, kind: Kind = Kind.CHECKPOINT) -> tuple[bytes, bool]:
         """`store.create` of this workflow's object `key`, stamped with its kind's expiry."""
         return store.create(key, value, workflow=self.workflow, kind=kind, expires_at=self.expires_at(kind))
+
+    def create_joining(self, store: Store, key: str, value: bytes, join: SetAdd,
+                       kind: Kind = Kind.CHECKPOINT) -> tuple[bytes, bool, SetState | None]:
+        """`store.create_joining`: `create`, and the set add `join` (built by
+        `unum_entry.fanin.leaf_add`, which checked and stamped it) in the same write."""
+        return store.create_joining(key, value, workflow=self.workflow, kind=kind, expires_at=self.expires_at(kind),
+                                    join=join)
 
     def add_to_set(self, store: Store, set_key: str, shard_key: str, slot: int, member: str, *,
                    size: int) -> SetState:

@@ -16,15 +16,16 @@ from collections.abc import Callable
 from dataclasses import replace
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from unum_entry import naming
-from unum_entry.checkpoint import commit, commit_key, commits_its_result
+from unum_entry import fanin
+from unum_entry.checkpoint import commit, commit_joining, commit_key, commits_its_result
 from unum_entry.context import DeliveryContext, InvocationContext
 from unum_entry.egress import EgressContext, EgressReport, egress
 from unum_entry.envelope import DataRef, Envelope
 from unum_entry.errors import (HandlerFailed, HandlerLoadError, InvokeError, RetentionExpired, StaleInvocation,
-                               StoreError, UnumError, WorkflowAborted)
+                               StoreError, StoreMisuse, UnumError, WorkflowAborted)
 from unum_entry.frozen import Frozen, frozen
 from unum_entry.history import stamp
 from unum_entry.hooks import FaultPoint, FunctionParts, Hooks, LayerFactory, NoHooks, NoLayer, observes
@@ -32,8 +33,8 @@ from unum_entry.ingress import AlreadyCommitted, Ended, Ready, ingress
 from unum_entry.invokers import Invoker
 from unum_entry.ir import FunctionIR
 from unum_entry.outcome import Ending, failure_record, finished, record_failure, user_trace
-from unum_entry.retention import Retention, store_retention
-from unum_entry.stores.base import Record, Store
+from unum_entry.retention import Ledger, Retention, store_retention
+from unum_entry.stores.base import Record, SetAdd, SetState, Store
 from unum_entry.timers import Timers
 from unum_entry.tracing import Tracing
 from unum_entry.watchdog import Watchdog
@@ -114,6 +115,10 @@ class Runtime:
         self._traced = self.tracing.enabled
         self._hooked = observes(self.hooks)
         self._commits_to_invocation = ir.checkpoint and not commits_its_result(ir)
+        # A fan-in branch commits its checkpoint and its join's first set add in one write where
+        # the store can (`Store.create_joining`: the embedded stores), else as two.
+        self._joins_in_commit = bool(self._commits_to_invocation and store.joins_in_create
+                                     and self._egress.program is not None and self._egress.program.branch is not None)
 
     def handle(self, env: Envelope) -> EgressReport | None:
         """Process one delivery. Returns None when nothing was left to do (dropped, a delivery
@@ -158,6 +163,7 @@ class Runtime:
         if isinstance(before, Ended):  # a fan-out item of a workflow that ended (unum_entry.ingress)
             return None
         value_end: int | None = None  # where the committed value ends in `stored`, when known
+        joined: SetState | None = None  # the join's leaf shard, when the commit made its add
         if isinstance(before, AlreadyCommitted):
             stored, created = before.stored, False
         else:
@@ -186,16 +192,24 @@ class Runtime:
                     self.hooks.at(FaultPoint.AFTER_HANDLER, invocation)
                 history = (stamp(self.ir.function, env, started=started, committed=self.retention.clock())
                            if checkpoint is not None else b"")
-                stored, created = commit(self.store, self.ir, self.retention, env, checkpoint, output, stamp=history)
+                join = self._leaf_join(env, checkpoint) if self._joins_in_commit else None
+                if join is None:
+                    stored, created = commit(self.store, self.ir, self.retention, env, checkpoint, output,
+                                             stamp=history)
+                else:
+                    stored, created, joined = commit_joining(self.store, self.ir, self.retention, env,
+                                                             cast(str, checkpoint), output, join, stamp=history)
                 if created and history and stored.endswith(history):  # our own bytes: the value ends at the stamp
                     value_end = len(stored) - len(history)
         if self._hooked:
             self.hooks.at(FaultPoint.AFTER_CHECKPOINT, invocation)
         if self._traced:
             with self.tracing.span("egress"):
-                report = egress(self._egress, env, invocation, checkpoint, stored, created, value_end=value_end)
+                report = egress(self._egress, env, invocation, checkpoint, stored, created, value_end=value_end,
+                                leaf_state=joined)
         else:
-            report = egress(self._egress, env, invocation, checkpoint, stored, created, value_end=value_end)
+            report = egress(self._egress, env, invocation, checkpoint, stored, created, value_end=value_end,
+                            leaf_state=joined)
         if report.terminal and not report.failed and len(env.frames) <= 1:  # the workflow's root result
             self._answer_caller(env.workflow)
         return report
@@ -224,6 +238,20 @@ class Runtime:
                 return False
             raise
         return True
+
+    def _leaf_join(self, env: Envelope, checkpoint: str | None) -> SetAdd | None:
+        """The first set add of this fan-in branch's join, for its commit to make
+        (`commit_joining`); None where egress must make it as usual: no checkpoint, no join
+        here, or one that would be refused (past the deadline, a bad slot: egress reports it
+        after the commit, as it does without this)."""
+        program = self._egress.program
+        join = program.branch_join(env) if checkpoint is not None and program is not None else None
+        if join is None or checkpoint is None:
+            return None
+        try:
+            return fanin.leaf_add(Ledger.of(env, self.retention), join.set_key, join.width, join.slot, checkpoint)
+        except (RetentionExpired, StoreMisuse):
+            return None
 
     def _settled(self, env: Envelope, key: str) -> tuple[bool, dict[str, Record]]:
         """One batch read past the margin: whether the workflow has ended (its root result or

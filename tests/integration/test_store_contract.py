@@ -16,7 +16,7 @@ import pytest
 from tests.support.expiry import ttl_from_now
 from unum_entry.errors import StoreError, StoreMisuse
 from unum_entry.stores import Kind, SetState, Store
-from unum_entry.stores.base import MANIFEST_TAG
+from unum_entry.stores.base import MANIFEST_TAG, SetAdd
 from unum_entry.stores.dynamodb import DynamoDBStore
 from unum_entry.stores.file import FileStore
 from unum_entry.stores.memory import MemoryStore
@@ -246,6 +246,52 @@ def test_add_to_a_key_holding_a_value_is_refused(store: Store) -> None:
     with pytest.raises(StoreError, match="not a set"):
         add(store, "c-1", 0, "a")
     assert store.get("c-1") == b"x"
+
+
+# ---- create_joining: a create and its set add in one write -------------------------------------
+
+def joining(store: Store, key: str, value: bytes, set_key: str, slot: int, size: int = 2):
+    return store.create_joining(key, value, workflow="wf", expires_at=ttl_from_now(store),
+                                join=SetAdd(set_key, slot, key, size, ttl_from_now(store)))
+
+
+def test_create_joining_adds_to_the_set_with_the_create_or_leaves_the_add_to_the_caller(store: Store) -> None:
+    stored, created, state = joining(store, "c-j0", b"v0", "s-j", 0)
+    assert (stored, created) == (b"v0", True)
+    if store.joins_in_create:  # the embedded stores: one write
+        assert state is not None and state.size == 2 and dict(state.members) == {0: "c-j0"} and not state.full
+        assert store.read(["s-j"])["s-j"].members == {0: "c-j0"}
+        _, _, full = joining(store, "c-j1", b"v1", "s-j", 1)
+        assert full is not None and full.full and (full.completed_by == 1 or not store.ordered_sets)
+    else:  # the cloud stores: `create` alone, the caller adds
+        assert state is None and store.read(["s-j"]) == {}
+    assert store.get("c-j0") == b"v0"
+
+
+def test_a_losing_create_joining_adds_nothing(store: Store) -> None:
+    store.create("c-won", b"first", workflow="wf", expires_at=ttl_from_now(store))
+    assert joining(store, "c-won", b"second", "s-lost", 0) == (b"first", False, None)
+    assert store.read(["s-lost"]) == {}
+
+
+def test_create_joining_onto_a_key_holding_a_value_writes_neither(store: Store) -> None:
+    store.create("c-not-a-set", b"x", workflow="wf", expires_at=ttl_from_now(store))
+    if not store.joins_in_create:
+        assert joining(store, "c-alone", b"v", "c-not-a-set", 0) == (b"v", True, None)
+        return
+    with pytest.raises(StoreError, match="not a set"):
+        joining(store, "c-alone", b"v", "c-not-a-set", 0)
+    assert store.get("c-alone") is None and store.get("c-not-a-set") == b"x"  # both or neither
+
+
+def test_concurrent_create_joinings_of_one_key_add_once(store: Store, race) -> None:
+    results = race(THREADS, lambda i: joining(store, "c-jrace", f"v-{i}".encode(), "s-jrace", 0, size=1))
+    winners = [r for r in results if r[1]]
+    assert len(winners) == 1 and {r[0] for r in results} == {winners[0][0]}
+    assert all(r[2] is None for r in results if not r[1])
+    if store.joins_in_create:
+        assert winners[0][2] is not None and winners[0][2].full
+        assert store.read(["s-jrace"])["s-jrace"].members == {0: "c-jrace"}
 
 
 # ---- expiry --------------------------------------------------------------------------------------

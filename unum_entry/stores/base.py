@@ -117,6 +117,18 @@ class AppOp:
     value: bytes | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class SetAdd:
+    """An `add_to_set` that `Store.create_joining` makes with a create: `member` into `slot` of
+    the set `key` (`size` slots), the set expiring at `expires_at`."""
+
+    key: str
+    slot: int
+    member: str
+    size: int
+    expires_at: int
+
+
 @dataclass(frozen=True)
 class Guard:
     """A condition on a unum key that a step transaction also requires: `present` (the key
@@ -178,6 +190,8 @@ class Store(ABC):
     #: Whether a set's `members` come back in the order their adds were applied (first entry
     #: per slot), so `add_to_set` can tell which slot completed the set (SetState.completed_by).
     ordered_sets: bool = True
+    # Whether `create_joining` makes its set add in the create's own atomic write (`_create_joining`).
+    joins_in_create: bool = False
 
     def __init__(self, ttl_seconds: int = DEFAULT_TTL_SECONDS, clock=time.time) -> None:
         # The deployment's TTL (workflow start + TTL = its deadline) and the store's clock, read by
@@ -203,6 +217,31 @@ class Store(ABC):
         if existing is None:
             return value, True
         return self._value_of(existing), False
+
+    def create_joining(self, key: str, value: bytes, *, workflow: str, kind: Kind = Kind.CHECKPOINT,
+                       expires_at: int, join: SetAdd) -> tuple[bytes, bool, SetState | None]:
+        """`create`, and if it created the record, `add_to_set` of `join` in the same atomic
+        write: (stored value, created?, the set right after the add). On a backend that cannot
+        (`joins_in_create` false: the cloud stores, where a second item costs a second write
+        anyway, and every wrapper) it is `create` alone and the state None: nothing was added,
+        the caller adds. A fan-in branch's checkpoint and its join in one commit (the embedded
+        stores: one transaction, one fsync, instead of two); a loser adds nothing here."""
+        if not self.joins_in_create:
+            stored, created = self.create(key, value, workflow=workflow, kind=kind, expires_at=expires_at)
+            return stored, created, None
+        if join.size < 1 or join.slot < 0:
+            raise StoreMisuse(f"set {join.key!r}: size {join.size} and slot {join.slot} (needs size >= 1, slot >= 0)")
+        expiry = expires_at if type(expires_at) is int else _expiry(key, expires_at)
+        set_expiry = join.expires_at if type(join.expires_at) is int else _expiry(join.key, join.expires_at)
+        stored = self._by_reference(key, bytes(value), workflow, expiry)
+        existing, state = self._create_joining(Record(key, kind, workflow, expiry, stored),
+                                               Record(join.key, Kind.SET, workflow, set_expiry, None, join.size),
+                                               join.slot, join.member)
+        if existing is not None:
+            return self._value_of(existing), False, None
+        if state is not None and self.ordered_sets and state.full:
+            state = SetState(state.size, state.members, _completer(state))
+        return value, True, state
 
     def get(self, key: str) -> bytes | None:
         """The value stored under `key`, or None (missing or expired)."""
@@ -335,6 +374,13 @@ class Store(ABC):
     @abstractmethod
     def _delete(self, keys: list[str]) -> None:
         """Delete the keys; absent keys are not an error."""
+
+    def _create_joining(self, record: Record, set_record: Record, slot: int,
+                        member: str) -> tuple[Record | None, SetState | None]:
+        """For a backend with `joins_in_create`: atomically `_create(record)` and, if that
+        created it, `_add_to_set(set_record, slot, member)`; returns (what `_create` returns,
+        the set's state when added)."""
+        raise NotImplementedError(f"{type(self).__name__} does not join in its creates")
 
     @abstractmethod
     def _add_to_set(self, record: Record, slot: int, member: str) -> SetState:

@@ -27,6 +27,8 @@ class MemoryStore(Store):
         self._app: dict[tuple[str, str], Versioned] = {}
         self._lock = YieldingLock()  # unum_entry.yielding_lock says why
 
+    joins_in_create = True
+
     # ---- primitives ----------------------------------------------------------------------
 
     def _create(self, record: Record) -> Record | None:
@@ -46,21 +48,35 @@ class MemoryStore(Store):
             for key in keys:
                 self._records.pop(key, None)
 
+    def _create_joining(self, record: Record, set_record: Record, slot: int,
+                        member: str) -> tuple[Record | None, SetState | None]:
+        with self._lock:
+            existing = self._live(record.key)
+            if existing is not None:
+                return _snapshot(existing), None
+            state = self._add_locked(set_record, slot, member)  # first: it raises before it changes anything
+            self._records[record.key] = record
+            return None, state
+
     def _add_to_set(self, record: Record, slot: int, member: str) -> SetState:
         with self._lock:
-            current = self._live(record.key)
-            if current is None:
-                current = Record(record.key, record.kind, record.workflow, record.expires_at, None, record.size, {})
-                self._records[record.key] = current
-            elif current.kind is not Kind.SET or current.size is None:
-                raise StoreError(f"store key {record.key!r} holds a {current.kind.value}, not a set")
-            if slot not in current.members:  # a slot keeps its first member (idempotent add)
-                # A new record, not an update in place (a record handed out never changes);
-                # built directly: `dataclasses.replace` costs several times more.
-                current = Record(current.key, current.kind, current.workflow, current.expires_at, current.value,
-                                 current.size, {**current.members, slot: member})
-                self._records[record.key] = current
-            return SetState(current.size if current.size is not None else record.size or 0, dict(current.members))
+            return self._add_locked(record, slot, member)
+
+    def _add_locked(self, record: Record, slot: int, member: str) -> SetState:
+        """`_add_to_set` with the lock held."""
+        current = self._live(record.key)
+        if current is None:
+            current = Record(record.key, record.kind, record.workflow, record.expires_at, None, record.size, {})
+            self._records[record.key] = current
+        elif current.kind is not Kind.SET or current.size is None:
+            raise StoreError(f"store key {record.key!r} holds a {current.kind.value}, not a set")
+        if slot not in current.members:  # a slot keeps its first member (idempotent add)
+            # A new record, not an update in place (a record handed out never changes);
+            # built directly: `dataclasses.replace` costs several times more.
+            current = Record(current.key, current.kind, current.workflow, current.expires_at, current.value,
+                             current.size, {**current.members, slot: member})
+            self._records[record.key] = current
+        return SetState(current.size if current.size is not None else record.size or 0, dict(current.members))
 
     def _sweep(self, now: float) -> int:
         with self._lock:

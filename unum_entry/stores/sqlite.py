@@ -51,6 +51,7 @@ class SQLiteStore(Store):
     """The store contract over one SQLite database (module docstring)."""
 
     ordered_sets = True
+    joins_in_create = True  # a create and a set add in one transaction (`_create_joining`)
 
     def __init__(self, database: Database, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -132,27 +133,38 @@ class SQLiteStore(Store):
 
         self.database.write(delete)
 
+    def _create_joining(self, record: Record, set_record: Record, slot: int,
+                        member: str) -> tuple[Record | None, SetState | None]:
+        row = _row(record)
+
+        def create_joining(conn: sqlite3.Connection) -> tuple[Record | None, SetState | None]:
+            if conn.execute(_CREATE, (*row, self._clock())).rowcount:
+                return None, self._add_in(conn, set_record, slot, member)
+            return _fetch_one(conn, record.key), None
+
+        return self.database.write(create_joining)  # one transaction: both or neither
+
     def _add_to_set(self, record: Record, slot: int, member: str) -> SetState:
+        return self.database.write(lambda conn: self._add_in(conn, record, slot, member))
+
+    def _add_in(self, conn: sqlite3.Connection, record: Record, slot: int, member: str) -> SetState:
+        """`_add_to_set` inside the caller's write transaction."""
         size = record.size or 0
-
-        def add(conn: sqlite3.Connection) -> SetState:
-            current = _fetch_one(conn, record.key)
-            if current is not None and current.expires_at > self._clock():
-                if current.kind is not Kind.SET or current.size is None:
-                    raise StoreError(f"store key {record.key!r} holds a {current.kind.value}, not a set")
-                members = dict(current.members)
-                if slot not in members:  # a slot keeps its first member
-                    members[slot] = member
-                    conn.execute("UPDATE unum_records SET members = ? WHERE key = ?",
-                                 (_pack_members(members), record.key))
-                return SetState(size=current.size, members=members)
-            fresh = {slot: member}
-            conn.execute(f"INSERT OR REPLACE INTO unum_records ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                         (record.key, Kind.SET.value, record.workflow, record.expires_at, None, size,
-                          _pack_members(fresh)))
-            return SetState(size=size, members=fresh)
-
-        return self.database.write(add)
+        current = _fetch_one(conn, record.key)
+        if current is not None and current.expires_at > self._clock():
+            if current.kind is not Kind.SET or current.size is None:
+                raise StoreError(f"store key {record.key!r} holds a {current.kind.value}, not a set")
+            members = dict(current.members)
+            if slot not in members:  # a slot keeps its first member
+                members[slot] = member
+                conn.execute("UPDATE unum_records SET members = ? WHERE key = ?",
+                             (_pack_members(members), record.key))
+            return SetState(size=current.size, members=members)
+        fresh = {slot: member}
+        conn.execute(f"INSERT OR REPLACE INTO unum_records ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                     (record.key, Kind.SET.value, record.workflow, record.expires_at, None, size,
+                      _pack_members(fresh)))
+        return SetState(size=size, members=fresh)
 
     def _scan(self, workflow: str | None) -> Iterator[Record]:
         return self._paged(_COLUMNS, workflow)

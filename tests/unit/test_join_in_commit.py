@@ -1,0 +1,68 @@
+"""A fan-in branch's checkpoint and its join's first set add in one write where the store can
+(`Store.create_joining`: the memory and SQLite stores), as two elsewhere (every wrapper, the
+cloud stores): the same result either way, one store write per branch fewer."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from unum_entry.local.platform import LocalPlatform
+from unum_entry.stores.base import Store
+from unum_entry.stores.counting import CountingStore
+from unum_entry.stores.memory import MemoryStore
+from unum_entry.stores.sqlite import SQLiteStore
+from unum_entry.workflow import FunctionSource, write_workflow
+
+pytestmark = pytest.mark.unit
+
+WIDTH = 40  # three leaf shards of 16, 16 and 8 slots, then their parent shard
+
+MAP = {
+    "Split": FunctionSource(f"def handler(event, context):\n    return list(range({WIDTH}))\n",
+                            [{"op": "create_set", "function": "Sum", "shape": "aggregate"},
+                             {"op": "map", "function": "Item"}]),
+    "Item": FunctionSource("def handler(event, context):\n    return event * 2\n", [{"op": "fan_in", "function": "Sum"}]),
+    "Sum": FunctionSource("def handler(event, context):\n    return sum(event)\n", []),
+}
+
+
+def counted(store: Store, calls: Counter[str]) -> Store:
+    """`store` with its create, create-and-add and add primitives counted."""
+    for name in ("_create", "_create_joining", "_add_to_set"):
+        original = getattr(store, name)
+
+        def counting(*args: Any, _name: str = name, _original: Any = original) -> Any:
+            calls[_name] += 1
+            return _original(*args)
+
+        setattr(store, name, counting)
+    return store
+
+
+def run_map(tmp_path: Path, store: Store, workers: int = 2) -> Any:
+    workflow = write_workflow(tmp_path / "wf", name="map", entry="Split", functions=MAP)
+    with LocalPlatform(workflow, store, workers=workers) as platform:
+        return platform.run(None, timeout=60)
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite"])
+def test_each_branch_commits_its_checkpoint_and_its_leaf_add_in_one_write(tmp_path: Path, kind: str) -> None:
+    calls: Counter[str] = Counter()
+    store = counted(MemoryStore() if kind == "memory" else SQLiteStore.open(tmp_path / "unum.db"), calls)
+    outcome = run_map(tmp_path, store)
+    store.close()
+    assert outcome.failure is None and outcome.result == sum(2 * i for i in range(WIDTH))
+    assert calls["_create_joining"] == WIDTH  # each branch: its checkpoint and its leaf add
+    assert calls["_add_to_set"] == 3  # only the parent shard's adds, one per leaf that filled
+
+
+def test_a_store_that_cannot_makes_them_as_two_writes_with_the_same_result(tmp_path: Path) -> None:
+    inner: Counter[str] = Counter()
+    store = CountingStore(counted(MemoryStore(), inner))  # a wrapper: `create`, then `add_to_set`
+    outcome = run_map(tmp_path, store)
+    assert outcome.failure is None and outcome.result == sum(2 * i for i in range(WIDTH))
+    assert inner["_create_joining"] == 0 and inner["_add_to_set"] == WIDTH + 3
