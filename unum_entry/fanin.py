@@ -68,12 +68,16 @@ def _shard(set_key: str, level: int, index: int, level_width: int) -> Shard:
     return Shard(naming.set_shard_key(set_key, level, index), min(SHARD_SLOTS, level_width - index * SHARD_SLOTS))
 
 
+def _check_slot(slot: int, width: int) -> None:
+    if not 0 <= slot < width:
+        raise StoreMisuse(f"slot {slot} outside a join of width {width}")
+
+
 def leaf_add(ledger: Ledger, set_key: str, width: int, slot: int, member: str) -> SetAdd:
     """The add `join` makes first - `member` at `slot`'s position of its leaf shard - for a
     store to make with the branch's own create (`Store.create_joining`; its state then goes to
     `join` as `leaf_state`). Raises RetentionExpired as `join` would (the ledger's check)."""
-    if not 0 <= slot < width:
-        raise StoreMisuse(f"slot {slot} outside a join of width {width}")
+    _check_slot(slot, width)
     shard_index, position = divmod(slot, SHARD_SLOTS)
     shard = _shard(set_key, 0, shard_index, _level_widths(width)[0])
     ledger.check_join(set_key, shard.key)
@@ -91,8 +95,7 @@ def join(store: Store, ledger: Ledger, set_key: str, width: int, slot: int, memb
     RetentionExpired, naming the set, once the deadline has passed: the shard has expired (or
     vanished with it), and an upsert would recreate it with this one member, a join that could
     never fill. The runtime records that failure, so the workflow ends instead of waiting."""
-    if not 0 <= slot < width:
-        raise StoreMisuse(f"slot {slot} outside a join of width {width}")
+    _check_slot(slot, width)
     index = slot
     for level, level_width in enumerate(_level_widths(width)):
         shard_index, position = divmod(index, SHARD_SLOTS)

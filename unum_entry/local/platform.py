@@ -344,13 +344,9 @@ class LocalPlatform:
         object per branch), WAKE_BATCH at a time. Raises what encoding the envelope raises.
         `submit` stays the one place that sees every invoke: a platform that overrides it (tests
         that record or alter invokes) gets these there, in their wire form."""
-        submit = self.submit
-        if getattr(submit, "__func__", None) is not LocalPlatform.submit:
-            submit(function, envelope.to_wire())
-            return
-        hand: _Hand | None = getattr(self._local, "hand", None)
-        if hand is None or self.faults is not None:  # not a worker: as `submit`
-            submit(function, envelope.to_wire())
+        hand = self._handing_hand()
+        if hand is None:
+            self.submit(function, envelope.to_wire())
             return
         if self.invoke_latency:
             time.sleep(self.invoke_latency)
@@ -368,6 +364,14 @@ class LocalPlatform:
                 self._flush(hand, ending=False)
         hand.stats["invokes"] += 1
 
+    def _handing_hand(self) -> _Hand | None:
+        """The calling worker's hand when an invoke may be handed over without `submit` - on a
+        worker, without faults (the injector sees every delivery queued), and with `submit` not
+        overridden (it is then the one place that sees every invoke) - else None."""
+        if self.faults is not None or getattr(self.submit, "__func__", None) is not LocalPlatform.submit:
+            return None
+        return getattr(self._local, "hand", None)
+
     def submit_fan_out(self, calls: FanOutCalls) -> bool:
         """Accept a whole fan-out as `submit_envelope` accepts each of its calls, but queue each
         as (`calls`, its position) - about half the memory of its wire form, nothing encoded -
@@ -376,9 +380,8 @@ class LocalPlatform:
         anyway - not on a worker, with faults, a durable queue (it journals the wire form), an
         overridden `submit` or an invoke latency - and when the first call's values are not
         immutable scalars: those would take more memory held decoded than encoded."""
-        hand: _Hand | None = getattr(self._local, "hand", None)
-        if (hand is None or self.faults is not None or self.queue.durable or self.invoke_latency
-                or getattr(self.submit, "__func__", None) is not LocalPlatform.submit
+        hand = self._handing_hand()
+        if (hand is None or self.queue.durable or self.invoke_latency
                 or not (calls.workflow and calls.functions) or not is_plain(calls[0].envelope)):
             return False
         workflow, functions = calls.workflow, calls.functions
