@@ -8,7 +8,10 @@ import msgpack  # type: ignore[import-untyped]
 
 from unum_entry.errors import UnencodableValue
 
-__all__ = ["UnencodableValue", "decode", "encode"]
+__all__ = ["MSGPACK_INTS", "UnencodableValue", "decode", "encode"]
+
+#: The ints msgpack can encode (int64 and uint64): a wire round trip returns them unchanged.
+MSGPACK_INTS = range(-2**63, 2**64)
 
 
 def encode(value: Any, *, what: str = "value") -> bytes:

@@ -14,13 +14,12 @@ from __future__ import annotations
 
 import contextvars
 from collections.abc import Callable, Sequence
-from dataclasses import replace
 from typing import TYPE_CHECKING, Any, cast
 
 from unum_entry import fanin
 from unum_entry.checkpoint import commits_its_result, not_yet_committed, record_result
 from unum_entry.codec import decode
-from unum_entry.envelope import DataRef, Envelope
+from unum_entry.envelope import Envelope, by_reference
 from unum_entry.errors import UnencodableValue
 from unum_entry.frozen import Frozen, frozen
 from unum_entry.history import end_stamp
@@ -184,11 +183,10 @@ def _invoke(invoker: Invoker, call: Call) -> None:
     try:
         send(call.function, call.envelope)
     except (UnencodableValue, ValueError, RecursionError):
-        by_reference = tuple(DataRef(ref=d.ref, item=d.item, path=d.path) if d.ref is not None else d
-                             for d in call.envelope.inputs)
-        if by_reference == call.envelope.inputs:
+        fallback = by_reference(call.envelope)
+        if fallback is None:
             raise
-        send(call.function, replace(call.envelope, inputs=by_reference))
+        send(call.function, fallback)
 
 
 def _by_wire(invoker: Invoker) -> Callable[[str, Envelope], None]:

@@ -250,6 +250,13 @@ def _failures_from_wire(raw: Any) -> tuple[tuple[int, str], ...]:
     return tuple((int(at), text[:FAILURE_TEXT]) for at, text in raw)
 
 
+def by_reference(env: Envelope) -> Envelope | None:
+    """`env` with every inline value that has a checkpoint sent by reference to it instead
+    (what a sender falls back to for a value no wire can carry); None when no input has one."""
+    inputs = tuple(DataRef(ref=d.ref, item=d.item, path=d.path) if d.ref is not None else d for d in env.inputs)
+    return None if inputs == env.inputs else replace(env, inputs=inputs)
+
+
 def is_watchdog(payload: Any) -> bool:
     """True for the wire form of a watchdog timer (the local platform's idle check skips it)."""
     return isinstance(payload, Mapping) and payload.get("watchdog") is True

@@ -11,7 +11,7 @@ from dataclasses import replace
 from typing import Any, overload
 
 from unum_entry import naming
-from unum_entry.codec import encode
+from unum_entry.codec import MSGPACK_INTS, encode
 from unum_entry.conditions import evaluate, resolve_path
 from unum_entry.envelope import DataRef, Envelope, Frame, Gather
 from unum_entry.errors import PlanError
@@ -392,11 +392,10 @@ def _inline_if_small(out: Committed, inline_limit: int) -> dict[str, Any]:
 #: Types whose msgpack encoding is at most 9 bytes (an int in msgpack's range, a float64, true,
 #: false, nil): `_small` inlines them without encoding when the limit allows 9.
 _FIXED_WIDTH = frozenset((int, float, bool, type(None)))
-_MSGPACK_INTS = range(-2**63, 2**64)
 
 
 def _small(item: Any, inline_limit: int) -> dict[str, Any]:
     kind = type(item)
-    if kind in _FIXED_WIDTH and inline_limit >= 9 and (kind is not int or item in _MSGPACK_INTS):
+    if kind in _FIXED_WIDTH and inline_limit >= 9 and (kind is not int or item in MSGPACK_INTS):
         return {"value": item}
     return {"value": item} if len(encode(item)) <= inline_limit else {}

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from unum_entry import naming
 from unum_entry import fanin
@@ -41,6 +41,8 @@ from unum_entry.watchdog import Watchdog
 
 if TYPE_CHECKING:
     from concurrent.futures import Executor
+
+    from unum_entry.plan import Program
 
 Handler = Callable[[Any, InvocationContext], Any]
 log = logging.getLogger("unum.runtime")
@@ -115,10 +117,12 @@ class Runtime:
         self._traced = self.tracing.enabled
         self._hooked = observes(self.hooks)
         self._commits_to_invocation = ir.checkpoint and not commits_its_result(ir)
-        # A fan-in branch commits its checkpoint and its join's first set add in one write where
-        # the store can (`Store.create_joining`: the embedded stores), else as two.
-        self._joins_in_commit = bool(self._commits_to_invocation and store.joins_in_create
-                                     and self._egress.program is not None and self._egress.program.branch is not None)
+        # A fan-in branch commits its checkpoint (the invocation's) and its join's first set add
+        # in one write where the store can (`Store.create_joining`: the embedded stores), else as
+        # two: the program whose joins the commits carry, or None.
+        program = self._egress.program
+        self._joining: Program | None = (program if self._commits_to_invocation and store.joins_in_create
+                                         and program is not None and program.branch is not None else None)
 
     def handle(self, env: Envelope) -> EgressReport | None:
         """Process one delivery. Returns None when nothing was left to do (dropped, a delivery
@@ -192,13 +196,13 @@ class Runtime:
                     self.hooks.at(FaultPoint.AFTER_HANDLER, invocation)
                 history = (stamp(self.ir.function, env, started=started, committed=self.retention.clock())
                            if checkpoint is not None else b"")
-                join = self._leaf_join(env, checkpoint) if self._joins_in_commit else None
+                join = self._leaf_join(self._joining, env, invocation) if self._joining is not None else None
                 if join is None:
                     stored, created = commit(self.store, self.ir, self.retention, env, checkpoint, output,
                                              stamp=history)
-                else:
-                    stored, created, joined = commit_joining(self.store, self.ir, self.retention, env,
-                                                             cast(str, checkpoint), output, join, stamp=history)
+                else:  # the commit is the invocation's checkpoint (`_joining`)
+                    stored, created, joined = commit_joining(self.store, self.ir, self.retention, env, invocation,
+                                                             output, join, stamp=history)
                 if created and history and stored.endswith(history):  # our own bytes: the value ends at the stamp
                     value_end = len(stored) - len(history)
         if self._hooked:
@@ -239,14 +243,13 @@ class Runtime:
             raise
         return True
 
-    def _leaf_join(self, env: Envelope, checkpoint: str | None) -> SetAdd | None:
-        """The first set add of this fan-in branch's join, for its commit to make
-        (`commit_joining`); None where egress must make it as usual: no checkpoint, no join
-        here, or one that would be refused (past the deadline, a bad slot: egress reports it
-        after the commit, as it does without this)."""
-        program = self._egress.program
-        join = program.branch_join(env) if checkpoint is not None and program is not None else None
-        if join is None or checkpoint is None:
+    def _leaf_join(self, program: Program, env: Envelope, checkpoint: str) -> SetAdd | None:
+        """The first set add of this fan-in branch's join (`program`'s), for the commit of
+        `checkpoint` to make (`commit_joining`); None where egress must make it as usual: no
+        join here, or one that would be refused (past the deadline, a bad slot: egress reports
+        it after the commit, as it does without this)."""
+        join = program.branch_join(env)
+        if join is None:
             return None
         try:
             return fanin.leaf_add(Ledger.of(env, self.retention), join.set_key, join.width, join.slot, checkpoint)

@@ -19,14 +19,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from unum_entry.codec import decode, encode
-from unum_entry.envelope import DataRef, Envelope
+from unum_entry.codec import MSGPACK_INTS, decode, encode
+from unum_entry.envelope import DataRef, Envelope, by_reference
 from unum_entry.errors import UnencodableValue
 from unum_entry.plan import FanOutCalls
 
-# Immutable values a wire round trip returns unchanged (ints: within msgpack's range, below).
+# Immutable values a wire round trip returns unchanged (ints: within msgpack's range).
 _SCALARS = frozenset((str, float, bool, type(None), bytes))
-_INT_RANGE = range(-2**63, 2**64)
 
 
 class Sealed:
@@ -42,7 +41,7 @@ def _shareable(data: DataRef) -> bool:
     """Whether `data` may be handed to any number of executions as it is."""
     value = data.value
     kind = type(value)
-    return kind in _SCALARS or (kind is int and value in _INT_RANGE) or not data.inline
+    return kind in _SCALARS or (kind is int and value in MSGPACK_INTS) or not data.inline
 
 
 def is_plain(env: Envelope) -> bool:
@@ -95,8 +94,7 @@ def open_call(calls: FanOutCalls, position: int) -> Envelope:
     try:
         return open_sealed(seal(env))
     except (UnencodableValue, ValueError, RecursionError):
-        by_reference = tuple(DataRef(ref=d.ref, item=d.item, path=d.path) if d.ref is not None else d
-                             for d in env.inputs)
-        if by_reference == env.inputs:
+        fallback = by_reference(env)
+        if fallback is None:
             raise
-        return _with_inputs(env, by_reference)
+        return fallback

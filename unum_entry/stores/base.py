@@ -229,8 +229,7 @@ class Store(ABC):
         if not self.joins_in_create:
             stored, created = self.create(key, value, workflow=workflow, kind=kind, expires_at=expires_at)
             return stored, created, None
-        if join.size < 1 or join.slot < 0:
-            raise StoreMisuse(f"set {join.key!r}: size {join.size} and slot {join.slot} (needs size >= 1, slot >= 0)")
+        _check_set_add(join.key, join.slot, join.size)
         expiry = expires_at if type(expires_at) is int else _expiry(key, expires_at)
         set_expiry = join.expires_at if type(join.expires_at) is int else _expiry(join.key, join.expires_at)
         stored = self._by_reference(key, bytes(value), workflow, expiry)
@@ -239,9 +238,7 @@ class Store(ABC):
                                                join.slot, join.member)
         if existing is not None:
             return self._value_of(existing), False, None
-        if state is not None and self.ordered_sets and state.full:
-            state = SetState(state.size, state.members, _completer(state))
-        return value, True, state
+        return value, True, None if state is None else self._completed(state)
 
     def get(self, key: str) -> bytes | None:
         """The value stored under `key`, or None (missing or expired)."""
@@ -277,14 +274,15 @@ class Store(ABC):
         A slot outside the set is stored but never counted (see SetState.has_slot). Raises
         StoreError when `key` holds a value.
         """
-        if size < 1:
-            raise StoreMisuse(f"set {key!r} needs a size >= 1, got {size}")
-        if slot < 0:
-            raise StoreMisuse(f"set {key!r}: slot {slot} is negative")
+        _check_set_add(key, slot, size)
         expiry = expires_at if type(expires_at) is int else _expiry(key, expires_at)
-        state = self._add_to_set(Record(key, Kind.SET, workflow, expiry, None, size), slot, member)
+        return self._completed(self._add_to_set(Record(key, Kind.SET, workflow, expiry, None, size), slot, member))
+
+    def _completed(self, state: SetState) -> SetState:
+        """`state` as an add returns it: on a store with ordered sets, a full set says which
+        slot completed it (`SetState.completed_by`)."""
         if self.ordered_sets and state.full:
-            state = SetState(state.size, state.members, _completer(state))  # `replace`, at a fraction of its cost
+            return SetState(state.size, state.members, _completer(state))  # `replace`, at a fraction of its cost
         return state
 
     def sweep(self, now: float | None = None) -> int:
@@ -608,6 +606,14 @@ def chunk_key_of(key: str, digest: bytes, expires_at: int, index: int) -> str:
     manifest: a writer with another expiry writes chunks of its own)."""
     payload = msgpack.packb(["chunk", key, digest, expires_at, index], use_bin_type=True)
     return CHUNK_PREFIX + hashlib.blake2b(payload, digest_size=16).hexdigest()
+
+
+def _check_set_add(key: str, slot: int, size: int) -> None:
+    """StoreMisuse for an add to a set of no slots or at a negative slot."""
+    if size < 1:
+        raise StoreMisuse(f"set {key!r} needs a size >= 1, got {size}")
+    if slot < 0:
+        raise StoreMisuse(f"set {key!r}: slot {slot} is negative")
 
 
 def _expiry(key: str, expires_at: int) -> int:

@@ -16,18 +16,16 @@ from unum_entry.stores.base import AppOp, Guard, Kind, Record, SetState, Store, 
 from unum_entry.yielding_lock import YieldingLock
 
 
-
-
 class MemoryStore(Store):
     """Store over an in-process dict; atomic because every primitive holds `_lock`."""
+
+    joins_in_create = True  # a create and a set add under one hold of the lock (`_create_joining`)
 
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
         self._records: dict[str, Record] = {}
         self._app: dict[tuple[str, str], Versioned] = {}
         self._lock = YieldingLock()  # unum_entry.yielding_lock says why
-
-    joins_in_create = True
 
     # ---- primitives ----------------------------------------------------------------------
 
