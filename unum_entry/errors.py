@@ -59,6 +59,14 @@ class StoreError(UnumError):
     """The datastore failed in a way the runtime cannot absorb."""
 
 
+class StoreUnusable(StoreError):
+    """The store cannot take a write until someone acts on it: its disk is full, its file or
+    file system is read-only, the file is corrupt (the message says what to do). Retrying in
+    this process cannot help, so the embedded engine stops at once - what it had queued stays
+    journaled for the next run - instead of redelivering until it gives up (cloud runtimes
+    never see it: only the embedded SQLite database raises it)."""
+
+
 class SetGone(StoreError):
     """add-to-set found no set: it was collected (or never created by the fan-out origin)."""
 

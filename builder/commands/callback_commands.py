@@ -98,7 +98,7 @@ def complete_locally(args: argparse.Namespace, store: Any, folder: str, complete
     from unum_entry.workflow import load_workflow
 
     from builder.commands.console import Console
-    from builder.commands.run import ENDED
+    from builder.commands.run import ENDED, wait_for_workflow
     from builder.commands.run_queue import RunQueue
     from builder.commands.waiting import report_waiting
 
@@ -111,13 +111,17 @@ def complete_locally(args: argparse.Namespace, store: Any, folder: str, complete
                 workflow_id = complete(Submit(platform))
             except refusal as exc:  # a re-sent continuation may still be running: let it end
                 refused = exc
-            platform.wait_idle(args.timeout)
+            if refused is None:
+                wait_for_workflow(platform, args.timeout,
+                                  ended=lambda: read_outcome(store, workflow_id).status in ENDED)
+            else:  # (no workflow id: the continuation a refusal may have re-sent just runs out)
+                platform.wait_idle(args.timeout)
             next_timer = platform.next_timer()
         if refused is not None:
             raise refused
         ended = read_outcome(store, workflow_id)
-        if rq.runs is not None and ended.status in ENDED:  # as `run`: its watchdog timers would change nothing
-            rq.runs.drop_watchdog(workflow_id)
+        if rq.runs is not None and ended.status in ENDED:  # as `run`: its timers would change nothing
+            rq.runs.drop_timers(workflow_id)
     finally:
         rq.close()
     if ended.failure is not None:

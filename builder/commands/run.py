@@ -22,9 +22,10 @@ import logging
 import os
 import sys
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TextIO
 
-from unum_entry.errors import UnumError, WorkflowFailed, WorkflowTimeout
+from unum_entry.errors import StoreError, StoreUnusable, UnumError, WorkflowFailed, WorkflowTimeout
 
 from builder.commands.console import Console
 from builder.commands.io import command_line, parse_input, to_json
@@ -39,7 +40,7 @@ if TYPE_CHECKING:
 
     from builder.commands.run_queue import RunQueue
 
-__all__ = ["DEFAULT_STORE", "cmd_run", "register"]
+__all__ = ["DEFAULT_STORE", "cmd_run", "register", "wait_for_workflow"]
 
 EXIT_INTERRUPTED = 130
 EXIT_TERMINATED = 143  # 128 + SIGTERM
@@ -111,7 +112,8 @@ def _run(args: argparse.Namespace, results: TextIO) -> int:
                 console.message(f"resuming: {recovered} deliveries and timers a previous run left pending")
             else:  # nothing journaled (a new workflow, or a store without a queue): from the entry's checkpoint
                 platform.start(start.input, workflow_id)
-            _wait(platform, args.timeout, console, began)
+            _wait(platform, args.timeout, console, began,
+                  ended=lambda: read_outcome(store, workflow_id).status in ENDED)
             next_timer = platform.next_timer()
     except KeyboardInterrupt as stop:
         _abandon(platform, console)
@@ -119,6 +121,12 @@ def _run(args: argparse.Namespace, results: TextIO) -> int:
         what = "terminated (SIGTERM)" if isinstance(stop, Terminated) else "interrupted"
         console.message(f"{what}: workflow {workflow_id} stopped after {time.monotonic() - began:.1f} s; {hint}")
         return EXIT_TERMINATED if isinstance(stop, Terminated) else EXIT_INTERRUPTED
+    except StoreUnusable:  # a full disk, a read-only file: the platform stopped; its queue keeps what is pending
+        with contextlib.suppress(StoreError):  # (the journal and the run record are in the same unusable file)
+            _abandon(platform, console)
+        with contextlib.suppress(StoreError):
+            _release(rq, workflow_id)
+        raise
     except WorkflowTimeout:
         in_flight = platform.progress().in_flight
         _abandon(platform, console)
@@ -133,7 +141,7 @@ def _run(args: argparse.Namespace, results: TextIO) -> int:
     platform.close()
     outcome = platform.outcome(workflow_id)
     if rq.runs is not None and outcome.status in ENDED:
-        rq.runs.drop_watchdog(workflow_id)
+        rq.runs.drop_timers(workflow_id)
     _release(rq, workflow_id)
     if next_timer is not None and outcome.status not in ENDED:
         report_waiting(store, workflow_id, args, console, next_timer=next_timer, timers_kept=rq.runs is not None)
@@ -147,17 +155,29 @@ def _run(args: argparse.Namespace, results: TextIO) -> int:
                                f"{time.monotonic() - began:.1f} s", store=store)
 
 
-def _wait(platform: LocalPlatform, timeout: float, console: Console, began: float) -> None:
-    """Until nothing is in flight (raises WorkflowTimeout after `timeout` s), redrawing the
-    progress line on a terminal every TICK."""
+def _wait(platform: LocalPlatform, timeout: float, console: Console, began: float, ended: Callable[[], bool]) -> None:
+    """`wait_for_workflow`, redrawing the progress line on a terminal every TICK."""
     from builder.commands.progress import Meter, render
 
-    if not console.is_terminal:
-        platform.wait_idle(timeout)
-        return
+    meter = Meter()  # commit rates for the line's rate and ETA
+
+    def redraw() -> None:
+        progress, now = platform.progress(), time.monotonic()
+        meter.update(now, progress)
+        console.status(render(progress, now - began, meter=meter, width=console.columns))
+
+    wait_for_workflow(platform, timeout, ended, began=began, tick=redraw if console.is_terminal else None)
+
+
+def wait_for_workflow(platform: LocalPlatform, timeout: float, ended: Callable[[], bool], *,
+                      began: float | None = None, tick: Callable[[], None] | None = None) -> None:
+    """Until nothing is in flight but timers due after the run's end (raises WorkflowTimeout
+    `timeout` s after `began`, default now), or nothing but timers at all once `ended()` says
+    the workflow has its outcome: a timer left then (a Task's timeout after the Task ended)
+    changes nothing when it fires, and a run must not sit until it does. `tick()` every TICK."""
+    began = time.monotonic() if began is None else began
     deadline = began + timeout
     timers_until = time.time() + (deadline - time.monotonic())  # timers due before the run's end are waited for
-    meter = Meter()  # commit rates for the line's rate and ETA
     while True:
         remaining = deadline - time.monotonic()
         if remaining <= 0:
@@ -166,9 +186,10 @@ def _wait(platform: LocalPlatform, timeout: float, console: Console, began: floa
             platform.wait_idle(min(TICK, remaining), until=timers_until)
             return
         except WorkflowTimeout:
-            progress, now = platform.progress(), time.monotonic()
-            meter.update(now, progress)
-            console.status(render(progress, now - began, meter=meter, width=console.columns))
+            if platform.progress().in_flight == 0 and ended():  # (the store read only when nothing else runs)
+                return
+            if tick is not None:
+                tick()
 
 
 def _invocation_log(args: argparse.Namespace, console: Console) -> InvocationLog | None:

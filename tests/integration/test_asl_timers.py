@@ -2,13 +2,15 @@
 `task-success`, `task-heartbeat`) on the embedded engine, time-scaled with UNUM_ASL_TIME_SCALE:
 a two-hour Wait commits a wait and resumes from its timer; a waiting Task's HeartbeatSeconds
 run out once the heartbeats stop (Catch takes States.HeartbeatTimeout); a task-success before
-the TimeoutSeconds timer fires wins and the timer then changes nothing (the other order is in
-test_task_tokens.py); and timers the platform delivers early, twice and late change nothing."""
+the TimeoutSeconds timer fires wins, `run` does not wait for the timer then, and the timer, when
+it fires, changes nothing (the other order is in test_task_tokens.py); and timers the platform
+delivers early, twice and late change nothing."""
 
 from __future__ import annotations
 
 import json
 import os
+import sqlite3
 import subprocess
 import sys
 import time
@@ -18,6 +20,7 @@ from typing import Any
 import pytest
 
 from unum_entry.codec import decode
+from unum_entry.local.runs import queue_path
 from unum_entry.stores import open_store
 from unum_entry.stores.base import Kind
 from unum_entry.timers import TIMER
@@ -100,9 +103,9 @@ def test_heartbeats_keep_a_task_alive_until_they_stop_then_it_times_out(tmp_path
         "Ask": {"Type": "Task", "Resource": f"{AWS}lambda:invoke.waitForTaskToken",
                 "Parameters": {"FunctionName": "Ask", "Payload": {"token.$": "$$.Task.Token"}},
                 # TimeoutSeconds only has to outlast the beats: each must land within 3 s of the last (a
-                # `task-heartbeat` subprocess on a loaded machine can take over a second to start), so the
-                # HeartbeatTimeout comes <= 3 + 7 x 3 + 3 = 27 s after the task starts; `run` also waits for this
-                # timer (30 s).
+                # `task-heartbeat` subprocess on a loaded machine can take over a second to start); they
+                # stop once 4 s have passed, so the HeartbeatTimeout comes about 4 + 3 + 3 s after the task
+                # starts; `run` also waits for this timer (30 s).
                 "HeartbeatSeconds": 3000, "TimeoutSeconds": 30000, "End": True,
                 "Catch": [{"ErrorEquals": ["States.HeartbeatTimeout"], "ResultPath": "$.error", "Next": "Lost"}]},
         "Lost": {"Type": "Pass", "Parameters": {"error.$": "$.error.Error"}, "End": True}}, "Ask")
@@ -112,11 +115,15 @@ def test_heartbeats_keep_a_task_alive_until_they_stop_then_it_times_out(tmp_path
     run = background("run", path, "--input", "{}", "--store", store, "--compact", env=env)
     try:
         token = wait_for_token(tmp_path, run)
-        for _ in range(8):  # a heartbeat every 0.5 s for 4 s: longer than the 3 s HeartbeatSeconds
+        first = time.monotonic()
+        beats = 0
+        while time.monotonic() - first < 4.0:  # beats for 4 s: longer than the 3 s HeartbeatSeconds
             beat = cli("task-heartbeat", token, "--store", store)
             assert beat.returncode == 0, beat.stderr
             assert json.loads(beat.stdout)["function"] == "Ask"
+            beats += 1
             time.sleep(0.5)
+        assert beats >= 2
         out, err = run.communicate(timeout=60)
     finally:
         run.kill()
@@ -127,13 +134,16 @@ def test_heartbeats_keep_a_task_alive_until_they_stop_then_it_times_out(tmp_path
     assert late.returncode == 2 and "timed out" in late.stderr and "Traceback" not in late.stderr
 
 
-def test_a_task_success_before_the_timeout_wins_and_the_timer_then_changes_nothing(tmp_path: Path) -> None:
-    path = machine(tmp_path, {
-        "Ask": {"Type": "Task", "Resource": f"{AWS}lambda:invoke.waitForTaskToken",
-                "Parameters": {"FunctionName": "Ask", "Payload": {"token.$": "$$.Task.Token"}},
-                "TimeoutSeconds": 3000, "ResultPath": "$.answer", "End": True,
-                "Catch": [{"ErrorEquals": ["States.Timeout"], "ResultPath": "$.error", "Next": "Late"}]},
-        "Late": {"Type": "Pass", "Result": "timed out", "End": True}}, "Ask")
+SUCCESS_OR_TIMEOUT = {
+    "Ask": {"Type": "Task", "Resource": f"{AWS}lambda:invoke.waitForTaskToken",
+            "Parameters": {"FunctionName": "Ask", "Payload": {"token.$": "$$.Task.Token"}},
+            "TimeoutSeconds": 3000, "ResultPath": "$.answer", "End": True,
+            "Catch": [{"ErrorEquals": ["States.Timeout"], "ResultPath": "$.error", "Next": "Late"}]},
+    "Late": {"Type": "Pass", "Result": "timed out", "End": True}}
+
+
+def test_a_task_success_before_the_timeout_wins_and_run_does_not_wait_for_the_moot_timer(tmp_path: Path) -> None:
+    path = machine(tmp_path, SUCCESS_OR_TIMEOUT, "Ask")
     env = {"TOKEN_DIR": str(tmp_path)}
     store = tmp_path / "store"
     run = background("run", path, "--input", '{"id": 1}', "--store", store, "--compact", env=env)
@@ -143,13 +153,47 @@ def test_a_task_success_before_the_timeout_wins_and_the_timer_then_changes_nothi
                    "--compact", env=env)
         assert done.returncode == 0, done.stderr
         assert json.loads(done.stdout) == {"id": 1, "answer": "approved"}
-        out, err = run.communicate(timeout=60)  # `run` holds the timeout timer: it fires at 3 s
+        out, err = run.communicate(timeout=60)  # `run` holds the timeout timer, moot once the workflow ended
     finally:
         run.kill()
     assert run.returncode == 0, err
-    assert json.loads(out) == {"id": 1, "answer": "approved"}  # the timer found the callback's record
+    assert json.loads(out) == {"id": 1, "answer": "approved"}
+    with sqlite3.connect(queue_path(open_store(str(store)))) as journal:  # the ended workflow's timers are
+        assert journal.execute("SELECT count(*) FROM unum_queue").fetchone()[0] == 0  # dropped, not queued for ever
     again = cli("task-success", token, "--output", '"twice"', "--store", store, "--workflow", path, env=env)
     assert again.returncode == 2 and "already completed" in again.stderr
+
+
+def test_a_timeout_timer_that_fires_after_the_task_success_changes_nothing(tmp_path: Path, monkeypatch) -> None:
+    """The timer delivered after the success (the embedded platform waits for it here, as a
+    platform that does not know the workflow ended would): it finds the callback's record."""
+    from unum_entry.asl.callbacks import task_success
+    from unum_entry.local.platform import LocalPlatform
+    from unum_entry.workflow import load_workflow
+
+    from builder.commands.callback_commands import Submit
+    from builder.commands.compile import runnable_workflow
+
+    monkeypatch.setenv("UNUM_ASL_TIME_SCALE", SCALE)
+    monkeypatch.setenv("TOKEN_DIR", str(tmp_path))
+    workflow = load_workflow(runnable_workflow(str(machine(tmp_path, SUCCESS_OR_TIMEOUT, "Ask"))))
+    store = open_store(str(tmp_path / "store"))
+    try:
+        with LocalPlatform(workflow, store, workers=2) as platform:
+            workflow_id = platform.start({"id": 1})
+            deadline = time.monotonic() + 30
+            while not ((tmp_path / "token").is_file() and (tmp_path / "token").read_text()):
+                assert time.monotonic() < deadline, "no task token after 30 s"
+                time.sleep(0.02)
+            platform.wait_idle(30, until=time.time())  # the Ask delivery is done; its timeout timer queued
+            assert platform.next_timer() is not None
+            task_success((tmp_path / "token").read_text(), "approved", store=store, invoker=Submit(platform))
+            platform.wait_idle(30)  # every timer due within 30 s: the timeout's (at 3 s) fires
+            assert platform.next_timer() is None
+            outcome = platform.outcome(workflow_id)
+        assert outcome.failure is None and outcome.results == [{"id": 1, "answer": "approved"}]
+    finally:
+        store.close()
 
 
 def test_timers_delivered_early_twice_and_late_change_nothing(tmp_path: Path, monkeypatch) -> None:

@@ -262,7 +262,7 @@ from aws_durable_execution_sdk_python.exceptions import CallbackTimeoutError
 @durable_execution
 def handler(event, context):
     callback = context.create_callback(name="worker", config=CallbackConfig(
-        timeout=Duration.from_seconds(60), heartbeat_timeout=Duration.from_seconds(2)))
+        timeout=Duration.from_seconds(60), heartbeat_timeout=Duration.from_seconds(3)))
     Path(event["folder"], "callback-id").write_text(callback.callback_id)
     try:
         return {"result": callback.result()}
@@ -285,10 +285,10 @@ def test_heartbeats_keep_a_callback_alive_until_they_stop(tmp_path: Path) -> Non
                 break
             time.sleep(0.05)
         callback_id = (tmp_path / "callback-id").read_text()
-        for _ in range(4):  # a second apart: 4 s alive with a 2 s heartbeat timeout (a late one is refused)
-            beat = cli("callback-heartbeat", callback_id, "--store", store)
+        first = time.monotonic()
+        while time.monotonic() - first < 5.0:  # back to back (each a CLI process, about a second): 5 s alive
+            beat = cli("callback-heartbeat", callback_id, "--store", store)  # with a 3 s heartbeat timeout
             assert beat.returncode == 0, beat.stderr
-            time.sleep(1)
         out, err = run.communicate(timeout=60)
     finally:
         run.kill()

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from unum_entry.errors import StoreError
+from unum_entry.errors import StoreError, StoreUnusable
 from unum_entry.local.platform import LocalPlatform, local_platform
 from unum_entry.runtime import new_workflow
 from unum_entry.stores.file import FileStore
@@ -227,6 +227,29 @@ def test_a_store_that_never_recovers_dead_letters_the_delivery_instead_of_hangin
         assert message.endswith("last error: StoreError: create: throttled (injected)")
         assert platform.stats["deliveries"] == 6 and platform.stats["redeliveries"] == 5
     assert outcome.results == [] and outcome.failure is None  # the store took no failure record either
+
+
+def test_an_unusable_store_stops_the_platform_at_once_with_the_deliveries_still_queued(tmp_path):
+    """A full disk or a read-only file (StoreUnusable) heals only when someone acts: the
+    platform stops taking deliveries at the first one and `wait_idle` raises it - no redelivery
+    storm, nothing dead-lettered; the failed delivery is queued again, for a later run."""
+    folder = write(tmp_path / "wf", CHAIN)
+    store = FlakyStore(tmp_path / "store", "create", None, error=StoreUnusable)
+    platform = LocalPlatform(load_workflow(folder), store, workers=2)
+    try:
+        began = time.monotonic()
+        platform.start(7)
+        with pytest.raises(StoreUnusable, match="create: throttled"):
+            platform.wait_idle(30)
+        assert time.monotonic() - began < 10
+        assert platform.dead_letters == [] and platform.stats["redeliveries"] == 1 and store.raised == 1
+        queued = [(d.function, d.failures) for _, d in platform.queue.snapshot() if not d.background]  # (not the watchdog)
+        assert queued == [("A", 1)]  # requeued, and not taken again
+        for thread in platform._workers:
+            thread.join(5)
+        assert not any(thread.is_alive() for thread in platform._workers)
+    finally:
+        platform.close()
 
 
 def test_a_bug_that_keeps_crashing_a_delivery_ends_the_workflow_with_a_failure_record(tmp_path):

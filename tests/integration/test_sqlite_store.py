@@ -389,6 +389,59 @@ def test_a_failing_write_in_a_batch_undoes_only_its_own_changes(tmp_path: Path) 
         store.close()
 
 
+def test_a_batch_runs_without_savepoints_until_a_write_raises_then_each_in_its_own(tmp_path: Path) -> None:
+    """One batch built by hand (deterministic, unlike racing threads): writes that all succeed
+    share the transaction with no SAVEPOINT statement; when the middle one raises after writing,
+    the batch is rolled back and runs again, each write in a savepoint: the others' rows and
+    results land once, the failing write's row not at all."""
+    from unum_entry.stores.sqlite_database import _Write
+
+    store = SQLiteStore.open(tmp_path / "unum.db")
+    db = store.database
+    db.ensure_schema(["CREATE TABLE IF NOT EXISTS test_rows (id INTEGER PRIMARY KEY, writer TEXT)"])
+    statements: list[str] = []
+    db._writer_connection().set_trace_callback(statements.append)
+    runs: list[str] = []
+
+    def write(name: str, fail: bool = False) -> _Write:
+        def fn(conn: sqlite3.Connection) -> str:
+            runs.append(name)
+            conn.execute("INSERT INTO test_rows (writer) VALUES (?)", (name,))
+            if fail:
+                raise ValueError(f"{name} fails after writing")
+            return name.upper()
+
+        return _Write(fn)
+
+    def rows() -> list[str]:
+        return sorted(r[0] for r in db.read(lambda conn: conn.execute("SELECT writer FROM test_rows").fetchall()))
+
+    try:
+        fine = [write("a"), write("b"), write("c")]
+        db._commit_batch(fine)
+        assert [(item.result, item.error, item.done) for item in fine] == [("A", None, True), ("B", None, True),
+                                                                          ("C", None, True)]
+        assert not [s for s in statements if "SAVEPOINT" in s] and runs == ["a", "b", "c"]
+        assert rows() == ["a", "b", "c"]
+
+        statements.clear()
+        runs.clear()
+        mixed = [write("d"), write("e", fail=True), write("f")]
+        db._commit_batch(mixed)
+        assert [item.result for item in mixed] == ["D", None, "F"]
+        assert mixed[0].error is None and mixed[2].error is None
+        assert isinstance(mixed[1].error, ValueError) and "e fails" in str(mixed[1].error)
+        assert runs == ["d", "e", "d", "e", "f"]  # the optimistic pass stopped at e; the savepoint pass ran all
+        assert sum("SAVEPOINT" in s for s in statements) == 3
+        assert rows() == ["a", "b", "c", "d", "f"]
+
+        alone = [write("g", fail=True)]  # a lone write that raises: rolled back, nothing committed
+        db._commit_batch(alone)
+        assert isinstance(alone[0].error, ValueError) and rows() == ["a", "b", "c", "d", "f"]
+    finally:
+        store.close()
+
+
 # ---- bad database files: one line, exit 2, nothing lost ------------------------------------
 
 def cli(*args: object, timeout: float = 120, **kwargs) -> subprocess.CompletedProcess[str]:
@@ -486,24 +539,50 @@ def test_a_store_on_a_read_only_file_system_is_one_line_and_kept(small_filesyste
         store.close()
 
 
-def test_a_full_disk_names_the_store_and_loses_nothing_committed(small_filesystem: Path) -> None:
-    """The store's part: every failed write is a StoreError saying the disk is full (the engine
-    decides how to report and resume: unum_entry/local), and what was committed stays intact."""
+def test_a_full_disk_stops_the_run_at_once_names_the_store_and_loses_nothing(small_filesystem: Path,
+                                                                             tmp_path: Path) -> None:
+    """The store's part: a write on a full disk is a StoreUnusable saying the disk is full; the
+    engine stops at once instead of redelivering every branch until it gives up (it took 30 s
+    and dead-lettered them), and what was committed and queued stays intact: once space is
+    freed, the same command resumes to the fault-free run's result."""
     path = small_filesystem / "unum.db"
     text = json.dumps({"text": " ".join(f"word{i}" for i in range(400))})
+    run = ("run", "images/map-aggregate", "--input", text, "--compact")
+    began = time.monotonic()
     try:
-        proc = cli("run", "images/map-aggregate", "--input", text, "--store", path, "--workflow-id", "wf-full-disk",
-                   timeout=90)
+        proc = cli(*run, "--store", path, "--workflow-id", "wf-full-disk", timeout=90)
     except subprocess.TimeoutExpired:
         pytest.fail("run hung for 90 s on a full disk instead of stopping with the store's error")
     assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
-    assert f"store {path}: the disk is full: free space" in proc.stderr
+    assert proc.stderr.strip().splitlines()[-1] == (f"error: store {path}: the disk is full: free space, then run "
+                                                    "again with the same --workflow-id")
+    assert "dropped delivery" not in proc.stderr and time.monotonic() - began < 20  # (30 s before: every retry)
     remount(small_filesystem, "size=16m")
     store = SQLiteStore.open(path)
     try:
         check = store.database.read(lambda conn: conn.execute("PRAGMA integrity_check").fetchone()[0])
         assert check == "ok"
         assert any(record.workflow == "wf-full-disk" for record in store.records())
+    finally:
+        store.close()
+    resumed = cli(*run, "--store", path, "--workflow-id", "wf-full-disk")
+    fault_free = cli(*run, "--store", tmp_path / "fault-free.db")
+    assert resumed.returncode == 0 and "resuming:" in resumed.stderr, resumed.stderr
+    assert fault_free.returncode == 0 and resumed.stdout == fault_free.stdout and json.loads(resumed.stdout)["words"] == 400
+
+
+def test_only_errors_someone_must_act_on_are_unusable(tmp_path: Path) -> None:
+    """A full disk, a read-only or corrupt file: StoreUnusable (the engine stops at once); a
+    database locked by another process: a plain StoreError (it passes: redeliver)."""
+    from unum_entry.errors import StoreUnusable
+
+    store = SQLiteStore.open(tmp_path / "unum.db")
+    try:
+        mapped = {text: store.database._as_store_error(sqlite3.OperationalError(text), "write")
+                  for text in ("database or disk is full", "attempt to write a readonly database",
+                               "database disk image is malformed", "database is locked")}
+        assert [isinstance(error, StoreUnusable) for error in mapped.values()] == [True, True, True, False]
+        assert all(isinstance(error, StoreError) and str(tmp_path) in str(error) for error in mapped.values())
     finally:
         store.close()
 

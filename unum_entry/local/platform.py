@@ -36,7 +36,7 @@ from typing import Any
 
 from unum_entry.codec import decode, encode
 from unum_entry.envelope import Envelope, is_watchdog
-from unum_entry.errors import EnvelopeError, RedeliveriesExhausted, UnumError, WorkflowTimeout
+from unum_entry.errors import EnvelopeError, RedeliveriesExhausted, StoreUnusable, UnumError, WorkflowTimeout
 from unum_entry.invocation_log import InvocationLog, InvocationRecord, error_type, hosted_state
 from unum_entry.local.faults import FaultInjector, InjectedCrash
 from unum_entry.local.handoff import is_plain, open_call, open_sealed, seal
@@ -181,6 +181,7 @@ class LocalPlatform:
         self._failures: deque[str] = deque(maxlen=FAILURES_SHOWN)  # the latest failed attempts (`progress()`)
         self._failed_here: set[str] = set()  # workflows whose failure a delivery here recorded (`_ended`)
         self._cancelled = False
+        self._halted: StoreUnusable | None = None  # why the platform stopped by itself (`_halt`)
         self._backoff = RetryPolicy(base=retry_delay, cap=max(max_backoff, retry_delay))
         self._stats_lock = threading.Lock()
         self._wall_clock: Callable[[], float] = getattr(store, "_clock", time.time)  # timers' `when`
@@ -242,11 +243,14 @@ class LocalPlatform:
 
     def wait_idle(self, timeout: float, *, until: float | None = None) -> None:
         """Block until no delivery is queued or running, but timers due after `until` (epoch
-        seconds; default: when `timeout` ends) or a deadline watchdog's. Raises WorkflowTimeout."""
+        seconds; default: when `timeout` ends) or a deadline watchdog's. Raises WorkflowTimeout,
+        or the StoreUnusable that stopped the platform (`_halt`)."""
         deadline = time.time() + timeout if until is None else until
         with self._lock:
-            if not self._idle_cv.wait_for(lambda: self._idle(deadline), timeout):
+            if not self._idle_cv.wait_for(lambda: self._halted is not None or self._idle(deadline), timeout):
                 raise WorkflowTimeout(f"{self._outstanding} deliveries still in flight after {timeout:.0f} s")
+            if self._halted is not None:
+                raise self._halted
 
     def _idle(self, deadline: float) -> bool:
         """Nothing running or queued, but timers due after `deadline` or a watchdog's (lock held)."""
@@ -687,11 +691,25 @@ class LocalPlatform:
                 self._count("redeliveries")
                 delay = self._backoff.delay(failures - 1)
             self._enqueue(delivery.again(failures), delay)
+            if isinstance(error, StoreUnusable):
+                self._halt(error)
             return
         gave_up = RedeliveriesExhausted(delivery.function, failures, error)
         self._dead_letter(f"{delivery.function}: workflow {env.workflow}: {gave_up}")
         if record_failure(runtime, env, gave_up).status is DeliveryStatus.FAILED:
             self._count("failed")
+
+    def _halt(self, error: StoreUnusable) -> None:
+        """Stop taking deliveries: the store takes no write until someone acts on it, so every
+        redelivery would fail the same way until the platform gave up on it. What is queued
+        stays queued (journaled, in a durable queue: the next run with the workflow's id resumes
+        it once the store is usable); `wait_idle` raises `error`."""
+        with self._lock:
+            if self._halted is None:
+                self._halted = error
+            self._stopping = True
+            self._work_cv.notify_all()
+            self._idle_cv.notify_all()
 
     def _count(self, key: str) -> None:
         with self._stats_lock:

@@ -44,7 +44,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from unum_entry.envelope import Envelope
-from unum_entry.errors import StoreError, StoreMisuse
+from unum_entry.errors import StoreError, StoreMisuse, StoreUnusable
 from unum_entry.stores.sqlite_database import Database, Durability
 
 if TYPE_CHECKING:
@@ -260,8 +260,9 @@ class SQLiteQueue(DeliveryQueue):
 
     def flush(self) -> None:
         """Wait until everything accepted so far is on disk. Raises StoreError once the journal
-        has failed for `FLUSH_PATIENCE` seconds in a row (a full disk, a read-only file): the
-        caller stops with that error instead of waiting forever; the writer keeps retrying."""
+        has failed for `FLUSH_PATIENCE` seconds in a row (a database locked too long), at once
+        when it failed as StoreUnusable (a full disk, a read-only file: waiting cannot help):
+        the caller stops with that error instead of waiting forever; the writer keeps retrying."""
         with self._lock:
             target = self._submitted
             self._cv.notify()
@@ -269,7 +270,8 @@ class SQLiteQueue(DeliveryQueue):
             while self._written < target and not self._closed:
                 if self._error is not None:
                     failing_since = failing_since or time.monotonic()
-                    if not self._writer.is_alive() or time.monotonic() - failing_since > FLUSH_PATIENCE:
+                    if (isinstance(self._error, StoreUnusable) or not self._writer.is_alive()
+                            or time.monotonic() - failing_since > FLUSH_PATIENCE):
                         break
                 else:
                     failing_since = None
@@ -326,7 +328,8 @@ class SQLiteQueue(DeliveryQueue):
                     failures = 0
                     continue
                 failures += 1
-                log.error("delivery queue %s: write failed (%s); retrying", self.path, self._error)
+                if failures == 1:  # once per streak of failures (a full disk would repeat it every second)
+                    log.error("delivery queue %s: write failed (%s); retrying", self.path, self._error)
                 if self._closed:
                     return
             time.sleep(min(MAX_BACKOFF, 0.01 * 2 ** failures))

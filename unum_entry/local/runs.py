@@ -176,11 +176,13 @@ class Runs:
             except StoreError:
                 continue
 
-    def drop_watchdog(self, workflow: str) -> None:
-        """Forget `workflow`'s deadline watchdog timers: once it has an outcome they would
-        change nothing when they fire (unum_entry.watchdog), and nothing else ever removes them."""
+    def drop_timers(self, workflow: str) -> None:
+        """Forget `workflow`'s timers (its deadline watchdog's, a Task's timeout left after the
+        Task ended): once it has an outcome they would change nothing when they fire
+        (unum_entry.watchdog; a continuation of an ended workflow is stale), and nothing else
+        ever removes them."""
         self.database.write(lambda conn: conn.execute(
-            "DELETE FROM unum_queue WHERE workflow = ? AND background", (workflow,)))
+            "DELETE FROM unum_queue WHERE workflow = ? AND (background OR timer IS NOT NULL)", (workflow,)))
 
     def forget(self, workflows: list[str]) -> int:
         """Delete every queued delivery, timer and driver record of `workflows` (`rm`, `gc`: the

@@ -24,9 +24,9 @@ Durability (`Durability`, like DBOS's setting; the `durability` URL parameter, `
 Group commit. An fsync costs 0.3-1 ms here, so one commit per write would cap a store at about a
 thousand writes per second. Writers of one process therefore share commits (leader/follower):
 a writer queues its function; if no commit is in progress it becomes the leader, takes every
-queued function, runs each in its own SAVEPOINT of one transaction (a function that raises rolls
-back only its own changes and gets its exception), commits once (one fsync) and hands each
-writer its result. Writers that queue meanwhile wait, each on a lock of its own, and form the
+queued function, runs them in one transaction (a function that raises rolls back only its own
+changes and gets its exception: the batch then runs again, a SAVEPOINT per function), commits
+once (one fsync) and hands each writer its result. Writers that queue meanwhile wait, each on a lock of its own, and form the
 next batch; the leader wakes each of its batch's writers once and hands the lead to the first
 writer queued meanwhile (no herd woken at every commit). A write returns only after the commit
 that holds it is durable (a `sync=False` write - the delivery queue's journal - only after it is
@@ -56,7 +56,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
-from unum_entry.errors import StoreError
+from unum_entry.errors import StoreError, StoreUnusable
 
 T = TypeVar("T")
 
@@ -428,12 +428,15 @@ class Database:
     # ---- group commit --------------------------------------------------------------------
 
     def _commit_batch(self, batch: list[_Write]) -> None:
-        """Run `batch` in one transaction, one SAVEPOINT per write, and commit; then mark each
-        write done with its result or error (every write gets the error if the commit fails).
-        A batch of `sync=False` writes only, on a `full` database, commits as `synchronous=NORMAL`
-        (set around the transaction: SQLite reads the setting outside transactions only). The hot
-        path of every write: no generator context managers, no closures unless SQLite says busy."""
-        results: list[tuple[_Write, Any, BaseException | None]] = []
+        """Run `batch` in one transaction and commit; then mark each write done with its result
+        or error (every write gets the error if the commit fails). A write that raises leaves
+        no change of its own and fails alone: the batch runs first with no savepoints (each
+        costs two statements per write, most of a batch's statements besides the writes'
+        own); if a write raises, that transaction is rolled back and the batch runs again, one
+        SAVEPOINT per write (`_run_savepointed`). A batch of `sync=False` writes only, on a `full`
+        database, commits as `synchronous=NORMAL` (set around the transaction: SQLite reads the
+        setting outside transactions only). The hot path of every write: no generator context
+        managers, no closures unless SQLite says busy."""
         try:
             with self._write_mutex:
                 conn = self._writer if self._writer is not None else self._writer_connection()
@@ -446,27 +449,11 @@ class Database:
                     try:
                         self._begin(conn)
                         try:
-                            if len(batch) == 1:  # alone (the usual case without contention): no savepoint
-                                item = batch[0]
-                                try:
-                                    results.append((item, item.fn(conn), None))
-                                except Exception as exc:
-                                    conn.execute("ROLLBACK")
-                                    results.append((item, None, self._as_store_error(exc, "write")))
-                                else:
-                                    self._commit_riding(conn)
-                            else:
-                                for item in batch:
-                                    conn.execute("SAVEPOINT w")
-                                    try:
-                                        value = item.fn(conn)
-                                    except Exception as exc:  # the writer's own failure: undo only its changes
-                                        conn.execute("ROLLBACK TO w")
-                                        conn.execute("RELEASE w")
-                                        results.append((item, None, self._as_store_error(exc, "write")))
-                                    else:
-                                        conn.execute("RELEASE w")
-                                        results.append((item, value, None))
+                            results = self._run_optimistic(conn, batch)
+                            if results is None:  # a write raised: its transaction is rolled back
+                                self._begin(conn)
+                                results = self._run_savepointed(conn, batch)
+                            if conn.in_transaction:  # (not after a lone write that raised: rolled back)
                                 self._commit_riding(conn)
                         except BaseException:
                             with contextlib.suppress(sqlite3.Error):
@@ -485,6 +472,42 @@ class Database:
             return
         for item, value, error in results:
             item.result, item.error, item.done = value, error, True
+
+    def _run_optimistic(self, conn: sqlite3.Connection,
+                        batch: list[_Write]) -> list[tuple[_Write, Any, BaseException | None]] | None:
+        """Every write of `batch` in the open transaction, with no savepoints: their results,
+        or None once one raises (the transaction then rolled back). A lone write that raises
+        gets its error here: rolling back the whole transaction undid exactly its changes (and
+        the riders' wait for the next commit)."""
+        results: list[tuple[_Write, Any, BaseException | None]] = []
+        for item in batch:
+            try:
+                results.append((item, item.fn(conn), None))
+            except Exception as exc:
+                with contextlib.suppress(sqlite3.Error):  # (SQLite may have rolled back already: disk full)
+                    conn.execute("ROLLBACK")
+                if len(batch) == 1:
+                    return [(item, None, self._as_store_error(exc, "write"))]
+                return None
+        return results
+
+    def _run_savepointed(self, conn: sqlite3.Connection,
+                         batch: list[_Write]) -> list[tuple[_Write, Any, BaseException | None]]:
+        """Every write of `batch` in the open transaction, each in a SAVEPOINT of its own: one
+        that raises undoes only its own changes and gets its error."""
+        results: list[tuple[_Write, Any, BaseException | None]] = []
+        for item in batch:
+            conn.execute("SAVEPOINT w")
+            try:
+                value = item.fn(conn)
+            except Exception as exc:  # the writer's own failure: undo only its changes
+                conn.execute("ROLLBACK TO w")
+                conn.execute("RELEASE w")
+                results.append((item, None, self._as_store_error(exc, "write")))
+            else:
+                conn.execute("RELEASE w")
+                results.append((item, value, None))
+        return results
 
     def _commit_riding(self, conn: sqlite3.Connection) -> None:
         """Commit the batch's transaction with the riders' changes in it (`Rider`); tell each
@@ -587,15 +610,18 @@ class Database:
             raise self._as_store_error(exc, operation) from exc
 
     def _as_store_error(self, exc: BaseException, operation: str) -> BaseException:
-        """A sqlite3 error as the one-line StoreError that says what to do; others unchanged."""
+        """A sqlite3 error as the one-line StoreError that says what to do (a StoreUnusable when
+        someone has to act before a write can succeed); others unchanged."""
         if not isinstance(exc, sqlite3.Error):
             return exc
         text = str(exc)
         lowered = text.lower()
         where = f"store {self.path}"
+        unusable = True  # waiting cannot help: someone has to act (StoreUnusable)
         if _busy(exc):
             message = (f"{where}: the database stayed locked by another process for over {self.busy_timeout:g} s "
                        f"({operation}): retry when it is done, or use another --store")
+            unusable = False
         elif "readonly" in lowered or "read-only" in lowered:
             message = f"{where}: cannot write it, the file or its folder is read-only: use a writable --store path"
         elif "disk is full" in lowered or "disk full" in lowered:
@@ -607,7 +633,8 @@ class Database:
             message = f"{where}: cannot open the database file{self._why_unopenable()}: use a writable --store path"
         else:
             message = f"{where}: {operation} failed: {type(exc).__name__}: {text}"
-        error = StoreError(message)
+            unusable = False
+        error = (StoreUnusable if unusable else StoreError)(message)
         error.__cause__ = exc
         return error
 
