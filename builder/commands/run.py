@@ -46,6 +46,7 @@ EXIT_INTERRUPTED = 130
 EXIT_TERMINATED = 143  # 128 + SIGTERM
 ENDED = ("succeeded", "failed", "stopped", "timed out")  # statuses (WorkflowStatus values) of a workflow with an outcome
 TICK = 0.1  # seconds between progress redraws
+ENDED_POLL_MAX = 5.0  # at most seconds between asking whether a quiet workflow has ended (`wait_for_workflow`)
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -174,10 +175,15 @@ def wait_for_workflow(platform: LocalPlatform, timeout: float, ended: Callable[[
     """Until nothing is in flight but timers due after the run's end (raises WorkflowTimeout
     `timeout` s after `began`, default now), or nothing but timers at all once `ended()` says
     the workflow has its outcome: a timer left then (a Task's timeout after the Task ended)
-    changes nothing when it fires, and a run must not sit until it does. `tick()` every TICK."""
+    changes nothing when it fires, and a run must not sit until it does. `tick()` every TICK.
+
+    `ended()` scans the workflow's records, so it is asked only while nothing but timers is
+    queued: at once when the platform goes quiet, then at doubling intervals up to
+    ENDED_POLL_MAX (another process - `task-success` - may end the workflow meanwhile)."""
     began = time.monotonic() if began is None else began
     deadline = began + timeout
     timers_until = time.time() + (deadline - time.monotonic())  # timers due before the run's end are waited for
+    interval, next_check = TICK, 0.0
     while True:
         remaining = deadline - time.monotonic()
         if remaining <= 0:
@@ -186,8 +192,13 @@ def wait_for_workflow(platform: LocalPlatform, timeout: float, ended: Callable[[
             platform.wait_idle(min(TICK, remaining), until=timers_until)
             return
         except WorkflowTimeout:
-            if platform.progress().in_flight == 0 and ended():  # (the store read only when nothing else runs)
-                return
+            if platform.progress().in_flight:
+                interval, next_check = TICK, 0.0  # busy: ask as soon as it is quiet again
+            elif (now := time.monotonic()) >= next_check:
+                if ended():
+                    return
+                interval = min(interval * 2, ENDED_POLL_MAX)
+                next_check = now + interval
             if tick is not None:
                 tick()
 

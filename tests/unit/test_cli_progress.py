@@ -102,3 +102,54 @@ def test_the_widest_is_the_one_with_most_in_flight() -> None:
     functions = (FunctionProgress("A", 10, 2), FunctionProgress("B", 0, 5), FunctionProgress("C", 0, 1))
     assert widest(functions).function == "B"
     assert widest((FunctionProgress("C", 0, 1),)) is None  # one invocation: not a fan-out
+
+
+class _QuietPlatform:
+    """Only timers queued (nothing in flight) until `busy_until` calls of wait_idle."""
+
+    def __init__(self, busy_for: int = 0) -> None:
+        self.waits = 0
+        self.busy_for = busy_for
+
+    def wait_idle(self, timeout: float, *, until: float | None = None) -> None:
+        import time
+
+        from unum_entry.errors import WorkflowTimeout
+
+        self.waits += 1
+        time.sleep(timeout)
+        raise WorkflowTimeout("timers queued")
+
+    def progress(self) -> Progress:
+        return Progress(committed=0, in_flight=1 if self.waits <= self.busy_for else 0, failed=0, retries=0,
+                        functions=())
+
+
+def test_a_run_left_with_only_timers_returns_once_the_workflow_ended(monkeypatch):
+    import time
+
+    from builder.commands import run
+
+    monkeypatch.setattr(run, "TICK", 0.01)
+    asked: list[float] = []
+    began = time.monotonic()
+    platform = _QuietPlatform(busy_for=5)
+    run.wait_for_workflow(platform, 30, lambda: asked.append(time.monotonic()) or True)  # type: ignore[arg-type]
+    assert len(asked) == 1 and platform.waits == 6  # not asked while busy; at once when quiet
+    assert asked[0] - began < 5
+
+
+def test_whether_a_quiet_workflow_ended_is_asked_at_doubling_intervals(monkeypatch):
+    """`ended()` scans the workflow's records: not at every tick while a far timer is queued."""
+    import time
+
+    from builder.commands import run
+    from unum_entry.errors import WorkflowTimeout
+
+    monkeypatch.setattr(run, "TICK", 0.01)
+    asked: list[float] = []
+    platform = _QuietPlatform()
+    with pytest.raises(WorkflowTimeout):
+        run.wait_for_workflow(platform, 0.6, lambda: asked.append(time.monotonic()) is not None)  # type: ignore[arg-type]
+    assert 3 <= len(asked) <= 8 and platform.waits >= 2 * len(asked)  # +0.02, +0.04, … against a tick of 0.01 s
+    assert max(b - a for a, b in zip(asked, asked[1:])) >= 0.08  # (load only stretches the gaps)
