@@ -22,21 +22,22 @@ Durability (`Durability`, like DBOS's setting; the `durability` URL parameter, `
   may lose recent commits or (rarely) corrupt the file.
 
 Group commit. An fsync costs 0.3-1 ms here, so one commit per write would cap a store at about a
-thousand writes per second. Writers of one process therefore share commits (leader/follower):
-a writer queues its function; if no commit is in progress it becomes the leader, takes every
-queued function, runs them in one transaction (a function that raises rolls back only its own
-changes and gets its exception: the batch then runs again, a SAVEPOINT per function), commits
-once (one fsync) and hands each writer its result. Writers that queue meanwhile wait, each on a lock of its own, and form the
-next batch; the leader wakes each of its batch's writers once and hands the lead to the first
-writer queued meanwhile (no herd woken at every commit). A write returns only after the commit
-that holds it is durable (a `sync=False` write - the delivery queue's journal - only after it is
-committed, in order: `Database.write`). Riders (`Database.add_rider`: the delivery queue's
-journal) add their pending changes to whichever batch commits next, in its transaction: no
-transaction, and no writer waiting, of their own. With durability full the WAL is presized
-(`_presize_wal`) so that commits overwrite allocated blocks instead of growing the file. Processes sharing the file serialise on SQLite's
-lock; SQLITE_BUSY is retried with sub-millisecond pauses (bounded by `busy_timeout`) and then
-raised as StoreError. Every sqlite3 error leaves as a one-line StoreError naming the file and
-what to do (read-only, disk full, corrupt, locked, newer schema).
+thousand writes per second. Writers of one process therefore share commits (leader/follower): a
+writer queues its function; if no commit is in progress it becomes the leader, takes every queued
+function, runs them in one transaction (a function that raises rolls back only its own changes
+and gets its exception: the batch then runs again, a SAVEPOINT per function), commits once (one
+fsync) and hands each writer its result. Writers that queue meanwhile wait, each on a lock of its
+own, and form the next batch; the leader wakes each of its batch's writers once and hands the
+lead to the first writer queued meanwhile (no herd woken at every commit). A write returns only
+after the commit that holds it is durable (a `sync=False` write - the delivery queue's journal -
+only after it is committed, in order: `Database.write`). Riders (`Database.add_rider`: the
+delivery queue's journal) add their pending changes to whichever batch commits next, in its
+transaction: no transaction, and no writer waiting, of their own. With durability full the WAL is
+presized (`_presize_wal`) so that commits overwrite allocated blocks instead of growing the file.
+Processes sharing the file serialise on SQLite's lock; SQLITE_BUSY is retried with
+sub-millisecond pauses (bounded by `busy_timeout`) and then raised as StoreError. Every sqlite3
+error leaves as a one-line StoreError naming the file and what to do (read-only, disk full,
+corrupt, locked, newer schema); the first three as StoreUnusable (someone has to act first).
 
 Use: `db.write(fn)` runs `fn(connection)` group-committed (fn must not BEGIN/COMMIT nor call
 `write` again: no re-entrancy), `db.read(fn)` on a per-thread read connection, `with
