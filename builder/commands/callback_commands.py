@@ -112,7 +112,7 @@ def complete_locally(args: argparse.Namespace, store: Any, folder: str, complete
             except refusal as exc:  # a re-sent continuation may still be running: let it end
                 refused = exc
             if refused is None:
-                wait_for_workflow(platform, args.timeout,
+                wait_for_workflow(platform, args.timeout, workflow_id,
                                   ended=lambda: read_outcome(store, workflow_id).status in ENDED)
             else:  # (no workflow id: the continuation a refusal may have re-sent just runs out)
                 platform.wait_idle(args.timeout)

@@ -113,7 +113,7 @@ def _run(args: argparse.Namespace, results: TextIO) -> int:
                 console.message(f"resuming: {recovered} deliveries and timers a previous run left pending")
             else:  # nothing journaled (a new workflow, or a store without a queue): from the entry's checkpoint
                 platform.start(start.input, workflow_id)
-            _wait(platform, args.timeout, console, began,
+            _wait(platform, args.timeout, console, began, workflow_id,
                   ended=lambda: read_outcome(store, workflow_id).status in ENDED)
             next_timer = platform.next_timer()
     except KeyboardInterrupt as stop:
@@ -156,7 +156,8 @@ def _run(args: argparse.Namespace, results: TextIO) -> int:
                                f"{time.monotonic() - began:.1f} s", store=store)
 
 
-def _wait(platform: LocalPlatform, timeout: float, console: Console, began: float, ended: Callable[[], bool]) -> None:
+def _wait(platform: LocalPlatform, timeout: float, console: Console, began: float, workflow_id: str,
+          ended: Callable[[], bool]) -> None:
     """`wait_for_workflow`, redrawing the progress line on a terminal every TICK."""
     from builder.commands.progress import Meter, render
 
@@ -167,15 +168,18 @@ def _wait(platform: LocalPlatform, timeout: float, console: Console, began: floa
         meter.update(now, progress)
         console.status(render(progress, now - began, meter=meter, width=console.columns))
 
-    wait_for_workflow(platform, timeout, ended, began=began, tick=redraw if console.is_terminal else None)
+    wait_for_workflow(platform, timeout, workflow_id, ended, began=began,
+                      tick=redraw if console.is_terminal else None)
 
 
-def wait_for_workflow(platform: LocalPlatform, timeout: float, ended: Callable[[], bool], *,
+def wait_for_workflow(platform: LocalPlatform, timeout: float, workflow_id: str, ended: Callable[[], bool], *,
                       began: float | None = None, tick: Callable[[], None] | None = None) -> None:
     """Until nothing is in flight but timers due after the run's end (raises WorkflowTimeout
-    `timeout` s after `began`, default now), or nothing but timers at all once `ended()` says
-    the workflow has its outcome: a timer left then (a Task's timeout after the Task ended)
-    changes nothing when it fires, and a run must not sit until it does. `tick()` every TICK.
+    `timeout` s after `began`, default now), or nothing but timers of `workflow_id` once
+    `ended()` says it has its outcome: a timer left then (a Task's timeout after the Task ended)
+    changes nothing when it fires, and a run must not sit until it does. Another workflow's
+    timer (a child execution's Wait, started by this one and still running) is waited for as
+    before. `tick()` every TICK.
 
     `ended()` scans the workflow's records, so it is asked only while nothing but timers is
     queued: at once when the platform goes quiet, then at doubling intervals up to
@@ -195,7 +199,7 @@ def wait_for_workflow(platform: LocalPlatform, timeout: float, ended: Callable[[
             if platform.progress().in_flight:
                 interval, next_check = TICK, 0.0  # busy: ask as soon as it is quiet again
             elif (now := time.monotonic()) >= next_check:
-                if ended():
+                if platform.timer_workflows() <= {workflow_id} and ended():
                     return
                 interval = min(interval * 2, ENDED_POLL_MAX)
                 next_check = now + interval

@@ -107,9 +107,13 @@ def test_the_widest_is_the_one_with_most_in_flight() -> None:
 class _QuietPlatform:
     """Only timers queued (nothing in flight) until `busy_until` calls of wait_idle."""
 
-    def __init__(self, busy_for: int = 0) -> None:
+    def __init__(self, busy_for: int = 0, timers_of: frozenset[str] = frozenset({"wf"})) -> None:
         self.waits = 0
         self.busy_for = busy_for
+        self.timers_of = timers_of
+
+    def timer_workflows(self) -> set[str]:
+        return set(self.timers_of)
 
     def wait_idle(self, timeout: float, *, until: float | None = None) -> None:
         import time
@@ -134,7 +138,7 @@ def test_a_run_left_with_only_timers_returns_once_the_workflow_ended(monkeypatch
     asked: list[float] = []
     began = time.monotonic()
     platform = _QuietPlatform(busy_for=5)
-    run.wait_for_workflow(platform, 30, lambda: asked.append(time.monotonic()) or True)  # type: ignore[arg-type]
+    run.wait_for_workflow(platform, 30, "wf", lambda: asked.append(time.monotonic()) or True)  # type: ignore[arg-type]
     assert len(asked) == 1 and platform.waits == 6  # not asked while busy; at once when quiet
     assert asked[0] - began < 5
 
@@ -150,6 +154,19 @@ def test_whether_a_quiet_workflow_ended_is_asked_at_doubling_intervals(monkeypat
     asked: list[float] = []
     platform = _QuietPlatform()
     with pytest.raises(WorkflowTimeout):
-        run.wait_for_workflow(platform, 0.6, lambda: asked.append(time.monotonic()) is not None)  # type: ignore[arg-type]
+        run.wait_for_workflow(platform, 0.6, "wf", lambda: asked.append(time.monotonic()) is not None)  # type: ignore[arg-type]
     assert 3 <= len(asked) <= 8 and platform.waits >= 2 * len(asked)  # +0.02, +0.04, … against a tick of 0.01 s
     assert max(b - a for a, b in zip(asked, asked[1:])) >= 0.08  # (load only stretches the gaps)
+
+
+def test_a_run_keeps_waiting_for_another_workflows_timer_after_its_own_ended(monkeypatch):
+    """A child execution this workflow started (its Wait's timer queued) still runs: wait for it."""
+    from builder.commands import run
+    from unum_entry.errors import WorkflowTimeout
+
+    monkeypatch.setattr(run, "TICK", 0.01)
+    asked: list[bool] = []
+    with pytest.raises(WorkflowTimeout):
+        run.wait_for_workflow(_QuietPlatform(timers_of=frozenset({"wf", "child"})), 0.2, "wf",  # type: ignore[arg-type]
+                              lambda: asked.append(True) or True)
+    assert asked == []

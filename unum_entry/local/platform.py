@@ -268,6 +268,14 @@ class LocalPlatform:
                 if self._timer_names else []
             return min(due, default=None)
 
+    def timer_workflows(self) -> set[str]:
+        """The workflows with a timer queued (a deadline watchdog's excepted): what `run` checks
+        before it stops waiting for timers of a workflow that ended (builder.commands.run)."""
+        with self._lock:
+            if not self._timer_names:
+                return set()
+            return {d.workflow for _, d in self.queue.snapshot() if d.timer is not None and not d.background}
+
     def recover(self, workflow_id: str) -> int:
         """Queue again the deliveries and timers of `workflow_id` that a previous process left
         unfinished in a durable queue (none in memory); returns how many, not counting a deadline
