@@ -71,13 +71,13 @@ def commit(store: Store, ir: FunctionIR, retention: Retention, env: Envelope, ke
     return ledger.create(store, key, encode(output, what=_output_of(ir.function)) + stamp, Kind.CHECKPOINT)
 
 
-def commit_joining(store: Store, ir: FunctionIR, retention: Retention, env: Envelope, key: str, output: Any,
+def commit_joining(store: Store, ir: FunctionIR, ledger: Ledger, key: str, output: Any,
                    join: SetAdd, *, stamp: bytes = b"") -> tuple[bytes, bool, SetState | None]:
     """`commit` of a fan-in branch's checkpoint `key` together with its join's first set add
-    (`unum_entry.fanin.leaf_add`) where the store makes both in one write (`Store.create_joining`):
-    (the committed bytes, created?, the leaf shard right after the add - None when nothing was
-    added: a loser, or a store that does not join in its creates; egress then adds)."""
-    ledger = Ledger.of(env, retention)
+    (`unum_entry.fanin.leaf_add`, which built `join` through the workflow's `ledger`) where the
+    store makes both in one write (`Store.create_joining`): (the committed bytes, created?, the
+    leaf shard right after the add - None when nothing was added: a loser, or a store that does
+    not join in its creates; egress then adds)."""
     return ledger.create_joining(store, key, encode(output, what=_output_of(ir.function)) + stamp, join)
 
 

@@ -201,8 +201,9 @@ class Runtime:
                     stored, created = commit(self.store, self.ir, self.retention, env, checkpoint, output,
                                              stamp=history)
                 else:  # the commit is the invocation's checkpoint (`_joining`)
-                    stored, created, joined = commit_joining(self.store, self.ir, self.retention, env, invocation,
-                                                             output, join, stamp=history)
+                    ledger, leaf_add = join
+                    stored, created, joined = commit_joining(self.store, self.ir, ledger, invocation, output,
+                                                             leaf_add, stamp=history)
                 if created and history and stored.endswith(history):  # our own bytes: the value ends at the stamp
                     value_end = len(stored) - len(history)
         if self._hooked:
@@ -243,16 +244,17 @@ class Runtime:
             raise
         return True
 
-    def _leaf_join(self, program: Program, env: Envelope, checkpoint: str) -> SetAdd | None:
-        """The first set add of this fan-in branch's join (`program`'s), for the commit of
-        `checkpoint` to make (`commit_joining`); None where egress must make it as usual: no
-        join here, or one that would be refused (past the deadline, a bad slot: egress reports
-        it after the commit, as it does without this)."""
+    def _leaf_join(self, program: Program, env: Envelope, checkpoint: str) -> tuple[Ledger, SetAdd] | None:
+        """The workflow's ledger and the first set add of this fan-in branch's join
+        (`program`'s), for the commit of `checkpoint` to make (`commit_joining`); None where
+        egress must make it as usual: no join here, or one that would be refused (past the
+        deadline, a bad slot: egress reports it after the commit, as it does without this)."""
         join = program.branch_join(env)
         if join is None:
             return None
+        ledger = Ledger.of(env, self.retention)
         try:
-            return fanin.leaf_add(Ledger.of(env, self.retention), join.set_key, join.width, join.slot, checkpoint)
+            return ledger, fanin.leaf_add(ledger, join.set_key, join.width, join.slot, checkpoint)
         except (RetentionExpired, StoreMisuse):
             return None
 

@@ -35,7 +35,7 @@ from builder.commands.waiting import report_callbacks, report_waiting, resume_co
 
 if TYPE_CHECKING:
     from unum_entry.invocation_log import InvocationLog
-    from unum_entry.local.platform import LocalPlatform
+    from unum_entry.local.platform import LocalPlatform, Progress
     from unum_entry.outcome import RunResult
 
     from builder.commands.run_queue import RunQueue
@@ -163,8 +163,8 @@ def _wait(platform: LocalPlatform, timeout: float, console: Console, began: floa
 
     meter = Meter()  # commit rates for the line's rate and ETA
 
-    def redraw() -> None:
-        progress, now = platform.progress(), time.monotonic()
+    def redraw(progress: Progress) -> None:
+        now = time.monotonic()
         meter.update(now, progress)
         console.status(render(progress, now - began, meter=meter, width=console.columns))
 
@@ -173,13 +173,13 @@ def _wait(platform: LocalPlatform, timeout: float, console: Console, began: floa
 
 
 def wait_for_workflow(platform: LocalPlatform, timeout: float, workflow_id: str, ended: Callable[[], bool], *,
-                      began: float | None = None, tick: Callable[[], None] | None = None) -> None:
+                      began: float | None = None, tick: Callable[[Progress], None] | None = None) -> None:
     """Until nothing is in flight but timers due after the run's end (raises WorkflowTimeout
     `timeout` s after `began`, default now), or nothing but timers of `workflow_id` once
     `ended()` says it has its outcome: a timer left then (a Task's timeout after the Task ended)
     changes nothing when it fires, and a run must not sit until it does. Another workflow's
     timer (a child execution's Wait, started by this one and still running) is waited for as
-    before. `tick()` every TICK.
+    before. `tick(progress)` every TICK.
 
     `ended()` scans the workflow's records, so it is asked only while nothing but timers is
     queued: at once when the platform goes quiet, then at doubling intervals up to
@@ -196,7 +196,8 @@ def wait_for_workflow(platform: LocalPlatform, timeout: float, workflow_id: str,
             platform.wait_idle(min(TICK, remaining), until=timers_until)
             return
         except WorkflowTimeout:
-            if platform.progress().in_flight:
+            progress = platform.progress()
+            if progress.in_flight:
                 interval, next_check = TICK, 0.0  # busy: ask as soon as it is quiet again
             elif (now := time.monotonic()) >= next_check:
                 if platform.timer_workflows() <= {workflow_id} and ended():
@@ -204,7 +205,7 @@ def wait_for_workflow(platform: LocalPlatform, timeout: float, workflow_id: str,
                 interval = min(interval * 2, ENDED_POLL_MAX)
                 next_check = now + interval
             if tick is not None:
-                tick()
+                tick(progress)
 
 
 def _invocation_log(args: argparse.Namespace, console: Console) -> InvocationLog | None:

@@ -264,17 +264,19 @@ class LocalPlatform:
     def next_timer(self, *, lock: bool = True) -> float | None:
         """When the earliest queued timer is due (epoch seconds; a watchdog's excepted), or None."""
         with self._lock if lock else contextlib.nullcontext():
-            due = [at for at, d in self.queue.snapshot() if d.timer is not None and not d.background] \
-                if self._timer_names else []
-            return min(due, default=None)
+            return min((at for at, _ in self._queued_timers()), default=None)
 
     def timer_workflows(self) -> set[str]:
         """The workflows with a timer queued (a deadline watchdog's excepted): what `run` checks
         before it stops waiting for timers of a workflow that ended (builder.commands.run)."""
         with self._lock:
-            if not self._timer_names:
-                return set()
-            return {d.workflow for _, d in self.queue.snapshot() if d.timer is not None and not d.background}
+            return {delivery.workflow for _, delivery in self._queued_timers()}
+
+    def _queued_timers(self) -> list[tuple[float, Delivery]]:
+        """(due, timer) of every queued timer but a deadline watchdog's (lock held)."""
+        if not self._timer_names:
+            return []
+        return [(at, d) for at, d in self.queue.snapshot() if d.timer is not None and not d.background]
 
     def recover(self, workflow_id: str) -> int:
         """Queue again the deliveries and timers of `workflow_id` that a previous process left
