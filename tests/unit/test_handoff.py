@@ -143,10 +143,9 @@ def test_a_map_queued_by_position_gives_each_item_its_own_copy_and_its_retry_a_p
 
 
 def test_a_fan_out_is_queued_by_position_only_where_nothing_would_be_encoded(tmp_path: Path) -> None:
-    """Queued as (calls, position): a map of scalars on a memory queue or a durable one (no
-    payload, no envelope per branch; the durable queue journals the fan-out as one row:
-    tests/integration/test_fan_out_journal.py). Sent call by call, in their wire form: a first
-    item that is not a scalar."""
+    """Queued as (calls, position): a map of scalars on a memory queue (no payload, no envelope
+    per branch). Sent call by call, in their wire form: a first item that is not a scalar, or a
+    durable queue (it journals the wire form)."""
     from unum_entry.local.queue import SQLiteQueue
     from unum_entry.stores.sqlite import SQLiteStore
 
@@ -179,7 +178,7 @@ def test_a_fan_out_is_queued_by_position_only_where_nothing_would_be_encoded(tmp
 
     assert queued_forms("ints", "list(range(200))", durable=False) == {"position"}
     assert queued_forms("dicts", "[{'i': i} for i in range(200)]", durable=False) == {"wire"}
-    assert queued_forms("durable", "list(range(200))", durable=True) == {"position"}
+    assert queued_forms("durable", "list(range(200))", durable=True) == {"wire"}
 
 
 def test_a_call_built_by_position_that_no_wire_could_carry_goes_by_reference() -> None:

@@ -14,8 +14,11 @@ So each worker pins itself to one CPU (the same for every worker of the process:
 process's allowed CPUs, picked by the process id so that several engines spread out) and
 unpins while a handler runs (`handler`): user code keeps every CPU the process had - its own
 threads, a subprocess it starts (which inherits the mask), a C library that releases the GIL.
-Linux only (`os.sched_setaffinity`); nothing happens with a single allowed CPU, elsewhere, or
-with UNUM_ONE_CPU=0.
+Only on a store that asks for it (`Store.one_cpu`: SQLite, whose calls are brief and start no
+threads; a cloud store's client threads, started from a pinned worker, would inherit its one CPU
+for good: measured, the Firestore fault schedules took twice as long). Linux only
+(`os.sched_setaffinity`); nothing happens with a single allowed CPU, elsewhere, or with
+UNUM_ONE_CPU=0.
 """
 
 from __future__ import annotations

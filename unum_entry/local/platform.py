@@ -98,11 +98,10 @@ class _Hand:
     handed-over invokes, queued every WAKE_BATCH and when it ends (`_flush`); `owed`: its
     `submit`s queued at once whose wake-up is still owed. `started`, `finished`, `in_flight`,
     `stats`, `committed`: counts the platform's own do not hold yet (`_settle`, under its lock,
-    at least every HOP_BUDGET deliveries or SETTLE_INTERVAL seconds, and before it waits).
-    `delivery`: the one being processed."""
+    at least every HOP_BUDGET deliveries or SETTLE_INTERVAL seconds, and before it waits)."""
 
     __slots__ = ("batching", "next", "taken", "pushes", "owed", "hops", "since", "settle_by", "quick",
-                 "started", "finished", "in_flight", "stats", "committed", "delivery")
+                 "started", "finished", "in_flight", "stats", "committed")
 
     def __init__(self, *, batching: bool) -> None:
         self.batching = batching  # a worker's hand; not one made for a single `_take` (tests)
@@ -119,7 +118,6 @@ class _Hand:
         self.in_flight: dict[str, int] = {}
         self.stats: Counter[str] = Counter()
         self.committed: Counter[str] = Counter()
-        self.delivery: Delivery | None = None
 
 
 class _LocalInvoker:
@@ -214,7 +212,9 @@ class LocalPlatform:
             config = replace(config or RuntimeConfig(), watchdog=False)
         if sequential:
             config = replace(config or RuntimeConfig(), dispatch_workers=1)
-        self._cpu = OneCpu()  # the workers run unum's code on one CPU, handlers on all (unum_entry.local.cpu)
+        # The workers run unum's code on one CPU, handlers on all (unum_entry.local.cpu): with a
+        # store whose calls are brief and let go of the GIL (SQLite), not one with client threads.
+        self._cpu = OneCpu(enabled=None if store.one_cpu else False)
         self.runtimes: dict[str, Runtime] = {}
         for name, spec in workflow.functions.items():
             handler = load_handler(spec.folder, spec.ir.handler, function=name)
@@ -394,30 +394,23 @@ class LocalPlatform:
     def submit_fan_out(self, calls: FanOutCalls) -> bool:
         """Accept a whole fan-out as `submit_envelope` accepts each of its calls, but queue each
         as (`calls`, its position) - about half the memory of its wire form, nothing encoded -
-        and build it when a worker takes it (unum_entry.local.handoff.open_call). A durable
-        queue journals the fan-out as one row, a copy of the delivery that sent it, removed once
-        every call finished (`DeliveryQueue.journal_fan_out`), not a row per call. Declines (False:
-        egress sends the calls one by one) where `submit_envelope` would encode them anyway -
-        not on a worker, with faults, an overridden `submit` or an invoke latency - and when the
-        first call's values are not immutable scalars: those would take more memory held
-        decoded than encoded."""
+        and build it when a worker takes it (unum_entry.local.handoff.open_call). Declines
+        (False: egress sends the calls one by one) where `submit_envelope` would encode them
+        anyway - not on a worker, with faults, a durable queue (it journals the wire form), an
+        overridden `submit` or an invoke latency - and when the first call's values are not
+        immutable scalars: those would take more memory held decoded than encoded."""
         hand = self._handing_hand()
-        if (hand is None or self.invoke_latency or not (calls.workflow and calls.functions)
-                or not is_plain(calls[0].envelope)):
+        if (hand is None or self.queue.durable or self.invoke_latency
+                or not (calls.workflow and calls.functions) or not is_plain(calls[0].envelope)):
             return False
         workflow, functions = calls.workflow, calls.functions
-        fan_out = None
-        if self.queue.durable:  # journaled as one row, before any call is queued
-            if hand.delivery is None:
-                return False
-            fan_out = self.queue.journal_fan_out(hand.delivery, len(calls))
+        positions = iter(calls.positions)
+        if hand.next is None:
+            first = next(positions)
+            hand.next = Delivery(workflow, functions[first], b"", source=calls, position=first)
         pushes = hand.pushes
-        for position in calls.positions:
-            delivery = Delivery(workflow, functions[position], b"", source=calls, position=position, fan_out=fan_out)
-            if hand.next is None:
-                hand.next = delivery
-                continue
-            pushes.append(delivery)
+        for position in positions:
+            pushes.append(Delivery(workflow, functions[position], b"", source=calls, position=position))
             if len(pushes) >= WAKE_BATCH:  # a wide fan-out: other workers start on it as it goes
                 self._flush(hand, ending=False)
                 pushes = hand.pushes
@@ -612,7 +605,6 @@ class LocalPlatform:
         done: Delivery | None = None
         while (delivery := self._take(done, hand)) is not None:
             done = None
-            hand.delivery = delivery
             try:
                 self._process(delivery, hand)
             except BaseException as exc:  # a bug in the platform itself: keep the worker alive

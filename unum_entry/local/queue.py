@@ -16,11 +16,6 @@ its processing ended (done, dropped, failed, or re-queued as a new delivery):
   absorbed by the runtime's checkpoints);
 - a delivery accepted and finished within one batch never reaches the disk (its put and its
   removal cancel), so a hot chain costs the journal almost nothing;
-- a fan-out the platform queues by position (`LocalPlatform.submit_fan_out`) is one row, not a
-  row per call: a copy of its source (the delivery whose egress sent it), removed once every
-  call finished (`journal_fan_out`). Recovered, that copy is a duplicate of the source, whose
-  egress sends again the calls that have not committed (unum_entry.egress: a duplicate's calls
-  are `not_yet_committed`);
 - `recover(workflow)` loads what a dead process left, to be delivered again.
 
 Rows carry the workflow id, so one database serves every workflow of a store. With the SQLite
@@ -48,7 +43,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from unum_entry.codec import encode
 from unum_entry.envelope import Envelope
 from unum_entry.errors import StoreError, StoreMisuse, StoreUnusable
 from unum_entry.stores.sqlite_database import Database, Durability
@@ -94,8 +88,7 @@ class Delivery:
     in this process: a worker's own next delivery, never a queued fan-out's (an object per
     branch). `source`, `position`: a fan-out's call handed over as its position in the
     fan-out's calls, built when taken (unum_entry.local.handoff.open_call; a memory queue only).
-    `payload` is empty when either is set - except in a durable queue, which journals it (a
-    fan-out's call there: `fan_out`, the fan-out's row, holds it)."""
+    `payload` is empty when either is set - except in a durable queue, which journals it."""
 
     workflow: str
     function: str
@@ -107,32 +100,12 @@ class Delivery:
     envelope: Envelope | None = None
     source: FanOutCalls | None = None
     position: int = 0
-    fan_out: FanOut | None = None
 
     def again(self, failures: int) -> Delivery:
-        """The same delivery accepted once more (a redelivery, a fault's extra copy): a new
-        journal row of its own (a fan-out's call too: its fan-out counts it finished when this
-        delivery finishes)."""
+        """The same delivery accepted once more (a redelivery, a fault's extra copy): a new journal row."""
         return Delivery(self.workflow, self.function, self.payload, failures, self.timer,
                         background=self.background, envelope=self.envelope, source=self.source,
                         position=self.position)
-
-    def wire(self) -> bytes:
-        """The envelope as on the wire: `payload`, else a fan-out's call built and encoded
-        (b"" for an envelope handed over sealed: it has no wire form)."""
-        if self.payload or self.source is None:
-            return self.payload
-        return encode(self.source.build(self.position).envelope.to_wire(), what="envelope")
-
-
-class FanOut:
-    """A fan-out journaled as one row (`SQLiteQueue.journal_fan_out`): the row's id, and how many
-    of its calls have not finished (the row goes with the last)."""
-
-    __slots__ = ("id", "unfinished")
-
-    def __init__(self, row_id: int, calls: int) -> None:
-        self.id, self.unfinished = row_id, calls
 
 
 class DeliveryQueue(ABC):
@@ -205,13 +178,6 @@ class DeliveryQueue(ABC):
         """Queue a recovered delivery again (it is journaled already)."""
         heapq.heappush(self._heap, (ready_at, next(self._seq), delivery))
 
-    def journal_fan_out(self, source: Delivery, calls: int) -> FanOut | None:
-        """Journal, before any of its `calls` is pushed, a fan-out that `source`'s execution
-        sends and queues by position, as one row: a copy of `source` (its duplicate re-sends
-        what did not commit). The calls are pushed with `fan_out` set (not journaled one by
-        one) and the row goes once all of them finished. None here: nothing is journaled."""
-        return None
-
     def flush(self) -> None:
         """Block until everything pushed or finished so far is on disk (no-op in memory)."""
 
@@ -259,55 +225,30 @@ class SQLiteQueue(DeliveryQueue):
         return True
 
     def push(self, delivery: Delivery, ready_at: float) -> None:
-        if delivery.fan_out is None:  # (a fan-out's call: its fan-out's row holds it)
-            self.journal(delivery, ready_at)
+        self.journal(delivery, ready_at)
         super().push(delivery, ready_at)
 
     def journal(self, delivery: Delivery, ready_at: float) -> None:
-        if not delivery.payload:
-            delivery.payload = delivery.wire()  # a fan-out's call accepted again on its own (a redelivery)
         if not delivery.payload:  # a platform bug: the row could never be delivered again
             raise StoreMisuse(f"a delivery to {delivery.function} without its wire form cannot be journaled")
         if not delivery.id:
             delivery.id = self._base | next(self._ids)
-        self._put((delivery.id, delivery.workflow, delivery.function, delivery.payload, ready_at,
-                   delivery.failures, delivery.timer, int(delivery.background)))
-
-    def journal_fan_out(self, source: Delivery, calls: int) -> FanOut | None:
-        payload = source.wire()
-        if not payload:  # a platform bug: the row could never be delivered again
-            raise StoreMisuse(f"a fan-out sent by {source.function} without its wire form cannot be journaled")
-        fan_out = FanOut(self._base | next(self._ids), calls)
-        # A plain delivery of the source (no timer, no failures): its duplicate only re-sends.
-        self._put((fan_out.id, source.workflow, source.function, payload, time.time(), 0, None, 0))
-        return fan_out
-
-    def _put(self, row: tuple[int, str, str, bytes, float, int, str | None, int]) -> None:
+        row = (delivery.id, delivery.workflow, delivery.function, delivery.payload, ready_at,
+               delivery.failures, delivery.timer, int(delivery.background))
         with self._lock:
             if not self._closed:
-                self._puts[row[0]] = row
+                self._puts[delivery.id] = row
                 self._submitted += 1
                 self._cv.notify()
 
     def finish(self, delivery: Delivery) -> None:
-        fan_out = delivery.fan_out
         with self._lock:
             if self._closed:
                 return
-            if fan_out is None:
-                self._remove(delivery.id)
-            else:  # a fan-out's call: its row goes with the last one
-                fan_out.unfinished -= 1
-                if not fan_out.unfinished:
-                    self._remove(fan_out.id)
+            if self._puts.pop(delivery.id, None) is None:  # else: accepted and done within one batch
+                self._dels.append(delivery.id)
             self._submitted += 1
             self._cv.notify()
-
-    def _remove(self, row_id: int) -> None:
-        """Delete row `row_id` (lock held); one still pending is never written (accepted and
-        finished within one batch)."""
-        if self._puts.pop(row_id, None) is None:
-            self._dels.append(row_id)
 
     def recover(self, workflow: str) -> list[tuple[float, Delivery]]:
         self.flush()

@@ -192,6 +192,9 @@ class Store(ABC):
     ordered_sets: bool = True
     # Whether `create_joining` makes its set add in the create's own atomic write (`_create_joining`).
     joins_in_create: bool = False
+    #: Whether the embedded engine's workers should share one CPU on this store (unum_entry.local.cpu):
+    #: its calls are brief and let go of the GIL, and it starts no threads of its own (SQLite).
+    one_cpu: bool = False
 
     def __init__(self, ttl_seconds: int = DEFAULT_TTL_SECONDS, clock=time.time) -> None:
         # The deployment's TTL (workflow start + TTL = its deadline) and the store's clock, read by
