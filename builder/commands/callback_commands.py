@@ -94,7 +94,7 @@ def complete_locally(args: argparse.Namespace, store: Any, folder: str, complete
     timers due later stay queued), then prints its result (0) or raises its failure (exit 1), or
     says what it waits for, as `run` does (builder.commands.waiting), and returns 0."""
     from unum_entry.local.platform import local_platform
-    from unum_entry.outcome import read_outcome
+    from unum_entry.outcome import finished, read_outcome
     from unum_entry.workflow import load_workflow
 
     from builder.commands.console import Console
@@ -113,7 +113,7 @@ def complete_locally(args: argparse.Namespace, store: Any, folder: str, complete
                 refused = exc
             if refused is None:
                 wait_for_workflow(platform, args.timeout, workflow_id,
-                                  ended=lambda: read_outcome(store, workflow_id).status in ENDED)
+                                  ended=lambda: finished(store, workflow_id))
             else:  # (no workflow id: the continuation a refusal may have re-sent just runs out)
                 platform.wait_idle(args.timeout)
             next_timer = platform.next_timer()

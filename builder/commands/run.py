@@ -57,7 +57,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace, results: TextIO) -> int:
     from unum_entry.local.platform import LocalPlatform
-    from unum_entry.outcome import read_outcome
+    from unum_entry.outcome import finished, read_outcome
     from unum_entry.runtime import new_workflow
     from unum_entry.stores import open_store
     from unum_entry.workflow import load_workflow
@@ -103,7 +103,7 @@ def _run(args: argparse.Namespace, results: TextIO) -> int:
         with sigterm_interrupts():
             if rq.runs is not None and (owner := rq.runs.acquire(workflow_id)) is not None:
                 if follow(rq.runs, workflow_id, owner, timeout=args.timeout, message=console.message,
-                          ended=lambda: read_outcome(store, workflow_id).status in ENDED):
+                          ended=lambda: finished(store, workflow_id)):
                     platform.close()
                     rq.close()
                     with contextlib.redirect_stdout(results):
@@ -114,7 +114,7 @@ def _run(args: argparse.Namespace, results: TextIO) -> int:
             else:  # nothing journaled (a new workflow, or a store without a queue): from the entry's checkpoint
                 platform.start(start.input, workflow_id)
             _wait(platform, args.timeout, console, began, workflow_id,
-                  ended=lambda: read_outcome(store, workflow_id).status in ENDED)
+                  ended=lambda: finished(store, workflow_id))
             next_timer = platform.next_timer()
     except KeyboardInterrupt as stop:
         _abandon(platform, console)

@@ -299,9 +299,7 @@ class LocalPlatform:
         if self._cancelled:
             return
         with self._lock:
-            self._stopping = True
-            self._work_cv.notify_all()
-            self._idle_cv.notify_all()
+            self._stop_taking()
         for thread in self._workers:
             thread.join(timeout=5)
         self._executor.shutdown(wait=True)
@@ -331,10 +329,8 @@ class LocalPlatform:
         workflow id redelivers from its checkpoints. `close()` afterwards returns at once. (The
         dispatch executor stays up: an abandoned execution's invokes just queue, unseen.)"""
         with self._lock:
-            self._stopping = True
             self._cancelled = True
-            self._work_cv.notify_all()
-            self._idle_cv.notify_all()
+            self._stop_taking()
         self.queue.close()  # what the journal holds now stays; what abandoned executions do later is redone
 
     def __enter__(self) -> LocalPlatform:
@@ -723,9 +719,13 @@ class LocalPlatform:
         with self._lock:
             if self._halted is None:
                 self._halted = error
-            self._stopping = True
-            self._work_cv.notify_all()
-            self._idle_cv.notify_all()
+            self._stop_taking()
+
+    def _stop_taking(self) -> None:
+        """Workers take no more deliveries; wake every waiter to see it (lock held)."""
+        self._stopping = True
+        self._work_cv.notify_all()
+        self._idle_cv.notify_all()
 
     def _count(self, key: str) -> None:
         with self._stats_lock:
