@@ -28,6 +28,9 @@ from unum_entry.frozen import Frozen, frozen
 from unum_entry.outcome import Ending
 from unum_entry.stores.base import Store
 
+#: Members a join's target reads per store call (`_gather`): bounds the records held at once.
+GATHER_BATCH = 4096
+
 
 @frozen
 class AlreadyCommitted(Frozen):
@@ -91,15 +94,28 @@ def ingress(env: Envelope, store: Store, checkpoint: str | None, *,
     if env.gather is not None:
         members = fanin.members(records, env.gather.set, env.gather.width)
         del records, fetched  # a wide join's shards: not held while its inputs are read
-        fetched = store.get_many(members)
-        gone = [m for m in members if m not in fetched]
-        if gone:
-            raise RetentionExpired(f"workflow {env.workflow}: fan-in input {gone[0]} is gone (expired)")
-        # The event `resolve_inputs` makes of one reference per member, without an input object
-        # per member (a million-branch join held a million of them at once).
-        event = [decode(fetched[m]) for m in members]
+        event = _gather(env.workflow, store, members)
         return Ready(event if env.gathered else event[0])
     return Ready(resolve_inputs(env, fetched))
+
+
+def _gather(workflow: str, store: Store, members: list[str]) -> list[Any]:
+    """The decoded checkpoints of a join's `members`, in order: the event `resolve_inputs` makes
+    of one reference per member, without an input object per member. Read GATHER_BATCH at a
+    time, so that only one batch of the store's records is held at once next to the decoded
+    values (a million-branch join otherwise held every record, and a dict of them, at once).
+    Batches need no common snapshot: a checkpoint never changes once created. Raises
+    RetentionExpired when one is gone."""
+    event: list[Any] = []
+    for start in range(0, len(members), GATHER_BATCH):
+        batch = members[start:start + GATHER_BATCH]
+        fetched = store.get_many(batch)
+        for member in batch:
+            value = fetched.get(member)
+            if value is None:
+                raise RetentionExpired(f"workflow {workflow}: fan-in input {member} is gone (expired)")
+            event.append(decode(value))
+    return event
 
 
 def resolve_inputs(env: Envelope, fetched: dict[str, bytes]) -> Any:

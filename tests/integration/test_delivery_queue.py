@@ -13,9 +13,13 @@ from pathlib import Path
 
 import pytest
 
+from unum_entry.codec import decode
+from unum_entry.envelope import DataRef, Envelope
+from unum_entry.local.handoff import call_wire
 from unum_entry.local.platform import LocalPlatform
 from unum_entry.local.queue import Delivery, SQLiteQueue
 from unum_entry.local.runs import Runs, run_state
+from unum_entry.plan import Call, FanOutCalls
 from unum_entry.runtime import new_workflow
 from unum_entry.stores.file import FileStore
 from unum_entry.workflow import load_workflow
@@ -54,6 +58,30 @@ def test_a_delivery_stays_journaled_until_its_processing_ended(tmp_path: Path) -
     assert (recovered.function, recovered.payload, recovered.id) == ("Kept", b"x", kept.id)
     assert again.recover("another-workflow") == []
     again.close()
+
+
+def test_a_fan_out_call_is_journaled_in_its_wire_form_and_kept_in_memory_by_position(tmp_path: Path) -> None:
+    """A queued fan-out call (calls, position) holds no payload once journaled; its row holds the
+    wire form a later process recovers, and a copy accepted again (a redelivery) is journaled
+    with the same wire form, built anew."""
+    calls = FanOutCalls(lambda i: Call("Item", Envelope(workflow="wf", inputs=(DataRef(ref="c-split", item=i,
+                                                                                      value=i * 10),))),
+                        range(3), workflow="wf", functions=["Item"] * 3)
+    path = tmp_path / "q.db"
+    queue = SQLiteQueue(path)
+    branch = Delivery("wf", "Item", call_wire(calls, 2), source=calls, position=2)
+    queue.push(branch, time.time())
+    assert branch.payload == b""  # in memory: its position only
+    queue.push(branch.again(1), time.time())
+    queue.flush()
+    queue.close()
+    again = SQLiteQueue(path)
+    recovered = [delivery for _, delivery in again.recover("wf")]
+    again.close()
+    assert len(recovered) == 2
+    for delivery in recovered:
+        assert delivery.source is None and Envelope.from_wire(decode(delivery.payload)).inputs[0].value == 20
+    assert sorted(d.failures for d in recovered) == [0, 1]
 
 
 def test_accepted_and_finished_within_one_batch_never_reaches_the_disk(tmp_path: Path) -> None:

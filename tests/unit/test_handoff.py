@@ -11,9 +11,10 @@ from typing import Any
 
 import pytest
 
+from unum_entry.codec import decode
 from unum_entry.envelope import DataRef, Envelope
 from unum_entry.errors import UnencodableValue
-from unum_entry.local.handoff import is_plain, open_call, open_sealed, seal
+from unum_entry.local.handoff import call_wire, is_plain, open_call, open_sealed, seal
 from unum_entry.local.platform import LocalPlatform
 from unum_entry.runtime import Handler
 from unum_entry.stores.memory import MemoryStore
@@ -143,9 +144,9 @@ def test_a_map_queued_by_position_gives_each_item_its_own_copy_and_its_retry_a_p
 
 
 def test_a_fan_out_is_queued_by_position_only_where_nothing_would_be_encoded(tmp_path: Path) -> None:
-    """Queued as (calls, position): a map of scalars on a memory queue (no payload, no envelope
-    per branch). Sent call by call, in their wire form: a first item that is not a scalar, or a
-    durable queue (it journals the wire form)."""
+    """Queued as (calls, position): a map of scalars (no payload, no envelope per branch), on a
+    durable queue too once the call's wire form is journaled. Sent call by call, in their wire
+    form: a first item that is not a scalar."""
     from unum_entry.local.queue import SQLiteQueue
     from unum_entry.stores.sqlite import SQLiteStore
 
@@ -166,10 +167,10 @@ def test_a_fan_out_is_queued_by_position_only_where_nothing_would_be_encoded(tmp
             push = platform.queue.push
 
             def seeing(delivery: Any, ready_at: float) -> None:
-                if delivery.function == "Item":
+                push(delivery, ready_at)
+                if delivery.function == "Item":  # as it waits in the queue
                     forms.add("position" if delivery.source is not None and delivery.payload == b""
                               else "wire" if delivery.payload else "other")
-                push(delivery, ready_at)
 
             platform.queue.push = seeing  # type: ignore[method-assign]
             assert platform.run(None, timeout=30).result == 200
@@ -178,7 +179,7 @@ def test_a_fan_out_is_queued_by_position_only_where_nothing_would_be_encoded(tmp
 
     assert queued_forms("ints", "list(range(200))", durable=False) == {"position"}
     assert queued_forms("dicts", "[{'i': i} for i in range(200)]", durable=False) == {"wire"}
-    assert queued_forms("durable", "list(range(200))", durable=True) == {"wire"}
+    assert queued_forms("durable", "list(range(200))", durable=True) == {"position"}
 
 
 def test_a_call_built_by_position_that_no_wire_could_carry_goes_by_reference() -> None:
@@ -194,3 +195,8 @@ def test_a_call_built_by_position_that_no_wire_could_carry_goes_by_reference() -
                               range(1))
     with pytest.raises(UnencodableValue):
         open_call(inline_only, 0)
+    # A durable queue journals the same: the wire form of the call, by reference where needed.
+    assert Envelope.from_wire(decode(call_wire(calls, 0))).inputs == (DataRef(ref="c-x", item=0, value=1),)
+    assert Envelope.from_wire(decode(call_wire(calls, 1))).inputs == (DataRef(ref="c-x", item=1),)
+    with pytest.raises(UnencodableValue):
+        call_wire(inline_only, 0)

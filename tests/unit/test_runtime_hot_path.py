@@ -131,7 +131,11 @@ def test_ledger_of_is_always_the_envelopes_own() -> None:
 def test_a_record_is_built_as_the_dataclass_built_it() -> None:
     record = Record("k", Kind.SET, "wf", 7, size=3)
     assert (record.value, record.size, record.members) == (None, 3, {})
-    assert Record("k", Kind.SET, "wf", 7).members is not Record("k", Kind.SET, "wf", 7).members
+    # A record built without members shares one read-only empty mapping (not a dict per record).
+    shared = Record("k", Kind.CHECKPOINT, "wf", 7).members
+    assert shared is Record("j", Kind.SET, "wf", 7).members
+    with pytest.raises(TypeError):
+        shared[0] = "m"  # type: ignore[index]
     assert replace(record, value=b"x") == Record(key="k", kind=Kind.SET, workflow="wf", expires_at=7, value=b"x",
                                                  size=3, members={})
     with pytest.raises(AttributeError):

@@ -12,7 +12,8 @@ carry (a tuple arrives as a list, as it would from msgpack).
 
 A fan-out is handed over as (its `FanOutCalls`, a position) per call (`open_call`): each call is
 built when a worker takes it, from the values the plan holds - decoded from the committed
-checkpoint, so no handler holds them - and opened as a sealed envelope would be.
+checkpoint, so no handler holds them - and opened as a sealed envelope would be. A durable
+queue journals such a call in its wire form (`call_wire`), and keeps only the position in memory.
 """
 
 from __future__ import annotations
@@ -98,3 +99,16 @@ def open_call(calls: FanOutCalls, position: int) -> Envelope:
         if fallback is None:
             raise
         return fallback
+
+
+def call_wire(calls: FanOutCalls, position: int) -> bytes:
+    """The wire form (encoded envelope) of the call at `position` of `calls`: what egress would
+    have sent, a value the wire cannot carry by reference to its checkpoint (as `open_call`)."""
+    env = calls.build(position).envelope
+    try:
+        return encode(env.to_wire(), what="envelope")
+    except (UnencodableValue, ValueError, RecursionError):
+        fallback = by_reference(env)
+        if fallback is None:
+            raise
+        return encode(fallback.to_wire(), what="envelope")

@@ -40,7 +40,7 @@ from unum_entry.errors import EnvelopeError, RedeliveriesExhausted, StoreUnusabl
 from unum_entry.invocation_log import InvocationLog, InvocationRecord, error_type, hosted_state
 from unum_entry.local.cpu import OneCpu
 from unum_entry.local.faults import FaultInjector, InjectedCrash
-from unum_entry.local.handoff import is_plain, open_call, open_sealed, seal
+from unum_entry.local.handoff import call_wire, is_plain, open_call, open_sealed, seal
 from unum_entry.local.queue import Delivery, DeliveryQueue, MemoryQueue
 from unum_entry.outcome import Ending, RunResult, read_outcome
 from unum_entry.plan import FanOutCalls
@@ -390,23 +390,29 @@ class LocalPlatform:
     def submit_fan_out(self, calls: FanOutCalls) -> bool:
         """Accept a whole fan-out as `submit_envelope` accepts each of its calls, but queue each
         as (`calls`, its position) - about half the memory of its wire form, nothing encoded -
-        and build it when a worker takes it (unum_entry.local.handoff.open_call). Declines
-        (False: egress sends the calls one by one) where `submit_envelope` would encode them
-        anyway - not on a worker, with faults, a durable queue (it journals the wire form), an
-        overridden `submit` or an invoke latency - and when the first call's values are not
-        immutable scalars: those would take more memory held decoded than encoded."""
+        and build it when a worker takes it (unum_entry.local.handoff.open_call). A durable queue
+        journals each call's wire form (encoded here, outside the platform's lock) and then keeps
+        only its position. Declines (False: egress sends the calls one by one) where
+        `submit_envelope` would encode them anyway - not on a worker, with faults, an overridden
+        `submit` or an invoke latency - and when the first call's values are not immutable
+        scalars: those would take more memory held decoded than encoded."""
         hand = self._handing_hand()
-        if (hand is None or self.queue.durable or self.invoke_latency
+        if (hand is None or self.invoke_latency
                 or not (calls.workflow and calls.functions) or not is_plain(calls[0].envelope)):
             return False
         workflow, functions = calls.workflow, calls.functions
+        durable = self.queue.durable
         positions = iter(calls.positions)
         if hand.next is None:
             first = next(positions)
-            hand.next = Delivery(workflow, functions[first], b"", source=calls, position=first)
+            hand.next = Delivery(workflow, functions[first], call_wire(calls, first) if durable else b"",
+                                 source=calls, position=first)
+            if durable:
+                self.queue.journal(hand.next, time.time())  # before the current delivery is finished
         pushes = hand.pushes
         for position in positions:
-            pushes.append(Delivery(workflow, functions[position], b"", source=calls, position=position))
+            pushes.append(Delivery(workflow, functions[position], call_wire(calls, position) if durable else b"",
+                                   source=calls, position=position))
             if len(pushes) >= WAKE_BATCH:  # a wide fan-out: other workers start on it as it goes
                 self._flush(hand, ending=False)
                 pushes = hand.pushes

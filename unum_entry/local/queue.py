@@ -45,6 +45,7 @@ from typing import TYPE_CHECKING
 
 from unum_entry.envelope import Envelope
 from unum_entry.errors import StoreError, StoreMisuse, StoreUnusable
+from unum_entry.local.handoff import call_wire
 from unum_entry.stores.sqlite_database import Database, Durability
 
 if TYPE_CHECKING:
@@ -87,8 +88,10 @@ class Delivery:
     `envelope`: the envelope itself, sealed (unum_entry.local.handoff), when it was handed over
     in this process: a worker's own next delivery, never a queued fan-out's (an object per
     branch). `source`, `position`: a fan-out's call handed over as its position in the
-    fan-out's calls, built when taken (unum_entry.local.handoff.open_call; a memory queue only).
-    `payload` is empty when either is set - except in a durable queue, which journals it."""
+    fan-out's calls, built when taken (unum_entry.local.handoff.open_call).
+    `payload` is empty when either is set - except in a durable queue, which journals it (a
+    queued fan-out call only until it is journaled: its row keeps the wire form, `wire` builds
+    it again)."""
 
     workflow: str
     function: str
@@ -100,6 +103,13 @@ class Delivery:
     envelope: Envelope | None = None
     source: FanOutCalls | None = None
     position: int = 0
+
+    def wire(self) -> bytes:
+        """The envelope as on the wire: `payload`, or a fan-out's call built anew (empty for an
+        envelope handed over in memory alone)."""
+        if self.payload or self.source is None:
+            return self.payload
+        return call_wire(self.source, self.position)
 
     def again(self, failures: int) -> Delivery:
         """The same delivery accepted once more (a redelivery, a fault's extra copy): a new journal row."""
@@ -229,11 +239,14 @@ class SQLiteQueue(DeliveryQueue):
         super().push(delivery, ready_at)
 
     def journal(self, delivery: Delivery, ready_at: float) -> None:
-        if not delivery.payload:  # a platform bug: the row could never be delivered again
+        payload = delivery.wire()
+        if not payload:  # a platform bug: the row could never be delivered again
             raise StoreMisuse(f"a delivery to {delivery.function} without its wire form cannot be journaled")
         if not delivery.id:
             delivery.id = self._base | next(self._ids)
-        row = (delivery.id, delivery.workflow, delivery.function, delivery.payload, ready_at,
+        if delivery.source is not None:
+            delivery.payload = b""  # the row keeps it: a queued fan-out call holds its position only
+        row = (delivery.id, delivery.workflow, delivery.function, payload, ready_at,
                delivery.failures, delivery.timer, int(delivery.background))
         with self._lock:
             if not self._closed:

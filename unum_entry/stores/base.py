@@ -39,6 +39,7 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
+from types import MappingProxyType
 from typing import Any, TypeVar
 
 import msgpack  # type: ignore[import-untyped]
@@ -64,6 +65,12 @@ class Kind(str, enum.Enum):
     CHUNK = "chunk"                # a piece of a value stored by reference (see the module docstring)
 
 
+#: The members of every record that is not a set: one shared read-only mapping, not an empty dict
+#: per record (64 B each: a million-branch map's checkpoints, held by a MemoryStore or read at once
+#: by a fan-in).
+NO_MEMBERS: Mapping[int, str] = MappingProxyType({})
+
+
 # slots: a million-branch map keeps a million of them in a MemoryStore. `__init__` is written out:
 # every store operation builds records, and the generated one (an `object.__setattr__` per field)
 # costs half as much again.
@@ -87,7 +94,7 @@ class Record:
         _set_expires_at(self, expires_at)
         _set_value(self, value)
         _set_size(self, size)
-        _set_members(self, {} if members is None else members)
+        _set_members(self, NO_MEMBERS if members is None else members)
 
 
 # The slots' own setters (what the frozen dataclass's generated __init__ reaches through object.__setattr__).

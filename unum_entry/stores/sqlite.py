@@ -295,7 +295,7 @@ def _record(row: Sequence[Any]) -> Record:
     try:
         return Record(key=key, kind=_KINDS[kind], workflow=workflow, expires_at=expires_at,
                       value=None if value is None else bytes(value), size=size,
-                      members=_unpack_members(members) if members is not None else {})
+                      members=_unpack_members(members) if members is not None else None)
     except (KeyError, ValueError, TypeError, msgpack.UnpackException) as exc:
         raise StoreError(f"store record {key!r} is not a unum record ({type(exc).__name__}: {exc})") from exc
 
