@@ -126,13 +126,16 @@ def leaf_keys(set_key: str, width: int) -> list[str]:
     return [naming.set_shard_key(set_key, 0, i) for i in range(-(-width // SHARD_SLOTS))]
 
 
-def members(records: Mapping[str, Record], set_key: str, width: int) -> list[str]:
-    """Every branch's member in slot order, from the leaf shards in `records`.
+def members(records: Mapping[str, Record], set_key: str, width: int, leaves: range | None = None) -> list[str]:
+    """Every branch's member in slot order, from the leaf shards in `records` (only those of the
+    leaves numbered `leaves`, when given: a wide join is read a group of leaves at a time).
 
     Raises RetentionExpired when a leaf is missing or not full: the target is invoked only after
     every leaf filled, and nothing deletes a shard before its expiry."""
     found: list[str] = []
-    for i, key in enumerate(leaf_keys(set_key, width)):
+    keys = leaf_keys(set_key, width)
+    for i in range(len(keys)) if leaves is None else leaves:
+        key = keys[i]
         shard = _shard(set_key, 0, i, width)
         record = records.get(key)
         if record is None or any(slot not in record.members for slot in range(shard.size)):

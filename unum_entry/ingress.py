@@ -1,7 +1,8 @@
 """Ingress: before the handler.
 
 Gather the invocation's input: inline values as they are; references (large values, fan-in
-members) read from the store in consistent batches. Whenever ingress reads anyway — and when
+members) read from the store in consistent batches (a join wider than 4,096 branches: a group of
+members at a time, `_gather`). Whenever ingress reads anyway — and when
 asked to (`ingress_check` in the IR, or a request sent by a duplicate) — it reads the
 invocation's own checkpoint in the same batch and skips the handler when it exists. A first
 delivery of a chain hop reads nothing: the commit detects duplicates (unum_entry.checkpoint).
@@ -22,14 +23,16 @@ from unum_entry import fanin
 from unum_entry.checkpoint import reads_checkpoint_first
 from unum_entry.codec import decode
 from unum_entry.conditions import resolve_path
-from unum_entry.envelope import Envelope
+from unum_entry.envelope import Envelope, Gather
 from unum_entry.errors import EnvelopeError, RetentionExpired
 from unum_entry.frozen import Frozen, frozen
 from unum_entry.outcome import Ending
 from unum_entry.stores.base import Store
 
-#: Members a join's target reads per store call (`_gather`): bounds the records held at once.
-GATHER_BATCH = 4096
+#: Leaf shards (of fanin.SHARD_SLOTS members each) a join's target reads per group (`_gather`):
+#: bounds the shards and records held at once; a join this wide or narrower reads as before, its
+#: leaves with the checkpoint, then its members' checkpoints.
+GATHER_LEAVES = 4096 // fanin.SHARD_SLOTS
 
 
 @frozen
@@ -72,8 +75,8 @@ def ingress(env: Envelope, store: Store, checkpoint: str | None, *,
         # The common hop (one inline input, nothing to read): what the general path below returns.
         return Ready([env.inputs[0].value] if env.gathered else env.inputs[0].value)
     refs = [d.ref for d in env.inputs if d.ref is not None and not d.inline]
-    gather = fanin.leaf_keys(env.gather.set, env.gather.width) if env.gather is not None else []
-    keys = refs + gather
+    leaves = fanin.leaf_keys(env.gather.set, env.gather.width) if env.gather is not None else []
+    keys = refs + leaves[:GATHER_LEAVES]  # a wider join's other leaves: read by `_gather`, a group at a time
     item = len(env.frames) > 1  # a fan-out item or branch; its retry (a fault path) reads too
     if checkpoint is not None and reads_checkpoint_first(env, reads_anyway=bool(keys) or (item and env.attempt > 0),
                                                          ingress_check=check_first):
@@ -92,25 +95,29 @@ def ingress(env: Envelope, store: Store, checkpoint: str | None, *,
     if missing:
         raise RetentionExpired(f"workflow {env.workflow}: input {missing[0]} is gone (expired)")
     if env.gather is not None:
-        members = fanin.members(records, env.gather.set, env.gather.width)
+        first = fanin.members(records, env.gather.set, env.gather.width, range(min(GATHER_LEAVES, len(leaves))))
         del records, fetched  # a wide join's shards: not held while its inputs are read
-        event = _gather(env.workflow, store, members)
+        event = _gather(env.workflow, store, env.gather, leaves, first)
         return Ready(event if env.gathered else event[0])
     return Ready(resolve_inputs(env, fetched))
 
 
-def _gather(workflow: str, store: Store, members: list[str]) -> list[Any]:
-    """The decoded checkpoints of a join's `members`, in order: the event `resolve_inputs` makes
-    of one reference per member, without an input object per member. Read GATHER_BATCH at a
-    time, so that only one batch of the store's records is held at once next to the decoded
-    values (a million-branch join otherwise held every record, and a dict of them, at once).
-    Batches need no common snapshot: a checkpoint never changes once created. Raises
-    RetentionExpired when one is gone."""
+def _gather(workflow: str, store: Store, gather: Gather, leaves: list[str], first: list[str]) -> list[Any]:
+    """The decoded checkpoints of a join's members, in slot order: the event `resolve_inputs`
+    makes of one reference per member, without an input object per member. A group of
+    GATHER_LEAVES leaf shards at a time: its members (`first`: the first group's, read with the
+    checkpoint), then their checkpoints, so that a million-branch join holds the decoded values
+    and one group's shards and records, not every shard, member name and record at once. Groups
+    need no common snapshot: a full leaf and a checkpoint never change. Raises RetentionExpired
+    when a leaf or a checkpoint is gone."""
     event: list[Any] = []
-    for start in range(0, len(members), GATHER_BATCH):
-        batch = members[start:start + GATHER_BATCH]
-        fetched = store.get_many(batch)
-        for member in batch:
+    members = first
+    for start in range(0, len(leaves), GATHER_LEAVES):
+        if start:
+            group = range(start, min(start + GATHER_LEAVES, len(leaves)))
+            members = fanin.members(store.read(leaves[group.start:group.stop]), gather.set, gather.width, group)
+        fetched = store.get_many(members)
+        for member in members:
             value = fetched.get(member)
             if value is None:
                 raise RetentionExpired(f"workflow {workflow}: fan-in input {member} is gone (expired)")

@@ -17,7 +17,7 @@ from unum_entry.codec import decode
 from unum_entry.envelope import DataRef, Envelope
 from unum_entry.local.handoff import call_wire
 from unum_entry.local.platform import LocalPlatform
-from unum_entry.local.queue import Delivery, SQLiteQueue
+from unum_entry.local.queue import CallRun, Delivery, SQLiteQueue
 from unum_entry.local.runs import Runs, run_state
 from unum_entry.plan import Call, FanOutCalls
 from unum_entry.runtime import new_workflow
@@ -82,6 +82,33 @@ def test_a_fan_out_call_is_journaled_in_its_wire_form_and_kept_in_memory_by_posi
     for delivery in recovered:
         assert delivery.source is None and Envelope.from_wire(decode(delivery.payload)).inputs[0].value == 20
     assert sorted(d.failures for d in recovered) == [0, 1]
+
+
+def test_a_run_of_fan_out_calls_is_journaled_row_by_row_and_each_call_finished_on_its_own(tmp_path: Path) -> None:
+    """A run's calls get consecutive rows with their wire forms; the calls taken are deliveries
+    that name their rows, so finishing one removes its row alone, and a later process recovers
+    the others (the run itself lives in memory only)."""
+    calls = FanOutCalls(lambda i: Call("Item", Envelope(workflow="wf", inputs=(DataRef(ref="c-split", item=i,
+                                                                                      value=i * 10),))),
+                        range(4), workflow="wf", functions=["Item"] * 4)
+    path = tmp_path / "q.db"
+    queue = SQLiteQueue(path)
+    run = CallRun(calls, range(1, 4))
+    queue.journal_run(run, [call_wire(calls, p) for p in run.positions])
+    queue.push_run(run)
+    taken = [queue.pop_due(time.time()) for _ in range(3)]
+    assert queue.pop_due(time.time()) is None
+    assert len({d.id for d in taken if d is not None}) == 3
+    queue.flush()
+    assert taken[0] is not None and taken[2] is not None
+    queue.finish(taken[0])
+    queue.finish(taken[2])
+    queue.close()
+    again = SQLiteQueue(path)
+    [(_, recovered)] = again.recover("wf")
+    again.close()
+    assert recovered.id == taken[1].id  # type: ignore[union-attr]
+    assert Envelope.from_wire(decode(recovered.payload)).inputs[0].value == 20
 
 
 def test_accepted_and_finished_within_one_batch_never_reaches_the_disk(tmp_path: Path) -> None:

@@ -144,9 +144,10 @@ def test_a_map_queued_by_position_gives_each_item_its_own_copy_and_its_retry_a_p
 
 
 def test_a_fan_out_is_queued_by_position_only_where_nothing_would_be_encoded(tmp_path: Path) -> None:
-    """Queued as (calls, position): a map of scalars (no payload, no envelope per branch), on a
-    durable queue too once the call's wire form is journaled. Sent call by call, in their wire
-    form: a first item that is not a scalar."""
+    """Queued as runs of (calls, positions): a map of scalars (no object per branch until one is
+    taken, then a delivery by position without payload), on a durable queue too, which journals
+    each call's wire form. Sent call by call, in their wire form: a first item that is not a
+    scalar."""
     from unum_entry.local.queue import SQLiteQueue
     from unum_entry.stores.sqlite import SQLiteStore
 
@@ -164,22 +165,33 @@ def test_a_fan_out_is_queued_by_position_only_where_nothing_would_be_encoded(tmp
         kwargs: dict[str, Any] = {"queue": SQLiteQueue(store.database)} if durable else {}  # type: ignore[attr-defined]
         forms: set[str] = set()
         with LocalPlatform(workflow, store, workers=1, **kwargs) as platform:
-            push = platform.queue.push
+            push, push_run, pop_due = platform.queue.push, platform.queue.push_run, platform.queue.pop_due
 
             def seeing(delivery: Any, ready_at: float) -> None:
                 push(delivery, ready_at)
                 if delivery.function == "Item":  # as it waits in the queue
-                    forms.add("position" if delivery.source is not None and delivery.payload == b""
-                              else "wire" if delivery.payload else "other")
+                    forms.add("wire" if delivery.payload and delivery.source is None else "other")
+
+            def seeing_run(run: Any) -> None:
+                push_run(run)
+                forms.add("run")
+
+            def taking(now: float) -> Any:
+                delivery = pop_due(now)
+                if delivery is not None and delivery.source is not None:
+                    forms.add("position" if delivery.payload == b"" else "other")
+                return delivery
 
             platform.queue.push = seeing  # type: ignore[method-assign]
+            platform.queue.push_run = seeing_run  # type: ignore[method-assign]
+            platform.queue.pop_due = taking  # type: ignore[method-assign]
             assert platform.run(None, timeout=30).result == 200
         store.close()
         return forms
 
-    assert queued_forms("ints", "list(range(200))", durable=False) == {"position"}
+    assert queued_forms("ints", "list(range(200))", durable=False) == {"run", "position"}
     assert queued_forms("dicts", "[{'i': i} for i in range(200)]", durable=False) == {"wire"}
-    assert queued_forms("durable", "list(range(200))", durable=True) == {"position"}
+    assert queued_forms("durable", "list(range(200))", durable=True) == {"run", "position"}
 
 
 def test_a_call_built_by_position_that_no_wire_could_carry_goes_by_reference() -> None:

@@ -41,7 +41,7 @@ from unum_entry.invocation_log import InvocationLog, InvocationRecord, error_typ
 from unum_entry.local.cpu import OneCpu
 from unum_entry.local.faults import FaultInjector, InjectedCrash
 from unum_entry.local.handoff import call_wire, is_plain, open_call, open_sealed, seal
-from unum_entry.local.queue import Delivery, DeliveryQueue, MemoryQueue
+from unum_entry.local.queue import CallRun, Delivery, DeliveryQueue, MemoryQueue
 from unum_entry.outcome import Ending, RunResult, read_outcome
 from unum_entry.plan import FanOutCalls
 from unum_entry.platforms.common import DeliveryStatus, RetryPolicy, deliver, record_failure
@@ -107,7 +107,7 @@ class _Hand:
         self.batching = batching  # a worker's hand; not one made for a single `_take` (tests)
         self.next: Delivery | None = None
         self.taken: deque[Delivery] = deque()
-        self.pushes: list[Delivery] = []
+        self.pushes: list[Delivery | CallRun] = []
         self.owed = 0
         self.hops = 0             # deliveries taken from this hand since the last settle
         self.since = 0.0          # time.monotonic() of the last settle
@@ -400,22 +400,21 @@ class LocalPlatform:
         if (hand is None or self.invoke_latency
                 or not (calls.workflow and calls.functions) or not is_plain(calls[0].envelope)):
             return False
-        workflow, functions = calls.workflow, calls.functions
-        durable = self.queue.durable
-        positions = iter(calls.positions)
+        queue, durable = self.queue, self.queue.durable
+        positions = calls.positions
         if hand.next is None:
-            first = next(positions)
-            hand.next = Delivery(workflow, functions[first], call_wire(calls, first) if durable else b"",
+            first = positions[0]
+            positions = positions[1:]
+            hand.next = Delivery(calls.workflow, calls.functions[first], call_wire(calls, first) if durable else b"",
                                  source=calls, position=first)
             if durable:
-                self.queue.journal(hand.next, time.time())  # before the current delivery is finished
-        pushes = hand.pushes
-        for position in positions:
-            pushes.append(Delivery(workflow, functions[position], call_wire(calls, position) if durable else b"",
-                                   source=calls, position=position))
-            if len(pushes) >= WAKE_BATCH:  # a wide fan-out: other workers start on it as it goes
+                queue.journal(hand.next, time.time())  # before the current delivery is finished
+        for start in range(0, len(positions), WAKE_BATCH):
+            run = CallRun(calls, positions[start:start + WAKE_BATCH])
+            queue.journal_run(run, [call_wire(calls, position) for position in run.positions] if durable else ())
+            hand.pushes.append(run)
+            if len(run) == WAKE_BATCH:  # a wide fan-out: other workers start on it as it goes
                 self._flush(hand, ending=False)
-                pushes = hand.pushes
         hand.stats["invokes"] += len(calls)
         return True
 
@@ -466,9 +465,13 @@ class LocalPlatform:
         hand.pushes = []
         now = time.time()
         with self._lock:
-            for delivery in pushes:
-                self.queue.push(delivery, now)
-                self._count_queued(delivery)
+            for entry in pushes:
+                if isinstance(entry, CallRun):
+                    self.queue.push_run(entry)
+                    self._count_run(entry)
+                else:
+                    self.queue.push(entry, now)
+                    self._count_queued(entry)
             self._work_cv.notify(1)  # it passes the baton on (`_take_shared`)
 
     def _take(self, done: Delivery | None = None, hand: _Hand | None = None) -> Delivery | None:
@@ -580,6 +583,13 @@ class LocalPlatform:
             self._in_flight[delivery.function] += 1
         else:
             self._timer_names.add(delivery.timer)
+
+    def _count_run(self, run: CallRun) -> None:
+        """Count the calls of a run just queued (lock held), as `_count_queued` counts each."""
+        self._outstanding += len(run)
+        in_flight, functions = self._in_flight, run.calls.functions
+        for position in run.positions:
+            in_flight[functions[position]] += 1
 
     def _taken(self, delivery: Delivery) -> Delivery:
         """A timer counts as in flight from when it is taken (lock held)."""

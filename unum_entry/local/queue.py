@@ -78,6 +78,10 @@ ADDED_COLUMNS = [("unum_runs", "heartbeat", "REAL")]
 FLUSH_PATIENCE = 5.0    # seconds a failing journal may keep `flush` waiting before it raises
 BATCH_INTERVAL = 0.005   # seconds the journal gathers operations before writing them in one transaction
 MAX_BACKOFF = 1.0        # seconds between attempts at a journal write that failed
+#: Rows waiting for the journal beyond which a fan-out's sender waits for them to be written
+#: (`SQLiteQueue.journal_run`): a wide fan-out is encoded faster than it is written, and each
+#: row holds its wire form until then (a 100,000-item map held all of them, ~400 B per branch).
+JOURNAL_BACKLOG = 4096
 
 
 @dataclass(slots=True, eq=False)
@@ -118,17 +122,51 @@ class Delivery:
                         position=self.position)
 
 
+@dataclass(slots=True, eq=False)
+class CallRun:
+    """Consecutive calls of one fan-out waiting as one queue entry, not an object per call:
+    (`calls`, `positions`), each made a `Delivery` (by position, unum_entry.local.handoff) only
+    when taken. `first_id`: the journal row of the first call, the others' following it (0 in a
+    MemoryQueue: no rows). `taken`: how many calls have been taken so far."""
+
+    calls: FanOutCalls
+    positions: range
+    first_id: int = 0
+    taken: int = 0
+
+    def __len__(self) -> int:
+        return len(self.positions) - self.taken
+
+    def take(self) -> Delivery:
+        """The next call as a delivery (the run must not be empty)."""
+        delivery = self._delivery(self.taken)
+        self.taken += 1
+        return delivery
+
+    def pending(self) -> list[Delivery]:
+        """The calls not taken yet, as deliveries (diagnostics: nothing is taken)."""
+        return [self._delivery(k) for k in range(self.taken, len(self.positions))]
+
+    def _delivery(self, k: int) -> Delivery:
+        position = self.positions[k]
+        calls = self.calls
+        return Delivery(calls.workflow, calls.functions[position], b"", id=self.first_id + k if self.first_id else 0,
+                        source=calls, position=position)
+
+
 class DeliveryQueue(ABC):
     """Deliveries by due time (epoch seconds). Not thread-safe: the platform calls `push`,
     `requeue`, `pop_due`, `next_due`, `snapshot` and `__len__` under its lock; `journal`,
     `finish`, `recover`, `flush` and `close` are safe from any thread.
 
     Compact: a delivery due when pushed (nearly all: invokes) waits in a FIFO as the bare
-    `Delivery` (~250 B with its envelope); only delayed ones (backoffs, timers) pay for a heap
-    entry with their due time."""
+    `Delivery` (~250 B with its envelope), and a fan-out's calls as `CallRun`s (`push_run`:
+    nothing per call); only delayed ones (backoffs, timers) pay for a heap entry with their due
+    time."""
 
     def __init__(self) -> None:
-        self._due: deque[Delivery] = deque()
+        self._due: deque[Delivery | CallRun] = deque()
+        self._in_runs = 0  # calls waiting in the runs of `_due` beyond one per run (`__len__`)
         self._heap: list[tuple[float, int, Delivery]] = []
         self._seq = itertools.count()
 
@@ -144,6 +182,17 @@ class DeliveryQueue(ABC):
         worker's own next delivery, `LocalPlatform`), unless it hands it back with `requeue`.
         A SQLiteQueue journals it, as `push` would; safe from any thread."""
 
+    def journal_run(self, run: CallRun, wires: Sequence[bytes]) -> None:
+        """Accept `run`'s calls, to be queued by `push_run`: a SQLiteQueue journals each with
+        its wire form (`wires`, in the run's order; unused in memory) and numbers the rows
+        (`run.first_id`); safe from any thread, and to be called before the delivery that made
+        the calls is finished."""
+
+    def push_run(self, run: CallRun) -> None:
+        """Queue `run`'s calls, due now, accepted before (`journal_run`)."""
+        self._due.append(run)
+        self._in_runs += len(run) - 1
+
     def requeue(self, delivery: Delivery) -> None:
         """Queue, due now and behind what is due already, a delivery accepted before (`journal`:
         it is not journaled again)."""
@@ -155,7 +204,18 @@ class DeliveryQueue(ABC):
         heap = self._heap
         if heap and heap[0][0] <= now:
             return heapq.heappop(heap)[2]
-        return self._due.popleft() if self._due else None
+        due = self._due
+        if not due:
+            return None
+        head = due[0]
+        if not isinstance(head, CallRun):
+            due.popleft()
+            return head
+        if len(head) > 1:
+            self._in_runs -= 1
+        else:
+            due.popleft()
+        return head.take()
 
     def next_due(self) -> float | None:
         """When the earliest queued delivery is due (0.0: now), or None if nothing is queued."""
@@ -165,10 +225,11 @@ class DeliveryQueue(ABC):
 
     def snapshot(self) -> list[tuple[float, Delivery]]:
         """Every queued delivery with its due time (0.0: due since it was pushed; diagnostics)."""
-        return [(0.0, d) for d in self._due] + [(ready_at, d) for ready_at, _, d in self._heap]
+        due = [d for entry in self._due for d in (entry.pending() if isinstance(entry, CallRun) else (entry,))]
+        return [(0.0, d) for d in due] + [(ready_at, d) for ready_at, _, d in self._heap]
 
     def __len__(self) -> int:
-        return len(self._due) + len(self._heap)
+        return len(self._due) + self._in_runs + len(self._heap)
 
     @abstractmethod
     def finish(self, delivery: Delivery) -> None:
@@ -214,7 +275,7 @@ class SQLiteQueue(DeliveryQueue):
         self.database, self._owns_database = open_database(database)
         self.path = os.fspath(self.database.path)
         self._base = secrets.randbits(29) << 34  # ids unique across the processes sharing the file
-        self._ids = itertools.count(1)
+        self._next_id = 1  # the next row's number within `_base` (taken under `_lock`: runs take a block)
         self._batch_interval = batch_interval
         self._lock = threading.Lock()
         self._cv = threading.Condition(self._lock)
@@ -242,17 +303,43 @@ class SQLiteQueue(DeliveryQueue):
         payload = delivery.wire()
         if not payload:  # a platform bug: the row could never be delivered again
             raise StoreMisuse(f"a delivery to {delivery.function} without its wire form cannot be journaled")
-        if not delivery.id:
-            delivery.id = self._base | next(self._ids)
         if delivery.source is not None:
             delivery.payload = b""  # the row keeps it: a queued fan-out call holds its position only
-        row = (delivery.id, delivery.workflow, delivery.function, payload, ready_at,
-               delivery.failures, delivery.timer, int(delivery.background))
         with self._lock:
+            if not delivery.id:
+                delivery.id = self._base | self._next_id
+                self._next_id += 1
             if not self._closed:
-                self._puts[delivery.id] = row
+                self._puts[delivery.id] = (delivery.id, delivery.workflow, delivery.function, payload, ready_at,
+                                           delivery.failures, delivery.timer, int(delivery.background))
                 self._submitted += 1
                 self._cv.notify()
+
+    def journal_run(self, run: CallRun, wires: Sequence[bytes]) -> None:
+        """`DeliveryQueue.journal_run`; waits for the journal when JOURNAL_BACKLOG rows are pending."""
+        calls, now = run.calls, time.time()
+        workflow, functions = calls.workflow, calls.functions
+        with self._lock:
+            puts = self._puts
+            run.first_id = first = self._base | self._next_id
+            self._next_id += len(run.positions)
+            if not self._closed:
+                for k, (position, wire) in enumerate(zip(run.positions, wires, strict=True)):
+                    puts[first + k] = (first + k, workflow, functions[position], wire, now, 0, None, 0)
+                self._submitted += len(run.positions)
+                self._cv.notify()
+                if len(puts) >= JOURNAL_BACKLOG:
+                    self._drain()
+
+    def _drain(self) -> None:
+        """Wait (lock held) until what is pending now is written: at most FLUSH_PATIENCE, and not
+        while the journal is failing (memory is then the lesser problem; `flush` reports it)."""
+        target, deadline = self._submitted, time.monotonic() + FLUSH_PATIENCE
+        while self._written < target and self._error is None and not self._closed:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return
+            self._cv.wait(left)
 
     def finish(self, delivery: Delivery) -> None:
         with self._lock:
