@@ -131,7 +131,7 @@ class Program:
     interpreter loop, and a fan-in branch reuses the join set's name of the previous branch
     of the same fan-out (the same digest for every branch of a join)."""
 
-    __slots__ = ("ir", "_only", "_set", "hop", "branch")
+    __slots__ = ("ir", "_only", "_set", "_branch_plan", "hop", "branch")
 
     def __init__(self, ir: FunctionIR) -> None:
         self.ir = ir
@@ -143,6 +143,9 @@ class Program:
         # A fan-in branch's program (one unconditional fan_in): its join depends on the envelope alone.
         self.branch = self._only if isinstance(self._only, FanIn) else None
         self._set: tuple[Any, str] = ((), "")  # (what names a join set, its name): one tuple, swapped whole
+        # (an envelope, its fan-in branch plan): `branch_join` and then `plan` of the same delivery
+        # build it once. One tuple, swapped whole (workers share a Program); a plan is immutable.
+        self._branch_plan: tuple[Envelope | None, Plan | None] = (None, None)
 
     def plan(self, env: Envelope, out: Committed, *, invocation: str, inline_limit: int) -> Plan:
         only = self._only
@@ -150,7 +153,10 @@ class Program:
             return plan(self.ir, env, out, invocation=invocation, inline_limit=inline_limit)
         if isinstance(only, Invoke):
             return Plan(calls=(self.hop_call(env, out.value, out.encoded_size, out.checkpoint, inline_limit),))
-        return _fan_in(only, env, env.frames, self) or Plan(terminal=True)
+        seen, fanned = self._branch_plan
+        if seen is not env:
+            fanned = _fan_in(only, env, env.frames, self)
+        return fanned or Plan(terminal=True)
 
     def branch_join(self, env: Envelope) -> Join | None:
         """The join of a fan-in branch's program (one unconditional `fan_in`), which depends on
@@ -160,6 +166,7 @@ class Program:
         if branch is None or len(env.frames) == 1:
             return None
         fanned = _fan_in(branch, env, env.frames, self)
+        self._branch_plan = (env, fanned)
         return None if fanned is None else fanned.join
 
     def hop_call(self, env: Envelope, value: Any, encoded_size: int, checkpoint: str | None, inline_limit: int) -> Call:
