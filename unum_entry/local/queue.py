@@ -156,8 +156,8 @@ class CallRun:
 
 class DeliveryQueue(ABC):
     """Deliveries by due time (epoch seconds). Not thread-safe: the platform calls `push`,
-    `requeue`, `pop_due`, `next_due`, `snapshot` and `__len__` under its lock; `journal`,
-    `finish`, `recover`, `flush` and `close` are safe from any thread.
+    `push_run`, `requeue`, `pop_due`, `next_due`, `snapshot` and `__len__` under its lock;
+    `journal`, `journal_run`, `finish`, `recover`, `flush` and `close` are safe from any thread.
 
     Compact: a delivery due when pushed (nearly all: invokes) waits in a FIFO as the bare
     `Delivery` (~250 B with its envelope), and a fan-out's calls as `CallRun`s (`push_run`:
