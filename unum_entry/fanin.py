@@ -123,7 +123,12 @@ def join(store: Store, ledger: Ledger, set_key: str, width: int, slot: int, memb
 
 def leaf_keys(set_key: str, width: int) -> list[str]:
     """The keys of the leaf shards, in slot order (what a target's ingress reads)."""
-    return [naming.set_shard_key(set_key, 0, i) for i in range(-(-width // SHARD_SLOTS))]
+    return [naming.set_shard_key(set_key, 0, i) for i in range(_leaves(width))]
+
+
+def _leaves(width: int) -> int:
+    """How many leaf shards a join of `width` branches has."""
+    return -(-width // SHARD_SLOTS)
 
 
 def members(records: Mapping[str, Record], set_key: str, width: int, leaves: range | None = None) -> list[str]:
@@ -133,11 +138,9 @@ def members(records: Mapping[str, Record], set_key: str, width: int, leaves: ran
     Raises RetentionExpired when a leaf is missing or not full: the target is invoked only after
     every leaf filled, and nothing deletes a shard before its expiry."""
     found: list[str] = []
-    keys = leaf_keys(set_key, width)
-    for i in range(len(keys)) if leaves is None else leaves:
-        key = keys[i]
-        shard = _shard(set_key, 0, i, width)
-        record = records.get(key)
+    for i in range(_leaves(width)) if leaves is None else leaves:
+        shard = _shard(set_key, 0, i, width)  # its key too: every leaf's key is not hashed per group
+        record = records.get(shard.key)
         if record is None or any(slot not in record.members for slot in range(shard.size)):
             raise RetentionExpired(f"join set {set_key}: shard {i} of {width} branches is "
                                    f"{'gone' if record is None else 'incomplete'} (expired)")
