@@ -19,8 +19,7 @@ from typing import TYPE_CHECKING, Any, cast
 from unum_entry import fanin
 from unum_entry.checkpoint import commits_its_result, not_yet_committed, record_result
 from unum_entry.codec import decode
-from unum_entry.envelope import Envelope, by_reference
-from unum_entry.errors import UnencodableValue
+from unum_entry.envelope import Envelope, or_by_reference
 from unum_entry.frozen import Frozen, frozen
 from unum_entry.history import end_stamp
 from unum_entry.hooks import FaultPoint, Hooks, observes
@@ -180,13 +179,7 @@ def _invoke(invoker: Invoker, call: Call) -> None:
     # wraps (unum_entry.tracing stamps each wire payload) is sent the wire form, as it expects.
     send: Callable[[str, Envelope], None] = (cast(EnvelopeInvoker, invoker).invoke_envelope
                                              if hasattr(type(invoker), "invoke_envelope") else _by_wire(invoker))
-    try:
-        send(call.function, call.envelope)
-    except (UnencodableValue, ValueError, RecursionError):
-        fallback = by_reference(call.envelope)
-        if fallback is None:
-            raise
-        send(call.function, fallback)
+    or_by_reference(call.envelope, lambda env: send(call.function, env))
 
 
 def _by_wire(invoker: Invoker) -> Callable[[str, Envelope], None]:

@@ -28,12 +28,14 @@ Wire form (JSON-compatible, so it can be a Lambda event; msgpack on Pub/Sub and 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
-from typing import Any
+from typing import Any, TypeVar
 
-from unum_entry.errors import EnvelopeError
+from unum_entry.errors import EnvelopeError, UnencodableValue
 from unum_entry.frozen import Frozen, frozen
+
+T = TypeVar("T")
 
 ENVELOPE_VERSION = 2
 FAILURES_KEPT = 10    # an envelope keeps at most this many earlier failed attempts (the newest)
@@ -255,6 +257,20 @@ def by_reference(env: Envelope) -> Envelope | None:
     (what a sender falls back to for a value no wire can carry); None when no input has one."""
     inputs = tuple(DataRef(ref=d.ref, item=d.item, path=d.path) if d.ref is not None else d for d in env.inputs)
     return None if inputs == env.inputs else replace(env, inputs=inputs)
+
+
+def or_by_reference(env: Envelope, send: Callable[[Envelope], T]) -> T:
+    """`send(env)`, or, when a value of `env` is one no wire can carry (`send` raises
+    UnencodableValue, ValueError or RecursionError, as encoding it does), `send` of the same
+    envelope with those values by reference to their checkpoints (`by_reference`): a committed
+    output always reaches its consumers. Raises the first error when no input has a checkpoint."""
+    try:
+        return send(env)
+    except (UnencodableValue, ValueError, RecursionError):
+        fallback = by_reference(env)
+        if fallback is None:
+            raise
+        return send(fallback)
 
 
 def is_watchdog(payload: Any) -> bool:

@@ -21,8 +21,7 @@ from __future__ import annotations
 from typing import Any
 
 from unum_entry.codec import MSGPACK_INTS, decode, encode
-from unum_entry.envelope import DataRef, Envelope, by_reference
-from unum_entry.errors import UnencodableValue
+from unum_entry.envelope import DataRef, Envelope, or_by_reference
 from unum_entry.plan import FanOutCalls
 
 # Immutable values a wire round trip returns unchanged (ints: within msgpack's range).
@@ -92,23 +91,10 @@ def open_call(calls: FanOutCalls, position: int) -> Envelope:
     env = calls.build(position).envelope
     if is_plain(env):
         return env
-    try:
-        return open_sealed(seal(env))
-    except (UnencodableValue, ValueError, RecursionError):
-        fallback = by_reference(env)
-        if fallback is None:
-            raise
-        return fallback
+    return or_by_reference(env, lambda sent: open_sealed(seal(sent)))
 
 
 def call_wire(calls: FanOutCalls, position: int) -> bytes:
     """The wire form (encoded envelope) of the call at `position` of `calls`: what egress would
     have sent, a value the wire cannot carry by reference to its checkpoint (as `open_call`)."""
-    env = calls.build(position).envelope
-    try:
-        return encode(env.to_wire(), what="envelope")
-    except (UnencodableValue, ValueError, RecursionError):
-        fallback = by_reference(env)
-        if fallback is None:
-            raise
-        return encode(fallback.to_wire(), what="envelope")
+    return or_by_reference(calls.build(position).envelope, lambda sent: encode(sent.to_wire(), what="envelope"))
