@@ -221,7 +221,7 @@ class Store(ABC):
         record stops existing; an expired record counts as absent, so a create after its
         expiry creates it afresh.
         """
-        expiry = expires_at if type(expires_at) is int else _expiry(key, expires_at)
+        expiry = _expiry(key, expires_at)
         stored = self._by_reference(key, bytes(value), workflow, expiry)
         existing = self._create(Record(key, kind, workflow, expiry, stored))
         if existing is None:
@@ -240,8 +240,8 @@ class Store(ABC):
             stored, created = self.create(key, value, workflow=workflow, kind=kind, expires_at=expires_at)
             return stored, created, None
         _check_set_add(join.key, join.slot, join.size)
-        expiry = expires_at if type(expires_at) is int else _expiry(key, expires_at)
-        set_expiry = join.expires_at if type(join.expires_at) is int else _expiry(join.key, join.expires_at)
+        expiry = _expiry(key, expires_at)
+        set_expiry = _expiry(join.key, join.expires_at)
         stored = self._by_reference(key, bytes(value), workflow, expiry)
         existing, state = self._create_joining(Record(key, kind, workflow, expiry, stored),
                                                Record(join.key, Kind.SET, workflow, set_expiry, None, join.size),
@@ -285,7 +285,7 @@ class Store(ABC):
         StoreError when `key` holds a value.
         """
         _check_set_add(key, slot, size)
-        expiry = expires_at if type(expires_at) is int else _expiry(key, expires_at)
+        expiry = _expiry(key, expires_at)
         return self._completed(self._add_to_set(Record(key, Kind.SET, workflow, expiry, None, size), slot, member))
 
     def _completed(self, state: SetState) -> SetState:
@@ -629,6 +629,8 @@ def _check_set_add(key: str, slot: int, size: int) -> None:
 def _expiry(key: str, expires_at: int) -> int:
     """A write's expiry (epoch seconds); StoreMisuse for anything else (None included: every
     write states its expiry, unum_entry.retention)."""
+    if type(expires_at) is int:  # every write's case, so it costs one check (the hot path's)
+        return expires_at
     if isinstance(expires_at, bool) or not isinstance(expires_at, (int, float)):
         raise StoreMisuse(f"write of {key!r}: expires_at must be epoch seconds, got {expires_at!r}")
     return int(expires_at)
