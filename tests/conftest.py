@@ -27,6 +27,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                      help="fault schedules per store in the exactly-once suite (default: the CI count)")
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under pytest-xdist (README's test command: `-n 2 --dist loadgroup`) the e2e tests run on one
+    worker, one after another as without xdist: they build, tag and push images and start
+    containers on one Docker engine and one registry. Every other test is spread over the workers."""
+    for item in items:
+        if item.nodeid.startswith("tests/e2e/"):
+            item.add_marker(pytest.mark.xdist_group("containers"))
+
+
 @pytest.fixture(scope="session")
 def schedules(request: pytest.FixtureRequest) -> int | None:
     return request.config.getoption("--schedules")
