@@ -62,7 +62,7 @@ def _level_widths(width: int) -> tuple[int, ...]:
     return tuple(widths)
 
 
-@functools.lru_cache(maxsize=256)  # SHARD_SLOTS branches in a row join the same leaf: one digest for them all
+@functools.lru_cache(maxsize=256)  # SHARD_SLOTS branches in a row join one leaf; a gather names, then reads, 256 leaves
 def _shard(set_key: str, level: int, index: int, level_width: int) -> Shard:
     """Shard `index` at `level` of the join tree of `set_key` (`level_width` slots at that level)."""
     return Shard(naming.set_shard_key(set_key, level, index), min(SHARD_SLOTS, level_width - index * SHARD_SLOTS))
@@ -121,12 +121,14 @@ def join(store: Store, ledger: Ledger, set_key: str, width: int, slot: int, memb
     return True
 
 
-def leaf_keys(set_key: str, width: int) -> list[str]:
-    """The keys of the leaf shards, in slot order (what a target's ingress reads)."""
-    return [naming.set_shard_key(set_key, 0, i) for i in range(_leaves(width))]
+def leaf_keys(set_key: str, width: int, leaves: range | None = None) -> list[str]:
+    """The keys of the leaf shards (only those numbered `leaves`, when given), in slot order:
+    what a target's ingress reads. Named through `_shard`, as `members` names them: a group read
+    and then gathered is hashed once."""
+    return [_shard(set_key, 0, i, width).key for i in (range(leaf_count(width)) if leaves is None else leaves)]
 
 
-def _leaves(width: int) -> int:
+def leaf_count(width: int) -> int:
     """How many leaf shards a join of `width` branches has."""
     return -(-width // SHARD_SLOTS)
 
@@ -138,8 +140,8 @@ def members(records: Mapping[str, Record], set_key: str, width: int, leaves: ran
     Raises RetentionExpired when a leaf is missing or not full: the target is invoked only after
     every leaf filled, and nothing deletes a shard before its expiry."""
     found: list[str] = []
-    for i in range(_leaves(width)) if leaves is None else leaves:
-        shard = _shard(set_key, 0, i, width)  # its key too: every leaf's key is not hashed per group
+    for i in range(leaf_count(width)) if leaves is None else leaves:
+        shard = _shard(set_key, 0, i, width)  # its key too (cached: `leaf_keys` of this group named it)
         record = records.get(shard.key)
         if record is None or any(slot not in record.members for slot in range(shard.size)):
             raise RetentionExpired(f"join set {set_key}: shard {i} of {width} branches is "

@@ -75,8 +75,10 @@ def ingress(env: Envelope, store: Store, checkpoint: str | None, *,
         # The common hop (one inline input, nothing to read): what the general path below returns.
         return Ready([env.inputs[0].value] if env.gathered else env.inputs[0].value)
     refs = [d.ref for d in env.inputs if d.ref is not None and not d.inline]
-    leaves = fanin.leaf_keys(env.gather.set, env.gather.width) if env.gather is not None else []
-    keys = refs + leaves[:GATHER_LEAVES]  # a wider join's other leaves: read by `_gather`, a group at a time
+    # A join's first group of leaves (a wider join's others: read by `_gather`, a group at a time).
+    gather = env.gather
+    first_group = range(min(GATHER_LEAVES, fanin.leaf_count(gather.width))) if gather is not None else range(0)
+    keys = refs + (fanin.leaf_keys(gather.set, gather.width, first_group) if gather is not None else [])
     item = len(env.frames) > 1  # a fan-out item or branch; its retry (a fault path) reads too
     if checkpoint is not None and reads_checkpoint_first(env, reads_anyway=bool(keys) or (item and env.attempt > 0),
                                                          ingress_check=check_first):
@@ -94,15 +96,15 @@ def ingress(env: Envelope, store: Store, checkpoint: str | None, *,
     missing = [ref for ref in refs if ref not in fetched]
     if missing:
         raise RetentionExpired(f"workflow {env.workflow}: input {missing[0]} is gone (expired)")
-    if env.gather is not None:
-        first = fanin.members(records, env.gather.set, env.gather.width, range(min(GATHER_LEAVES, len(leaves))))
+    if gather is not None:
+        first = fanin.members(records, gather.set, gather.width, first_group)
         del records, fetched  # a wide join's shards: not held while its inputs are read
-        event = _gather(env.workflow, store, env.gather, leaves, first)
+        event = _gather(env.workflow, store, gather, first)
         return Ready(event if env.gathered else event[0])
     return Ready(resolve_inputs(env, fetched))
 
 
-def _gather(workflow: str, store: Store, gather: Gather, leaves: list[str], first: list[str]) -> list[Any]:
+def _gather(workflow: str, store: Store, gather: Gather, first: list[str]) -> list[Any]:
     """The decoded checkpoints of a join's members, in slot order: the event `resolve_inputs`
     makes of one reference per member, without an input object per member. A group of
     GATHER_LEAVES leaf shards at a time: its members (`first`: the first group's, read with the
@@ -111,11 +113,12 @@ def _gather(workflow: str, store: Store, gather: Gather, leaves: list[str], firs
     need no common snapshot: a full leaf and a checkpoint never change. Raises RetentionExpired
     when a leaf or a checkpoint is gone."""
     event: list[Any] = []
-    members = first
-    for start in range(0, len(leaves), GATHER_LEAVES):
+    members, leaves = first, fanin.leaf_count(gather.width)
+    for start in range(0, leaves, GATHER_LEAVES):
         if start:
-            group = range(start, min(start + GATHER_LEAVES, len(leaves)))
-            members = fanin.members(store.read(leaves[group.start:group.stop]), gather.set, gather.width, group)
+            group = range(start, min(start + GATHER_LEAVES, leaves))
+            shards = store.read(fanin.leaf_keys(gather.set, gather.width, group))
+            members = fanin.members(shards, gather.set, gather.width, group)
         fetched = store.get_many(members)
         for member in members:
             value = fetched.get(member)
