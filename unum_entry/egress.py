@@ -108,6 +108,21 @@ def egress(ctx: EgressContext, env: Envelope, invocation: str, checkpoint: str |
     return EgressReport(value, created, invoked, the_plan.terminal, the_plan.failure is not None)
 
 
+def planned_fan_out(ctx: EgressContext, env: Envelope, invocation: str, checkpoint: str,
+                    stored: bytes) -> FanOutCalls | None:
+    """The fan-out `egress` sends over the committed bytes `stored` (the invocation's checkpoint
+    as the store returns it), built again: the same plan over the same output gives the same
+    calls. None when the plan is not one fan-out (a chain hop, a lane, a join, an end). For a
+    platform that journaled a fan-out as the invocation that sent it (the embedded engine's
+    durable queue: unum_entry.local.queue) and resumes it after a crash."""
+    program: Program = ctx.program  # type: ignore[assignment]
+    if commits_its_result(ctx.ir) or program.hop is not None or env.lanes:
+        return None
+    the_plan = program.plan(env, Committed(decode(stored), len(stored), checkpoint), invocation=invocation,
+                            inline_limit=ctx.inline_limit)
+    return the_plan.calls if type(the_plan.calls) is FanOutCalls else None
+
+
 def _finish(ctx: EgressContext, env: Envelope, invocation: str, value: Any, the_plan: Plan) -> None:
     """A terminal invocation: the result record at its fan-out position (the first one wins),
     or, through an IR `fail` (a Step Functions Fail state), the workflow's end in failure (its

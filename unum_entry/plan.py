@@ -290,6 +290,14 @@ class FanOutCalls(Sequence[Call]):
         """The call at `position` of the whole fan-out (not an index into a slice)."""
         return self._make(position)
 
+    def redelivered(self) -> FanOutCalls:
+        """These calls as a duplicate of their sender sends them again: each envelope marked
+        `redelivered`, so its ingress reads its checkpoint before the handler (a call that
+        committed runs only its egress again)."""
+        make = self._make
+        return FanOutCalls(lambda i: _redelivered(make(i)), self._positions, workflow=self.workflow,
+                           functions=self.functions)
+
     def __len__(self) -> int:
         return len(self._positions)
 
@@ -314,6 +322,10 @@ class FanOutCalls(Sequence[Call]):
 
     def __repr__(self) -> str:
         return f"FanOutCalls({list(self)!r})"
+
+
+def _redelivered(call: Call) -> Call:
+    return Call(call.function, replace(call.envelope, redelivered=True))
 
 
 def _empty_fan_out(env: Envelope, frames: tuple[Frame, ...], pending_sets: Sequence[CreateSet]) -> Plan:

@@ -22,7 +22,7 @@ from unum_entry import naming
 from unum_entry import fanin
 from unum_entry.checkpoint import commit, commit_joining, commit_key, commits_its_result
 from unum_entry.context import DeliveryContext, InvocationContext
-from unum_entry.egress import EgressContext, EgressReport, egress
+from unum_entry.egress import EgressContext, EgressReport, egress, planned_fan_out
 from unum_entry.envelope import DataRef, Envelope
 from unum_entry.errors import (HandlerFailed, HandlerLoadError, InvokeError, RetentionExpired, StaleInvocation,
                                StoreError, StoreMisuse, UnumError, WorkflowAborted)
@@ -42,7 +42,7 @@ from unum_entry.watchdog import Watchdog
 if TYPE_CHECKING:
     from concurrent.futures import Executor
 
-    from unum_entry.plan import Program
+    from unum_entry.plan import FanOutCalls, Program
 
 Handler = Callable[[Any, InvocationContext], Any]
 log = logging.getLogger("unum.runtime")
@@ -218,6 +218,17 @@ class Runtime:
         if report.terminal and not report.failed and len(env.frames) <= 1:  # the workflow's root result
             self._answer_caller(env.workflow)
         return report
+
+    def fan_out(self, env: Envelope) -> FanOutCalls | None:
+        """The fan-out the committed invocation `env` sent (unum_entry.egress.planned_fan_out),
+        built again from its checkpoint; None when it has no checkpoint (not committed, expired)
+        or sent no fan-out. Reads the store once; raises what its read raises."""
+        invocation = naming.checkpoint_key(env.workflow, self.ir.function, env.frames)
+        checkpoint = invocation if self._commits_to_invocation else commit_key(self.ir, env, invocation)
+        stored = self.store.get(checkpoint) if checkpoint is not None else None
+        if checkpoint is None or stored is None:
+            return None
+        return planned_fan_out(self._egress, env, invocation, checkpoint, stored)
 
     def _may_run(self, env: Envelope, invocation: str) -> bool | bytes:
         """The retention rule's deadline (unum_entry.retention): past `deadline - margin` no

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from unum_entry.codec import decode
+from unum_entry.codec import decode, encode
 from unum_entry.envelope import DataRef, Envelope
 from unum_entry.local.handoff import call_wire
 from unum_entry.local.platform import LocalPlatform
@@ -84,31 +84,49 @@ def test_a_fan_out_call_is_journaled_in_its_wire_form_and_kept_in_memory_by_posi
     assert sorted(d.failures for d in recovered) == [0, 1]
 
 
-def test_a_run_of_fan_out_calls_is_journaled_row_by_row_and_each_call_finished_on_its_own(tmp_path: Path) -> None:
-    """A run's calls get consecutive rows with their wire forms; the calls taken are deliveries
-    that name their rows, so finishing one removes its row alone, and a later process recovers
-    the others (the run itself lives in memory only)."""
+def test_a_fan_out_is_journaled_as_its_origin_and_a_row_per_run_gone_with_the_runs_last_call(tmp_path: Path) -> None:
+    """A fan-out's calls are not journaled one by one: its origin (the delivery that sent it)
+    and one row per run. A run's row goes when its last call finished, the origin's once every
+    run's has and the fan-out is sealed; a later process recovers the unfinished runs with
+    their positions, and the origin whose checkpoint plans their calls again."""
     calls = FanOutCalls(lambda i: Call("Item", Envelope(workflow="wf", inputs=(DataRef(ref="c-split", item=i,
                                                                                       value=i * 10),))),
-                        range(4), workflow="wf", functions=["Item"] * 4)
+                        range(6), workflow="wf", functions=["Item"] * 6)
     path = tmp_path / "q.db"
     queue = SQLiteQueue(path)
-    run = CallRun(calls, range(1, 4))
-    queue.journal_run(run, [call_wire(calls, p) for p in run.positions])
-    queue.push_run(run)
-    taken = [queue.pop_due(time.time()) for _ in range(3)]
+    fan_out = queue.journal_fan_out("wf", "Split", b"origin-wire")
+    assert fan_out is not None
+    runs = [CallRun(calls, range(0, 3)), CallRun(calls, range(3, 6))]
+    for run in runs:
+        queue.journal_run(run, fan_out)
+        queue.push_run(run)
+    queue.seal_fan_out(fan_out)
+    taken = [queue.pop_due(time.time()) for _ in range(6)]
     assert queue.pop_due(time.time()) is None
-    assert len({d.id for d in taken if d is not None}) == 3
+    assert all(d is not None and d.run is not None and d.payload == b"" for d in taken)
     queue.flush()
-    assert taken[0] is not None and taken[2] is not None
-    queue.finish(taken[0])
-    queue.finish(taken[2])
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("SELECT count(*) FROM unum_queue").fetchone()[0] == 0  # no row per call
+        assert conn.execute("SELECT function, payload FROM unum_fan_outs").fetchall() == [("Split", b"origin-wire")]
+        assert conn.execute("SELECT start, stop, step FROM unum_fan_out_runs ORDER BY start").fetchall() == [
+            (0, 3, 1), (3, 6, 1)]
+    for delivery in taken[:3] + taken[4:5]:  # the first run whole, one call of the second
+        queue.finish(delivery)  # type: ignore[arg-type]
     queue.close()
     again = SQLiteQueue(path)
-    [(_, recovered)] = again.recover("wf")
+    [(recovered, pending)] = again.recover_fan_outs("wf")
+    assert (recovered.function, recovered.payload, recovered.runs) == ("Split", b"origin-wire", 1)
+    assert [positions for _, positions in pending] == [range(3, 6)]  # sent again whole: egress may have been cut short
+    [(row, positions)] = pending
+    resumed = CallRun(calls, positions, first_id=row, fan_out=recovered, unfinished=len(positions))
+    again.push_run(resumed)
+    while (delivery := again.pop_due(time.time())) is not None:
+        again.finish(delivery)
+    again.flush()
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("SELECT count(*) FROM unum_fan_outs").fetchone()[0] == 0
+        assert conn.execute("SELECT count(*) FROM unum_fan_out_runs").fetchone()[0] == 0
     again.close()
-    assert recovered.id == taken[1].id  # type: ignore[union-attr]
-    assert Envelope.from_wire(decode(recovered.payload)).inputs[0].value == 20
 
 
 def test_accepted_and_finished_within_one_batch_never_reaches_the_disk(tmp_path: Path) -> None:
@@ -122,6 +140,32 @@ def test_accepted_and_finished_within_one_batch_never_reaches_the_disk(tmp_path:
     writes = sqlite3.connect(path).execute("SELECT count(*) FROM unum_queue").fetchone()[0]
     queue.close()
     assert writes == 0
+
+
+def test_a_fan_out_whose_origin_has_no_checkpoint_is_resumed_by_delivering_the_origin_again(tmp_path: Path) -> None:
+    """The fan-out's calls cannot be planned again when its origin's checkpoint is gone (here:
+    it never committed in this store): recovery drops the fan-out's rows and queues the origin's
+    delivery again instead, which runs it (as a redelivery would) - nothing is left pending."""
+    workflow = load_workflow(one_function(tmp_path / "wf"))
+    store = FileStore(tmp_path / "store")
+    path = tmp_path / "q.db"
+    queue = SQLiteQueue(path)
+    origin = encode(new_workflow({"n": 2}, "wf-f").to_wire())
+    fan_out = queue.journal_fan_out("wf-f", "A", origin)
+    assert fan_out is not None
+    calls = FanOutCalls(lambda i: Call("A", Envelope(workflow="wf-f", inputs=(DataRef(value=i),))), range(3),
+                        workflow="wf-f", functions=["A"] * 3)
+    queue.journal_run(CallRun(calls, range(0, 3)), fan_out)
+    queue.seal_fan_out(fan_out)
+    queue.close()
+    with LocalPlatform(workflow, store, queue=SQLiteQueue(path)) as later:
+        assert later.recover("wf-f") == 0  # no run resumed: the origin's delivery instead
+        later.wait_idle(30)
+        assert later.outcome("wf-f").result == {"n": 2}
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("SELECT count(*) FROM unum_queue WHERE timer IS NULL").fetchone()[0] == 0  # (its watchdog's timer stays)
+        assert [conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
+                for table in ("unum_fan_outs", "unum_fan_out_runs")] == [0, 0]
 
 
 def test_a_far_timer_does_not_hold_wait_idle_and_outlives_the_process(tmp_path: Path) -> None:

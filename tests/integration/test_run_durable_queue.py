@@ -144,6 +144,48 @@ def test_a_killed_run_is_interrupted_and_resuming_re_drives_its_pending_deliveri
     assert "resuming: " in done.stderr
 
 
+def test_a_map_killed_mid_way_resumes_its_unfinished_runs_without_running_a_committed_item_again(
+        tmp_path: Path) -> None:
+    """A map's calls are journaled as runs of 64 (unum_entry.local.queue): killed while items
+    150-199 block, `inspect` counts their deliveries pending; running again plans the
+    unfinished runs' calls again from Split's checkpoint and sends them whole, and the items of
+    those runs that had committed (128-149) answer from their checkpoints: each of items 0-149
+    ran its handler once, and the sum is the fault-free one."""
+    log, fast = tmp_path / "ran.log", tmp_path / "fast"
+    folder = write_workflow(tmp_path / "map", "Split", {
+        "Split": ("def handler(event, context):\n    return list(range(200))\n",
+                  [{"op": "create_set", "function": "Sum", "shape": "aggregate"}, {"op": "map", "function": "Item"}]),
+        "Item": (f"import os, time\n\ndef handler(event, context):\n    with open({str(log)!r}, 'a') as f:\n"
+                 f"        f.write(f'{{event}}\\n')\n    if event >= 150 and not os.path.exists({str(fast)!r}):\n"
+                 "        time.sleep(30)\n    return event\n", [{"op": "fan_in", "function": "Sum"}]),
+        "Sum": ("def handler(event, context):\n    return sum(event)\n", []),
+    })
+    store = tmp_path / "s.db"
+    proc = spawn("run", folder, "--store", store, "--workflow-id", "wf-m", "--compact")
+
+    def ran() -> list[int]:
+        return [int(line) for line in log.read_text().split()] if log.exists() else []
+
+    deadline = time.monotonic() + 60
+    while not set(range(150)) <= set(ran()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert set(range(150)) <= set(ran()), "the fast items must all have started"
+    time.sleep(1.0)  # their commits land (a no-op handler each)
+    proc.send_signal(signal.SIGKILL)
+    proc.communicate(timeout=30)
+    shown = cli("inspect", "wf-m", "--store", store)
+    assert shown.returncode == 0, shown.stderr
+    assert json.loads(shown.stdout)["status"] == "interrupted"
+    assert json.loads(shown.stdout)["pending_deliveries"] >= 50, shown.stdout
+    fast.touch()
+    done = cli("run", folder, "--store", store, "--workflow-id", "wf-m", "--resume", "--compact")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == sum(range(200))
+    runs = ran()
+    assert all(runs.count(i) == 1 for i in range(150)), sorted(i for i in range(150) if runs.count(i) != 1)
+    assert set(runs) == set(range(200))
+
+
 @pytest.mark.parametrize("how", [signal.SIGINT, signal.SIGTERM])
 def test_a_stopped_run_prints_how_to_resume_and_is_interrupted(tmp_path: Path, how: signal.Signals) -> None:
     folder = write_workflow(tmp_path / "wf", "A", {

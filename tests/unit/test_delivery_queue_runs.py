@@ -25,7 +25,7 @@ def test_runs_are_taken_call_by_call_in_order_with_the_deliveries_around_them() 
     before, after = Delivery("wf", "Before", b"x"), Delivery("wf", "After", b"y")
     queue.push(before, time.time())
     for run in (CallRun(fan_out, range(0, 3)), CallRun(fan_out, range(3, 5))):
-        queue.journal_run(run, ())
+        queue.journal_run(run, None)
         queue.push_run(run)
     queue.push(after, time.time())
     assert len(queue) == 7

@@ -100,11 +100,12 @@ class _Hand:
     `stats`, `committed`: counts the platform's own do not hold yet (`_settle`, under its lock,
     at least every HOP_BUDGET deliveries or SETTLE_INTERVAL seconds, and before it waits)."""
 
-    __slots__ = ("batching", "next", "taken", "pushes", "owed", "hops", "since", "settle_by", "quick",
+    __slots__ = ("batching", "current", "next", "taken", "pushes", "owed", "hops", "since", "settle_by", "quick",
                  "started", "finished", "in_flight", "stats", "committed")
 
     def __init__(self, *, batching: bool) -> None:
         self.batching = batching  # a worker's hand; not one made for a single `_take` (tests)
+        self.current: Delivery | None = None  # the delivery being processed (a fan-out's origin)
         self.next: Delivery | None = None
         self.taken: deque[Delivery] = deque()
         self.pushes: list[Delivery | CallRun] = []
@@ -288,12 +289,39 @@ class LocalPlatform:
         unfinished in a durable queue (none in memory); returns how many, not counting a deadline
         watchdog's timer (`Delivery.background`): with only that left, the caller starts again."""
         found = self.queue.recover(workflow_id)
+        runs = self._recover_fan_outs(workflow_id)
         with self._lock:
             for ready_at, delivery in found:
                 self.queue.restore(delivery, ready_at)
                 self._count_queued(delivery)
+            for run in runs:
+                self.queue.push_run(run)
+                self._count_run(run)
             self._work_cv.notify_all()
-        return sum(1 for _, delivery in found if not delivery.background)
+        return sum(1 for _, delivery in found if not delivery.background) + sum(len(run) for run in runs)
+
+    def _recover_fan_outs(self, workflow_id: str) -> list[CallRun]:
+        """The runs of calls a previous process left unfinished, each fan-out's calls planned
+        again from its origin's checkpoint (`Runtime.fan_out`: the calls it sent). A fan-out
+        that cannot be planned again (its origin unknown here, its checkpoint gone) is given up
+        for its origin's delivery, queued again: a duplicate, which sends the calls whose
+        invocation has not committed. Raises what reading the store raises (nothing is lost:
+        the rows stay)."""
+        runs: list[CallRun] = []
+        for fan_out, pending in self.queue.recover_fan_outs(workflow_id):
+            runtime = self.runtimes.get(fan_out.function)
+            try:
+                calls = runtime.fan_out(Envelope.from_wire(decode(fan_out.payload))) if runtime else None
+            except (EnvelopeError, ValueError):  # not an envelope: its delivery is dead-lettered
+                calls = None
+            if calls is None:
+                self.queue.abandon_fan_out(fan_out, [row for row, _ in pending])
+                self._enqueue(Delivery(fan_out.workflow, fan_out.function, fan_out.payload), 0.0)
+                continue
+            again = calls.redelivered()  # a call that committed runs only its egress (the crash may have cut it short)
+            runs += [CallRun(again, positions, first_id=row, fan_out=fan_out, unfinished=len(positions))
+                     for row, positions in pending]
+        return runs
 
     def close(self) -> None:
         if self._cancelled:
@@ -395,12 +423,20 @@ class LocalPlatform:
         only its position. Declines (False: egress sends the calls one by one) where
         `submit_envelope` would encode them anyway - not on a worker, with faults, an overridden
         `submit` or an invoke latency - and when the first call's values are not immutable
-        scalars: those would take more memory held decoded than encoded."""
+        scalars: those would take more memory held decoded than encoded.
+
+        A durable queue journals the fan-out as its origin - the current delivery, whose
+        committed checkpoint plans these calls again after a crash - and a row per run of calls
+        (unum_entry.local.queue), before the current delivery is finished; no call's wire form
+        is encoded but the first's (the worker's own next delivery, journaled on its own)."""
         hand = self._handing_hand()
         if (hand is None or self.invoke_latency
                 or not (calls.workflow and calls.functions) or not is_plain(calls[0].envelope)):
             return False
         queue, durable = self.queue, self.queue.durable
+        origin = hand.current
+        if durable and origin is None:
+            return False
         positions = calls.positions
         if hand.next is None:
             first = positions[0]
@@ -408,13 +444,17 @@ class LocalPlatform:
             hand.next = Delivery(calls.workflow, calls.functions[first], call_wire(calls, first) if durable else b"",
                                  source=calls, position=first)
             if durable:
-                queue.journal(hand.next, time.time())  # before the current delivery is finished
+                queue.journal(hand.next, time.time())
+        fan_out = queue.journal_fan_out(calls.workflow, origin.function, origin.wire()) \
+            if durable and origin is not None and positions else None
         for start in range(0, len(positions), WAKE_BATCH):
             run = CallRun(calls, positions[start:start + WAKE_BATCH])
-            queue.journal_run(run, [call_wire(calls, position) for position in run.positions] if durable else ())
+            queue.journal_run(run, fan_out)
             hand.pushes.append(run)
             if len(run) == WAKE_BATCH:  # a wide fan-out: other workers start on it as it goes
                 self._flush(hand, ending=False)
+        if fan_out is not None:
+            queue.seal_fan_out(fan_out)
         hand.stats["invokes"] += len(calls)
         return True
 
@@ -617,6 +657,7 @@ class LocalPlatform:
         done: Delivery | None = None
         while (delivery := self._take(done, hand)) is not None:
             done = None
+            hand.current = delivery
             try:
                 self._process(delivery, hand)
             except BaseException as exc:  # a bug in the platform itself: keep the worker alive

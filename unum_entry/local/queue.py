@@ -16,7 +16,15 @@ its processing ended (done, dropped, failed, or re-queued as a new delivery):
   absorbed by the runtime's checkpoints);
 - a delivery accepted and finished within one batch never reaches the disk (its put and its
   removal cancel), so a hot chain costs the journal almost nothing;
-- `recover(workflow)` loads what a dead process left, to be delivered again.
+- a fan-out handed over whole (`LocalPlatform.submit_fan_out`) is journaled as its origin -
+  the delivery that sent it, whose committed checkpoint plans the same calls again
+  (`Runtime.fan_out`) - and a row per run of WAKE_BATCH calls (`CallRun`), removed once every
+  call of the run finished: two rows per 64 branches instead of a row per branch, and no
+  branch's wire form encoded. After a crash a run that had not finished is sent again whole
+  (its committed calls as duplicates: their checkpoints absorb them, and their egress, which the
+  crash may have cut short, runs again);
+- `recover(workflow)` and `recover_fan_outs(workflow)` load what a dead process left, to be
+  delivered again.
 
 Rows carry the workflow id, so one database serves every workflow of a store. With the SQLite
 store the journal shares the store's `Database` (`SQLiteQueue(store.database)`): one file, one
@@ -41,7 +49,7 @@ from abc import ABC, abstractmethod
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from unum_entry.envelope import Envelope
 from unum_entry.errors import StoreError, StoreMisuse, StoreUnusable
@@ -65,6 +73,23 @@ CREATE TABLE IF NOT EXISTS unum_queue (
     background INTEGER NOT NULL  -- 1: a deadline watchdog's timer (nobody waits for it)
 )""",
     "CREATE INDEX IF NOT EXISTS unum_queue_workflow ON unum_queue (workflow)",
+    """CREATE TABLE IF NOT EXISTS unum_fan_outs (
+    id INTEGER PRIMARY KEY,      -- numbered as unum_queue's rows
+    workflow TEXT NOT NULL,
+    function TEXT NOT NULL,      -- the function whose invocation sent the fan-out (its origin)
+    payload BLOB NOT NULL,       -- the origin's envelope as on the wire: its checkpoint plans the calls again
+    ready_at REAL NOT NULL       -- epoch seconds it was journaled (`gc`'s horizon)
+)""",
+    "CREATE INDEX IF NOT EXISTS unum_fan_outs_workflow ON unum_fan_outs (workflow)",
+    """CREATE TABLE IF NOT EXISTS unum_fan_out_runs (
+    id INTEGER PRIMARY KEY,
+    fan_out INTEGER NOT NULL,    -- unum_fan_outs.id
+    workflow TEXT NOT NULL,
+    start INTEGER NOT NULL,      -- the run's positions in the fan-out: range(start, stop, step)
+    stop INTEGER NOT NULL,
+    step INTEGER NOT NULL
+)""",
+    "CREATE INDEX IF NOT EXISTS unum_fan_out_runs_workflow ON unum_fan_out_runs (workflow)",
     """CREATE TABLE IF NOT EXISTS unum_runs (
     workflow TEXT PRIMARY KEY,   -- one `run` process drives a workflow at a time (unum_entry.local.runs)
     host TEXT NOT NULL,
@@ -78,10 +103,6 @@ ADDED_COLUMNS = [("unum_runs", "heartbeat", "REAL")]
 FLUSH_PATIENCE = 5.0    # seconds a failing journal may keep `flush` waiting before it raises
 BATCH_INTERVAL = 0.005   # seconds the journal gathers operations before writing them in one transaction
 MAX_BACKOFF = 1.0        # seconds between attempts at a journal write that failed
-#: Rows waiting for the journal beyond which a fan-out's sender waits for them to be written
-#: (`SQLiteQueue.journal_run`): a wide fan-out is encoded faster than it is written, and each
-#: row holds its wire form until then (a 100,000-item map held all of them, ~400 B per branch).
-JOURNAL_BACKLOG = 4096
 
 
 @dataclass(slots=True, eq=False)
@@ -95,7 +116,8 @@ class Delivery:
     fan-out's calls, built when taken (unum_entry.local.handoff.open_call).
     `payload` is empty when either is set - except in a durable queue, which journals it (a
     queued fan-out call only until it is journaled: its row keeps the wire form, `wire` builds
-    it again)."""
+    it again). `run`: the journaled run a fan-out's call was taken from (its row is the run's;
+    None in a MemoryQueue and for a call journaled on its own)."""
 
     workflow: str
     function: str
@@ -107,6 +129,7 @@ class Delivery:
     envelope: Envelope | None = None
     source: FanOutCalls | None = None
     position: int = 0
+    run: CallRun | None = None
 
     def wire(self) -> bytes:
         """The envelope as on the wire: `payload`, or a fan-out's call built anew (empty for an
@@ -123,16 +146,34 @@ class Delivery:
 
 
 @dataclass(slots=True, eq=False)
+class FanOut:
+    """A fan-out journaled as its origin (module docstring): the `function` whose invocation
+    sent it and that delivery's wire form (`payload`); `id` its row. `runs`: its journaled runs
+    not finished yet; `sealed`: every run of it has been journaled. Its row goes when both say
+    nothing is left."""
+
+    workflow: str
+    function: str
+    payload: bytes
+    id: int = 0
+    runs: int = 0
+    sealed: bool = False
+
+
+@dataclass(slots=True, eq=False)
 class CallRun:
     """Consecutive calls of one fan-out waiting as one queue entry, not an object per call:
     (`calls`, `positions`), each made a `Delivery` (by position, unum_entry.local.handoff) only
-    when taken. `first_id`: the journal row of the first call, the others' following it (0 in a
-    MemoryQueue: no rows). `taken`: how many calls have been taken so far."""
+    when taken. `first_id`: the run's journal row (0 in a MemoryQueue: no rows), of `fan_out`;
+    `unfinished`: its calls whose processing has not ended (the row goes at 0). `taken`: how
+    many calls have been taken so far."""
 
     calls: FanOutCalls
     positions: range
     first_id: int = 0
     taken: int = 0
+    fan_out: FanOut | None = None
+    unfinished: int = 0
 
     def __len__(self) -> int:
         return len(self.positions) - self.taken
@@ -150,8 +191,8 @@ class CallRun:
     def _delivery(self, k: int) -> Delivery:
         position = self.positions[k]
         calls = self.calls
-        return Delivery(calls.workflow, calls.functions[position], b"", id=self.first_id + k if self.first_id else 0,
-                        source=calls, position=position)
+        return Delivery(calls.workflow, calls.functions[position], b"", source=calls, position=position,
+                        run=self if self.first_id else None)
 
 
 class DeliveryQueue(ABC):
@@ -182,11 +223,20 @@ class DeliveryQueue(ABC):
         worker's own next delivery, `LocalPlatform`), unless it hands it back with `requeue`.
         A SQLiteQueue journals it, as `push` would; safe from any thread."""
 
-    def journal_run(self, run: CallRun, wires: Sequence[bytes]) -> None:
-        """Accept `run`'s calls, to be queued by `push_run`: a SQLiteQueue journals each with
-        its wire form (`wires`, in the run's order; unused in memory) and numbers the rows
-        (`run.first_id`); safe from any thread, and to be called before the delivery that made
-        the calls is finished."""
+    def journal_fan_out(self, workflow: str, function: str, payload: bytes) -> FanOut | None:
+        """Accept a fan-out sent by the delivery to `function` whose wire form is `payload` (its
+        origin), its runs to follow (`journal_run`, then `seal_fan_out`): a SQLiteQueue journals
+        the origin and returns its `FanOut`; None in memory. Safe from any thread, and to be
+        called before the origin's delivery is finished."""
+        return None
+
+    def journal_run(self, run: CallRun, fan_out: FanOut | None) -> None:
+        """Accept `run`'s calls, to be queued by `push_run`: a SQLiteQueue journals the run as
+        one row of `fan_out` (`run.first_id`); nothing in memory (`fan_out` None). Safe from
+        any thread, and to be called before the delivery that made the calls is finished."""
+
+    def seal_fan_out(self, fan_out: FanOut) -> None:
+        """Every run of `fan_out` has been journaled: its row may go once they are finished."""
 
     def push_run(self, run: CallRun) -> None:
         """Queue `run`'s calls, due now, accepted before (`journal_run`)."""
@@ -245,6 +295,17 @@ class DeliveryQueue(ABC):
         this queue), each with its due time; the caller pushes them back with `restore`."""
         return []
 
+    def recover_fan_outs(self, workflow: str) -> list[tuple[FanOut, list[tuple[int, range]]]]:
+        """The fan-outs of `workflow` a previous process left unfinished: each with the rows and
+        positions of its runs not finished (`recover` comes first). The caller plans each
+        fan-out's calls again (`Runtime.fan_out`) and queues the runs with `push_run`
+        (`CallRun(..., first_id=row, fan_out=..., unfinished=...)`), or gives up on the fan-out
+        with `abandon_fan_out`."""
+        return []
+
+    def abandon_fan_out(self, fan_out: FanOut, runs: Sequence[int]) -> None:
+        """Remove a recovered fan-out and its `runs` rows (its origin is delivered again instead)."""
+
     def restore(self, delivery: Delivery, ready_at: float) -> None:
         """Queue a recovered delivery again (it is journaled already)."""
         heapq.heappush(self._heap, (ready_at, next(self._seq), delivery))
@@ -279,8 +340,11 @@ class SQLiteQueue(DeliveryQueue):
         self._batch_interval = batch_interval
         self._lock = threading.Lock()
         self._cv = threading.Condition(self._lock)
-        self._puts: dict[int, tuple[int, str, str, bytes, float, int, str | None, int]] = {}
+        # Operations accepted and not written yet (`_Pending`): rows to put by id, ids to delete.
+        self._puts: dict[int, tuple[object, ...]] = {}   # unum_queue
         self._dels: list[int] = []
+        self._fan_outs = _Pending()                      # unum_fan_outs
+        self._runs = _Pending()                          # unum_fan_out_runs
         self._submitted = 0   # operations accepted so far (a generation counter for `flush`)
         self._written = 0     # ... of which are on disk
         self._closed = False
@@ -315,38 +379,98 @@ class SQLiteQueue(DeliveryQueue):
                 self._submitted += 1
                 self._cv.notify()
 
-    def journal_run(self, run: CallRun, wires: Sequence[bytes]) -> None:
-        """`DeliveryQueue.journal_run`; waits for the journal when JOURNAL_BACKLOG rows are pending."""
-        calls, now = run.calls, time.time()
-        workflow, functions = calls.workflow, calls.functions
+    def journal_fan_out(self, workflow: str, function: str, payload: bytes) -> FanOut | None:
+        fan_out = FanOut(workflow, function, payload)
         with self._lock:
-            puts = self._puts
-            run.first_id = first = self._base | self._next_id
-            self._next_id += len(run.positions)
+            fan_out.id = self._base | self._next_id
+            self._next_id += 1
             if not self._closed:
-                for k, (position, wire) in enumerate(zip(run.positions, wires, strict=True)):
-                    puts[first + k] = (first + k, workflow, functions[position], wire, now, 0, None, 0)
-                self._submitted += len(run.positions)
+                self._fan_outs.puts[fan_out.id] = (fan_out.id, workflow, function, payload, time.time())
+                self._submitted += 1
                 self._cv.notify()
-                if len(puts) >= JOURNAL_BACKLOG:
-                    self._drain()
+        return fan_out
 
-    def _drain(self) -> None:
-        """Wait (lock held) until what is pending now is written: at most FLUSH_PATIENCE, and not
-        while the journal is failing (memory is then the lesser problem; `flush` reports it)."""
-        target, deadline = self._submitted, time.monotonic() + FLUSH_PATIENCE
-        while self._written < target and self._error is None and not self._closed:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return
-            self._cv.wait(left)
+    def journal_run(self, run: CallRun, fan_out: FanOut | None) -> None:
+        if fan_out is None:
+            raise StoreMisuse("a durable queue journals a run of calls only as part of its fan-out")
+        positions = run.positions
+        with self._lock:
+            run.first_id = self._base | self._next_id
+            self._next_id += 1
+            run.fan_out, run.unfinished = fan_out, len(positions) - run.taken
+            fan_out.runs += 1
+            if not self._closed:
+                self._runs.puts[run.first_id] = (run.first_id, fan_out.id, fan_out.workflow, positions.start,
+                                                 positions.stop, positions.step)
+                self._submitted += 1
+                self._cv.notify()
+
+    def seal_fan_out(self, fan_out: FanOut) -> None:
+        with self._lock:
+            fan_out.sealed = True
+            if not fan_out.runs and not self._closed:
+                self._fan_outs.forget(fan_out.id)
+                self._submitted += 1
+                self._cv.notify()
 
     def finish(self, delivery: Delivery) -> None:
+        run = delivery.run
         with self._lock:
             if self._closed:
                 return
-            if self._puts.pop(delivery.id, None) is None:  # else: accepted and done within one batch
+            if run is not None:  # a call of a journaled run: the run's row goes with its last call
+                run.unfinished -= 1
+                if run.unfinished:
+                    return
+                self._runs.forget(run.first_id)
+                fan_out = run.fan_out
+                assert fan_out is not None  # set with first_id (`journal_run`)
+                fan_out.runs -= 1
+                if not fan_out.runs and fan_out.sealed:
+                    self._fan_outs.forget(fan_out.id)
+            elif self._puts.pop(delivery.id, None) is None:  # else: accepted and done within one batch
                 self._dels.append(delivery.id)
+            self._submitted += 1
+            self._cv.notify()
+
+    def recover_fan_outs(self, workflow: str) -> list[tuple[FanOut, list[tuple[int, range]]]]:
+        self.flush()
+
+        def read(conn: sqlite3.Connection) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+            conn.execute("BEGIN")  # one snapshot of both tables
+            try:
+                return (conn.execute("SELECT id, function, payload FROM unum_fan_outs WHERE workflow = ?",
+                                     (workflow,)).fetchall(),
+                        conn.execute("SELECT id, fan_out, start, stop, step FROM unum_fan_out_runs WHERE workflow = ?",
+                                     (workflow,)).fetchall())
+            finally:
+                conn.execute("COMMIT")
+
+        origins, rows = self.database.read(read)
+        runs: dict[int, list[tuple[int, range]]] = {}
+        for rid, fan_out_id, start, stop, step in rows:
+            runs.setdefault(int(fan_out_id), []).append((int(rid), range(int(start), int(stop), int(step))))
+        found = []
+        for fid, function, payload in origins:
+            fan_out = FanOut(workflow, str(function), bytes(payload), int(fid), sealed=True)
+            mine = runs.pop(fan_out.id, [])
+            fan_out.runs = len(mine)
+            if mine:
+                found.append((fan_out, mine))
+            else:  # its last run finished, the crash came before its own row went
+                self.abandon_fan_out(fan_out, [])
+        for orphans in runs.values():  # runs of no fan-out (never written before it: defensive)
+            self.abandon_fan_out(FanOut(workflow, "", b"", 0, sealed=True), [rid for rid, _ in orphans])
+        return found
+
+    def abandon_fan_out(self, fan_out: FanOut, runs: Sequence[int]) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            for rid in runs:
+                self._runs.forget(rid)
+            if fan_out.id:
+                self._fan_outs.forget(fan_out.id)
             self._submitted += 1
             self._cv.notify()
 
@@ -405,12 +529,12 @@ class SQLiteQueue(DeliveryQueue):
             with self._lock:
                 while self._written == self._submitted and not self._closed:
                     self._cv.wait()
-                if self._closed and not (self._puts or self._dels):
+                if self._closed and not self._has_pending():
                     return
             time.sleep(self._batch_interval)  # let a burst gather; the commits meanwhile carry what is due
             with self._lock:
                 if not self._carry:
-                    if self._puts or self._dels:
+                    if self._has_pending():
                         self._carry = True  # the next commit carries it
                     elif not self._inflight:  # everything accepted was finished within the burst: nothing to write
                         self._written = self._submitted
@@ -434,6 +558,10 @@ class SQLiteQueue(DeliveryQueue):
                     return
             time.sleep(min(MAX_BACKOFF, 0.01 * 2 ** failures))
 
+    def _has_pending(self) -> bool:
+        """Whether any operation waits to be written (lock held)."""
+        return bool(self._puts or self._dels or self._fan_outs or self._runs)
+
     def _ride(self, conn: sqlite3.Connection) -> Callable[[bool], None] | None:
         """The database's rider (`Database.add_rider`): inside a commit's transaction, write
         every pending operation if they are due, in a savepoint (a failure undoes them alone and
@@ -445,9 +573,10 @@ class SQLiteQueue(DeliveryQueue):
             if not self._carry:
                 return None
             self._carry = False
-            puts, dels, self._puts, self._dels = list(self._puts.values()), self._dels, {}, []
+            batch = _Batch(_Pending(self._puts, self._dels), self._fan_outs, self._runs)
+            self._puts, self._dels, self._fan_outs, self._runs = {}, [], _Pending(), _Pending()
             target = self._submitted
-            if not (puts or dels):
+            if batch.empty:
                 if not self._inflight:
                     self._written = target
                     self._cv.notify_all()
@@ -456,21 +585,20 @@ class SQLiteQueue(DeliveryQueue):
         try:
             conn.execute("SAVEPOINT unum_queue")
             try:
-                _apply(conn, puts=puts, dels=dels)
+                batch.apply(conn)
             except BaseException:
                 conn.execute("ROLLBACK TO unum_queue")
                 raise
             finally:
                 conn.execute("RELEASE unum_queue")
         except BaseException as exc:
-            self._settle(puts, dels, target, False, exc)
+            self._settle(batch, target, False, exc)
             if not isinstance(exc, Exception):
                 raise
             return None
-        return functools.partial(self._settle, puts, dels, target)
+        return functools.partial(self._settle, batch, target)
 
-    def _settle(self, puts: list[tuple[int, str, str, bytes, float, int, str | None, int]], dels: list[int],
-                target: int, committed: bool, error: BaseException | None = None) -> None:
+    def _settle(self, batch: _Batch, target: int, committed: bool, error: BaseException | None = None) -> None:
         """Operations `_ride` took were committed (everything accepted up to `target` is on
         disk), or not: put them back in front of what came since, to be written again."""
         with self._lock:
@@ -479,25 +607,72 @@ class SQLiteQueue(DeliveryQueue):
                 self._written = max(self._written, target)
                 self._error = None
             else:
-                merged = {row[0]: row for row in puts}
-                merged.update(self._puts)
-                self._puts = merged
-                self._dels = dels + self._dels
+                queue = batch.queue.before(_Pending(self._puts, self._dels))
+                self._puts, self._dels = queue.puts, queue.dels
+                self._fan_outs = batch.fan_outs.before(self._fan_outs)
+                self._runs = batch.runs.before(self._runs)
                 if error is not None:
                     self._error = error
             self._cv.notify_all()
 
 
+class _Pending:
+    """One table's operations accepted and not written yet: rows to put (by id, in order) and
+    ids to delete. A row put and deleted before it was written cancels out."""
+
+    __slots__ = ("puts", "dels")
+
+    def __init__(self, puts: dict[int, tuple[object, ...]] | None = None, dels: list[int] | None = None) -> None:
+        self.puts: dict[int, tuple[object, ...]] = {} if puts is None else puts
+        self.dels: list[int] = [] if dels is None else dels
+
+    def __bool__(self) -> bool:
+        return bool(self.puts or self.dels)
+
+    def forget(self, row: int) -> None:
+        """Delete `row`: cancel its put if it was not written yet."""
+        if self.puts.pop(row, None) is None:
+            self.dels.append(row)
+
+    def before(self, later: _Pending) -> _Pending:
+        """These operations (not written) followed by `later`'s."""
+        return _Pending({**self.puts, **later.puts}, self.dels + later.dels)
+
+
+#: Each table's insert (a row as `_Pending.puts` holds it) and delete.
+_INSERT = {"unum_queue": "INSERT OR REPLACE INTO unum_queue VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+           "unum_fan_outs": "INSERT OR REPLACE INTO unum_fan_outs (id, workflow, function, payload, ready_at) "
+                            "VALUES (?, ?, ?, ?, ?)",
+           "unum_fan_out_runs": "INSERT OR REPLACE INTO unum_fan_out_runs (id, fan_out, workflow, start, stop, step) "
+                                "VALUES (?, ?, ?, ?, ?, ?)"}
+_DELETE = {table: f"DELETE FROM {table} WHERE id = ?" for table in _INSERT}
+
+
+@dataclass(slots=True)
+class _Batch:
+    """What one journal write takes: every table's pending operations."""
+
+    queue: _Pending
+    fan_outs: _Pending
+    runs: _Pending
+
+    @property
+    def empty(self) -> bool:
+        return not (self.queue or self.fan_outs or self.runs)
+
+    def apply(self, conn: sqlite3.Connection) -> None:
+        """Write the batch inside the database's write transaction (the caller's): puts, then removals."""
+        tables = (("unum_fan_outs", self.fan_outs), ("unum_fan_out_runs", self.runs), ("unum_queue", self.queue))
+        for table, pending in tables:
+            if pending.puts:
+                conn.executemany(_INSERT[table], pending.puts.values())
+        for table, pending in tables:
+            if pending.dels:
+                conn.executemany(_DELETE[table], ((row,) for row in pending.dels))
+
+
 def _nothing(conn: sqlite3.Connection) -> None:
     """The journal thread's own write: the rider (`SQLiteQueue._ride`) fills it."""
-
-
-def _apply(conn: sqlite3.Connection, *, puts: Sequence[tuple[object, ...]], dels: Sequence[int]) -> None:
-    """One journal batch, inside the database's write transaction."""
-    if puts:
-        conn.executemany("INSERT OR REPLACE INTO unum_queue VALUES (?, ?, ?, ?, ?, ?, ?, ?)", puts)
-    if dels:
-        conn.executemany("DELETE FROM unum_queue WHERE id = ?", ((i,) for i in dels))
 
 
 def _add_columns(conn: sqlite3.Connection) -> None:

@@ -190,8 +190,8 @@ class Runs:
         def forget(conn: sqlite3.Connection) -> int:
             deleted = 0
             for workflow in workflows:
-                deleted += conn.execute("DELETE FROM unum_queue WHERE workflow = ?", (workflow,)).rowcount
-                deleted += conn.execute("DELETE FROM unum_runs WHERE workflow = ?", (workflow,)).rowcount
+                for table in ("unum_queue", "unum_fan_outs", "unum_fan_out_runs", "unum_runs"):
+                    deleted += conn.execute(f"DELETE FROM {table} WHERE workflow = ?", (workflow,)).rowcount
             return deleted
 
         return self.database.write(forget) if workflows else 0
@@ -267,6 +267,9 @@ def run_state(store: Store, workflow: str) -> RunState | None:
                 "SELECT count(*) FILTER (WHERE timer IS NULL), count(*) FILTER (WHERE timer IS NOT NULL AND NOT "
                 "background), min(ready_at) FILTER (WHERE timer IS NOT NULL AND NOT background) FROM unum_queue "
                 "WHERE workflow = ?", (workflow,)).fetchone()
+            if "unum_fan_out_runs" in tables:  # a fan-out's calls journaled as runs (unum_entry.local.queue)
+                deliveries += conn.execute("SELECT coalesce(sum((stop - start + step - 1) / step), 0) "
+                                           "FROM unum_fan_out_runs WHERE workflow = ?", (workflow,)).fetchone()[0]
             owner = Runs._owner(conn, workflow) if "unum_runs" in tables else None
         finally:
             conn.close()
@@ -311,8 +314,9 @@ def collect(store: Store, horizon: float) -> int:
         return 0
     try:
         def candidates(conn: sqlite3.Connection) -> set[str]:
-            queued = conn.execute("SELECT workflow FROM unum_queue GROUP BY workflow HAVING max(ready_at) <= ?",
-                                  (horizon,)).fetchall()
+            queued = conn.execute("SELECT workflow FROM (SELECT workflow, ready_at FROM unum_queue UNION ALL "
+                                  "SELECT workflow, ready_at FROM unum_fan_outs) GROUP BY workflow "
+                                  "HAVING max(ready_at) <= ?", (horizon,)).fetchall()
             young = {r[0] for r in conn.execute("SELECT workflow FROM unum_runs WHERE since > ?", (horizon,))}
             drivers = conn.execute("SELECT workflow FROM unum_runs WHERE since <= ? AND workflow NOT IN "
                                    "(SELECT workflow FROM unum_queue WHERE ready_at > ?)", (horizon, horizon)).fetchall()
