@@ -44,7 +44,11 @@ _CREATE = (f"INSERT INTO unum_records ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?) 
            "ON CONFLICT (key) DO UPDATE SET kind = excluded.kind, workflow = excluded.workflow, "
            "expires_at = excluded.expires_at, value = excluded.value, size = excluded.size, "
            "members = excluded.members WHERE unum_records.expires_at <= ?")
+#: `_CREATE` of a value record (a checkpoint, a result): its size and members as literal NULLs.
+_CREATE_VALUE = _CREATE.replace("VALUES (?, ?, ?, ?, ?, ?, ?)", "VALUES (?, ?, ?, ?, ?, NULL, NULL)")
 _SELECT_ONE = f"SELECT {_COLUMNS} FROM unum_records WHERE key = ?"
+#: Values up to this many bytes are bound as a bytearray (`_blob`).
+_SMALL_BLOB = 4096
 
 
 class SQLiteStore(Store):
@@ -98,13 +102,11 @@ class SQLiteStore(Store):
     # ---- primitives ----------------------------------------------------------------------
 
     def _create(self, record: Record) -> Record | None:
-        row = _row(record)
+        statement, row = _creation(record)
 
         def create(conn: sqlite3.Connection) -> Record | None:
-            now = self._clock()
             # Insert, or replace a record that has expired: one statement on the hot path.
-            cursor = conn.execute(_CREATE, (*row, now))
-            if cursor.rowcount:
+            if conn.execute(statement, (*row, self._clock())).rowcount:
                 return None
             return _fetch_one(conn, record.key)
 
@@ -136,10 +138,10 @@ class SQLiteStore(Store):
 
     def _create_joining(self, record: Record, set_record: Record, slot: int,
                         member: str) -> tuple[Record | None, SetState | None]:
-        row = _row(record)
+        statement, row = _creation(record)
 
         def create_joining(conn: sqlite3.Connection) -> tuple[Record | None, SetState | None]:
-            if conn.execute(_CREATE, (*row, self._clock())).rowcount:
+            if conn.execute(statement, (*row, self._clock())).rowcount:
                 return None, self._add_in(conn, set_record, slot, member)
             return _fetch_one(conn, record.key), None
 
@@ -159,7 +161,7 @@ class SQLiteStore(Store):
             if slot not in members:  # a slot keeps its first member
                 members[slot] = member
                 conn.execute("UPDATE unum_records SET members = ? WHERE key = ?",
-                             (_pack_members(members), record.key))
+                             (_blob(_pack_members(members)), record.key))
             return SetState(size=current.size, members=members)
         fresh = {slot: member}
         conn.execute(f"INSERT OR REPLACE INTO unum_records ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)",
@@ -272,6 +274,24 @@ def is_sqlite_location(url: str) -> bool:
 
 def _marks(keys: Sequence[object]) -> str:
     return ", ".join("?" * len(keys))
+
+
+def _creation(record: Record) -> tuple[str, tuple[Any, ...]]:
+    """The create statement for `record` and its parameters but the clock's `now`: a value
+    record's without its NULL columns (`_CREATE_VALUE`)."""
+    if record.kind is not Kind.SET and record.size is None and record.value is not None:
+        return _CREATE_VALUE, (record.key, record.kind.value, record.workflow, int(record.expires_at),
+                               _blob(record.value))
+    return _CREATE, _row(record)
+
+
+def _blob(data: bytes) -> bytes | bytearray:
+    """`data` as the sqlite3 module binds it fastest: a small value as a bytearray. It binds
+    str, int, float and bytearray parameters directly, but looks every other type up in its
+    adapter registry first - for bytes and None a failed attribute lookup that formats an
+    AttributeError, about a tenth of a one-row insert (measured: docs/embedded-engine.md, round
+    8); the copy costs less for a small value, more for a large one."""
+    return bytearray(data) if len(data) <= _SMALL_BLOB else data
 
 
 def _row(record: Record) -> tuple[Any, ...]:
