@@ -15,13 +15,14 @@ import pytest
 
 from unum_entry.codec import decode, encode
 from unum_entry.envelope import DataRef, Envelope
-from unum_entry.local.handoff import call_wire
+from unum_entry.local.handoff import call_wire, open_call
 from unum_entry.local.platform import LocalPlatform
 from unum_entry.local.queue import CallRun, Delivery, SQLiteQueue
 from unum_entry.local.runs import Runs, run_state
 from unum_entry.plan import Call, FanOutCalls
 from unum_entry.runtime import new_workflow
 from unum_entry.stores.file import FileStore
+from unum_entry.stores.sqlite import SQLiteStore
 from unum_entry.workflow import load_workflow
 
 pytestmark = pytest.mark.integration
@@ -94,7 +95,7 @@ def test_a_fan_out_is_journaled_as_its_origin_and_a_row_per_run_gone_with_the_ru
                         range(6), workflow="wf", functions=["Item"] * 6)
     path = tmp_path / "q.db"
     queue = SQLiteQueue(path)
-    fan_out = queue.journal_fan_out("wf", "Split", b"origin-wire")
+    fan_out = queue.journal_fan_out("wf", "Split", b"origin-wire", 2_000_000_000)
     assert fan_out is not None
     runs = [CallRun(calls, range(0, 3)), CallRun(calls, range(3, 6))]
     for run in runs:
@@ -115,7 +116,8 @@ def test_a_fan_out_is_journaled_as_its_origin_and_a_row_per_run_gone_with_the_ru
     queue.close()
     again = SQLiteQueue(path)
     [(recovered, pending)] = again.recover_fan_outs("wf")
-    assert (recovered.function, recovered.payload, recovered.runs) == ("Split", b"origin-wire", 1)
+    assert (recovered.function, recovered.payload, recovered.deadline, recovered.runs) == (
+        "Split", b"origin-wire", 2_000_000_000, 1)
     assert [positions for _, positions in pending] == [range(3, 6)]  # sent again whole: egress may have been cut short
     [(row, positions)] = pending
     resumed = CallRun(calls, positions, first_id=row, fan_out=recovered, unfinished=len(positions))
@@ -151,7 +153,7 @@ def test_a_fan_out_whose_origin_has_no_checkpoint_is_resumed_by_delivering_the_o
     path = tmp_path / "q.db"
     queue = SQLiteQueue(path)
     origin = encode(new_workflow({"n": 2}, "wf-f").to_wire())
-    fan_out = queue.journal_fan_out("wf-f", "A", origin)
+    fan_out = queue.journal_fan_out("wf-f", "A", origin, 2_000_000_000)
     assert fan_out is not None
     calls = FanOutCalls(lambda i: Call("A", Envelope(workflow="wf-f", inputs=(DataRef(value=i),))), range(3),
                         workflow="wf-f", functions=["A"] * 3)
@@ -166,6 +168,45 @@ def test_a_fan_out_whose_origin_has_no_checkpoint_is_resumed_by_delivering_the_o
         assert conn.execute("SELECT count(*) FROM unum_queue WHERE timer IS NULL").fetchone()[0] == 0  # (its watchdog's timer stays)
         assert [conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
                 for table in ("unum_fan_outs", "unum_fan_out_runs")] == [0, 0]
+
+
+def test_a_resumed_fan_out_of_the_entry_sends_its_calls_with_the_deadline_the_entry_ran_with(tmp_path: Path) -> None:
+    """The entry's delivery has no deadline on the wire (the runtime gives it one when it runs),
+    so the fan-out keeps the deadline its calls were sent with: the calls planned again carry it
+    too, and a call that got none would take itself for a workflow's start (a deadline of its
+    own, a watchdog armed per branch)."""
+    folder = tmp_path / "map"
+    for name, code, instructions in (
+            ("Split", "return list(range(5))", [{"op": "create_set", "function": "Sum", "shape": "aggregate"},
+                                                {"op": "map", "function": "Item"}]),
+            ("Item", "return event", [{"op": "fan_in", "function": "Sum"}]),
+            ("Sum", "return sum(event)", [])):
+        (folder / name).mkdir(parents=True)
+        (folder / name / "app.py").write_text(f"def handler(event, context):\n    {code}\n")
+        (folder / name / "unum-ir.json").write_text(json.dumps({"unum_ir": 1, "function": name, "handler": "app.handler",
+                                                                "instructions": instructions}))
+    (folder / "unum-workflow.json").write_text(json.dumps({"unum_workflow": 1, "name": "map", "entry": "Split"}))
+    workflow, store = load_workflow(folder), SQLiteStore.open(tmp_path / "s.db")
+    entry = new_workflow(None, "wf-d")
+    with LocalPlatform(workflow, store) as first:  # a memory queue: this run leaves no journal
+        first.submit("Split", entry.to_wire())
+        first.wait_idle(30)
+        assert first.outcome("wf-d").result == 10
+    deadline = int(time.time()) + 3600
+    queue = SQLiteQueue(store.database)
+    fan_out = queue.journal_fan_out("wf-d", "Split", encode(entry.to_wire()), deadline)
+    assert fan_out is not None and entry.deadline == 0
+    queue.journal_run(CallRun(FanOutCalls(lambda i: Call("Item", entry), range(5), workflow="wf-d",
+                                          functions=["Item"] * 5), range(1, 5)), fan_out)
+    queue.seal_fan_out(fan_out)
+    with LocalPlatform(workflow, store, queue=queue) as later:
+        snapshot: list[Envelope] = []
+        later.queue.push_run = lambda run: snapshot.extend(  # type: ignore[method-assign]
+            open_call(run.calls, p) for p in run.positions)
+        assert later.recover("wf-d") == 4
+    assert [(env.frames[-1].index, env.deadline, env.redelivered) for env in snapshot] == [
+        (i, deadline, True) for i in range(1, 5)]
+    store.close()
 
 
 def test_a_far_timer_does_not_hold_wait_idle_and_outlives_the_process(tmp_path: Path) -> None:

@@ -310,8 +310,9 @@ class LocalPlatform:
         runs: list[CallRun] = []
         for fan_out, pending in self.queue.recover_fan_outs(workflow_id):
             runtime = self.runtimes.get(fan_out.function)
-            try:
-                calls = runtime.fan_out(Envelope.from_wire(decode(fan_out.payload))) if runtime else None
+            try:  # with the deadline it ran with: a workflow's first delivery gets its deadline when it runs
+                calls = runtime.fan_out(replace(Envelope.from_wire(decode(fan_out.payload)), deadline=fan_out.deadline)) \
+                    if runtime else None
             except (EnvelopeError, ValueError):  # not an envelope: its delivery is dead-lettered
                 calls = None
             if calls is None:
@@ -445,7 +446,7 @@ class LocalPlatform:
                                  source=calls, position=first)
             if durable:
                 queue.journal(hand.next, time.time())
-        fan_out = queue.journal_fan_out(calls.workflow, origin.function, origin.wire()) \
+        fan_out = queue.journal_fan_out(calls.workflow, origin.function, origin.wire(), calls[0].envelope.deadline) \
             if durable and origin is not None and positions else None
         for start in range(0, len(positions), WAKE_BATCH):
             run = CallRun(calls, positions[start:start + WAKE_BATCH])

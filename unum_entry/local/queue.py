@@ -78,6 +78,7 @@ CREATE TABLE IF NOT EXISTS unum_queue (
     workflow TEXT NOT NULL,
     function TEXT NOT NULL,      -- the function whose invocation sent the fan-out (its origin)
     payload BLOB NOT NULL,       -- the origin's envelope as on the wire: its checkpoint plans the calls again
+    deadline INTEGER NOT NULL,   -- the workflow's deadline the origin ran with (an entry's wire has none yet)
     ready_at REAL NOT NULL       -- epoch seconds it was journaled (`gc`'s horizon)
 )""",
     "CREATE INDEX IF NOT EXISTS unum_fan_outs_workflow ON unum_fan_outs (workflow)",
@@ -148,13 +149,15 @@ class Delivery:
 @dataclass(slots=True, eq=False)
 class FanOut:
     """A fan-out journaled as its origin (module docstring): the `function` whose invocation
-    sent it and that delivery's wire form (`payload`); `id` its row. `runs`: its journaled runs
-    not finished yet; `sealed`: every run of it has been journaled. Its row goes when both say
-    nothing is left."""
+    sent it, that delivery's wire form (`payload`) and the workflow deadline it ran with (the
+    runtime sets it on the workflow's first delivery, whose wire has none); `id` its row.
+    `runs`: its journaled runs not finished yet; `sealed`: every run of it has been journaled.
+    Its row goes when both say nothing is left."""
 
     workflow: str
     function: str
     payload: bytes
+    deadline: int
     id: int = 0
     runs: int = 0
     sealed: bool = False
@@ -223,9 +226,9 @@ class DeliveryQueue(ABC):
         worker's own next delivery, `LocalPlatform`), unless it hands it back with `requeue`.
         A SQLiteQueue journals it, as `push` would; safe from any thread."""
 
-    def journal_fan_out(self, workflow: str, function: str, payload: bytes) -> FanOut | None:
+    def journal_fan_out(self, workflow: str, function: str, payload: bytes, deadline: int) -> FanOut | None:
         """Accept a fan-out sent by the delivery to `function` whose wire form is `payload` (its
-        origin), its runs to follow (`journal_run`, then `seal_fan_out`): a SQLiteQueue journals
+        origin), run with the workflow deadline `deadline`, its runs to follow (`journal_run`, then `seal_fan_out`): a SQLiteQueue journals
         the origin and returns its `FanOut`; None in memory. Safe from any thread, and to be
         called before the origin's delivery is finished."""
         return None
@@ -379,13 +382,13 @@ class SQLiteQueue(DeliveryQueue):
                 self._submitted += 1
                 self._cv.notify()
 
-    def journal_fan_out(self, workflow: str, function: str, payload: bytes) -> FanOut | None:
-        fan_out = FanOut(workflow, function, payload)
+    def journal_fan_out(self, workflow: str, function: str, payload: bytes, deadline: int) -> FanOut | None:
+        fan_out = FanOut(workflow, function, payload, deadline)
         with self._lock:
             fan_out.id = self._base | self._next_id
             self._next_id += 1
             if not self._closed:
-                self._fan_outs.puts[fan_out.id] = (fan_out.id, workflow, function, payload, time.time())
+                self._fan_outs.puts[fan_out.id] = (fan_out.id, workflow, function, payload, deadline, time.time())
                 self._submitted += 1
                 self._cv.notify()
         return fan_out
@@ -439,7 +442,7 @@ class SQLiteQueue(DeliveryQueue):
         def read(conn: sqlite3.Connection) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
             conn.execute("BEGIN")  # one snapshot of both tables
             try:
-                return (conn.execute("SELECT id, function, payload FROM unum_fan_outs WHERE workflow = ?",
+                return (conn.execute("SELECT id, function, payload, deadline FROM unum_fan_outs WHERE workflow = ?",
                                      (workflow,)).fetchall(),
                         conn.execute("SELECT id, fan_out, start, stop, step FROM unum_fan_out_runs WHERE workflow = ?",
                                      (workflow,)).fetchall())
@@ -451,8 +454,8 @@ class SQLiteQueue(DeliveryQueue):
         for rid, fan_out_id, start, stop, step in rows:
             runs.setdefault(int(fan_out_id), []).append((int(rid), range(int(start), int(stop), int(step))))
         found = []
-        for fid, function, payload in origins:
-            fan_out = FanOut(workflow, str(function), bytes(payload), int(fid), sealed=True)
+        for fid, function, payload, deadline in origins:
+            fan_out = FanOut(workflow, str(function), bytes(payload), int(deadline), int(fid), sealed=True)
             mine = runs.pop(fan_out.id, [])
             fan_out.runs = len(mine)
             if mine:
@@ -641,8 +644,8 @@ class _Pending:
 
 #: Each table's insert (a row as `_Pending.puts` holds it) and delete.
 _INSERT = {"unum_queue": "INSERT OR REPLACE INTO unum_queue VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-           "unum_fan_outs": "INSERT OR REPLACE INTO unum_fan_outs (id, workflow, function, payload, ready_at) "
-                            "VALUES (?, ?, ?, ?, ?)",
+           "unum_fan_outs": "INSERT OR REPLACE INTO unum_fan_outs (id, workflow, function, payload, deadline, "
+                            "ready_at) VALUES (?, ?, ?, ?, ?, ?)",
            "unum_fan_out_runs": "INSERT OR REPLACE INTO unum_fan_out_runs (id, fan_out, workflow, start, stop, step) "
                                 "VALUES (?, ?, ?, ?, ?, ?)"}
 _DELETE = {table: f"DELETE FROM {table} WHERE id = ?" for table in _INSERT}
