@@ -36,7 +36,8 @@ from typing import Any
 
 from unum_entry.codec import decode, encode
 from unum_entry.envelope import Envelope, is_watchdog
-from unum_entry.errors import EnvelopeError, RedeliveriesExhausted, StoreUnusable, UnumError, WorkflowTimeout
+from unum_entry.errors import (EnvelopeError, PlanError, RedeliveriesExhausted, StoreUnusable, UnumError,
+                               WorkflowTimeout)
 from unum_entry.invocation_log import InvocationLog, InvocationRecord, error_type, hosted_state
 from unum_entry.local.cpu import OneCpu
 from unum_entry.local.faults import FaultInjector, InjectedCrash
@@ -313,7 +314,7 @@ class LocalPlatform:
             try:  # with the deadline it ran with: a workflow's first delivery gets its deadline when it runs
                 calls = runtime.fan_out(replace(Envelope.from_wire(decode(fan_out.payload)), deadline=fan_out.deadline)) \
                     if runtime else None
-            except (EnvelopeError, ValueError):  # not an envelope: its delivery is dead-lettered
+            except (EnvelopeError, PlanError, ValueError):  # its delivery fails the same way, and says why
                 calls = None
             if calls is None:
                 self.queue.abandon_fan_out(fan_out, [row for row, _ in pending])
