@@ -1,6 +1,6 @@
 """The embedded engine's CPU per transition as instructions executed: a count, not a timing.
 
-    python bench/instructions.py [--workload chain|map] [--store memory|sqlite] [--durability off|normal|full]
+    python bench/instructions.py [--workload chain|map] [--store memory|sqlite] [--durability off|normal|full] [--quick]
 
 Times on a shared 2-CPU VM drift by a third between runs (docs/embedded-engine.md), too much to
 see a 5 % change. An instruction count does not drift: this script runs one workload on
@@ -10,7 +10,8 @@ so start-up and imports cancel out. Two runs of the same code agree within 0.2 %
 `--store sqlite` it also counts the raw commit (one `store.create` per transaction, the
 denominator of bench/engine.py's ratio) the same way, and prints the engine's count per
 transition as a multiple of it. What a count leaves out: time in the kernel (fsync, futex) and
-waiting. Needs `valgrind` (apt); about a minute per workload. Not a test: figures only.
+waiting. Needs `valgrind` (apt); about a minute per workload (`--quick`: smaller sizes, a few
+seconds, a rougher figure). Not a test: figures only.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ if str(REPO / "bench") not in sys.path:
 
 #: Per workload, the small and the large size: runs of a CHAIN-function chain, map items, creates.
 SIZES = {"chain": (2, 12), "map": (500, 2500), "raw": (500, 2500)}
+QUICK = {"chain": (1, 3), "map": (100, 300), "raw": (100, 300)}
 CHAIN = 100  # a chain's functions: fixed, so importing their handlers cancels out
 
 
@@ -82,7 +84,7 @@ def instructions(kind: str, n: int, args: argparse.Namespace) -> int:
 def per_transition(kind: str, args: argparse.Namespace) -> float:
     """Instructions per transition of `kind`: the difference between two sizes, per invocation
     committed (a run of the chain commits CHAIN, a map of n items n + 2) or per raw create."""
-    small, large = SIZES[kind]
+    small, large = (QUICK if args.quick else SIZES)[kind]
     transitions = (large - small) * (CHAIN if kind == "chain" else 1)
     return (instructions(kind, large, args) - instructions(kind, small, args)) / transitions
 
@@ -92,6 +94,7 @@ def main() -> None:
     parser.add_argument("--workload", choices=("chain", "map"), action="append")
     parser.add_argument("--store", choices=("memory", "sqlite"), default="memory")
     parser.add_argument("--durability", choices=("full", "normal", "off"), default="full")
+    parser.add_argument("--quick", action="store_true", help="smaller sizes: seconds, not minutes")
     parser.add_argument("--child", nargs=2, metavar=("KIND", "N"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
