@@ -209,6 +209,47 @@ def test_a_resumed_fan_out_of_the_entry_sends_its_calls_with_the_deadline_the_en
     store.close()
 
 
+def test_a_delivery_is_on_disk_no_later_than_its_checkpoint(tmp_path: Path) -> None:
+    """A → B → C on the SQLite store, its journal riding on the store's commits and not written
+    by its own thread meanwhile (a 5 s gathering interval): the database copied while C runs
+    (what a kill -9 would leave) holds B's delivery, since B's commit carried it. Resumed from
+    that copy, B runs again as a duplicate and sends C, the one successor that has not
+    committed. Had B's row still been gathering, the copy would hold B's checkpoint and no
+    delivery: a restart from the entry skips B (committed) and C never runs."""
+    gate = tmp_path / "open"
+    folder = tmp_path / "chain"
+    for name, code, instructions in (
+            ("A", "return 1", [{"op": "invoke", "function": "B"}]),
+            ("B", "return event + 1", [{"op": "invoke", "function": "C"}]),
+            ("C", f"import os, time\n    open({str(tmp_path / 'C')!r}, 'w').close()\n"
+                  f"    while not os.path.exists({str(gate)!r}):\n        time.sleep(0.01)\n    return event + 40", [])):
+        (folder / name).mkdir(parents=True)
+        (folder / name / "app.py").write_text(f"def handler(event, context):\n    {code}\n")
+        (folder / name / "unum-ir.json").write_text(json.dumps({"unum_ir": 1, "function": name, "handler": "app.handler",
+                                                                "instructions": instructions}))
+    (folder / "unum-workflow.json").write_text(json.dumps({"unum_workflow": 1, "name": "chain", "entry": "A"}))
+    workflow = load_workflow(folder)
+    store = SQLiteStore.open(tmp_path / "s.db")
+    copy = tmp_path / "crashed"
+    copy.mkdir()
+    with LocalPlatform(workflow, store, queue=SQLiteQueue(store.database, batch_interval=5)) as first:
+        first.start(None, "wf-c")
+        deadline = time.monotonic() + 30
+        while not (tmp_path / "C").exists() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        for suffix in ("", "-wal"):  # nothing writes while C waits: the files as a kill -9 would leave them
+            (copy / f"s.db{suffix}").write_bytes((tmp_path / f"s.db{suffix}").read_bytes())
+        gate.touch()
+        first.wait_idle(30)
+    store.close()
+    crashed = SQLiteStore.open(copy / "s.db")
+    with LocalPlatform(workflow, crashed, queue=SQLiteQueue(crashed.database)) as later:
+        assert later.recover("wf-c") >= 1
+        later.wait_idle(30)
+        assert later.outcome("wf-c").result == 42
+    crashed.close()
+
+
 def test_a_far_timer_does_not_hold_wait_idle_and_outlives_the_process(tmp_path: Path) -> None:
     """A timer a day ahead: `wait_idle` returns (nothing else is in flight), `next_timer` says
     when; a second platform on the same database recovers it, and one due now is delivered."""

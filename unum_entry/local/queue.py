@@ -14,8 +14,9 @@ its processing ended (done, dropped, failed, or re-queued as a new delivery):
   (or, with `synchronous=NORMAL` in WAL mode, a power loss: SQLite loses at most a suffix of the
   WAL) leaves every delivery whose processing had not ended (plus some that had: at-least-once,
   absorbed by the runtime's checkpoints);
-- a delivery accepted and finished within one batch never reaches the disk (its put and its
-  removal cancel), so a hot chain costs the journal almost nothing;
+- a delivery accepted and finished before the next write never reaches the disk (its put and
+  its removal cancel); with the SQLite store every store commit carries what is pending, so a
+  delivery's row is on disk no later than its checkpoint (`SQLiteQueue._ride`);
 - a fan-out handed over whole (`LocalPlatform.submit_fan_out`) is journaled as its origin -
   the delivery that sent it, whose committed checkpoint plans the same calls again
   (`Runtime.fan_out`) - and a row per run of WAKE_BATCH calls (`CallRun`), removed once every
@@ -566,15 +567,22 @@ class SQLiteQueue(DeliveryQueue):
         return bool(self._puts or self._dels or self._fan_outs or self._runs)
 
     def _ride(self, conn: sqlite3.Connection) -> Callable[[bool], None] | None:
-        """The database's rider (`Database.add_rider`): inside a commit's transaction, write
-        every pending operation if they are due, in a savepoint (a failure undoes them alone and
-        puts them back, in order). All of them at once: the puts, then the removals, in one
-        transaction - the file keeps a prefix of the platform's history."""
-        if not self._carry:
+        """The database's rider (`Database.add_rider`): inside every commit's transaction, write
+        every pending operation, in a savepoint (a failure undoes them alone and puts them back,
+        in order). All of them at once: the puts, then the removals, in one transaction - the
+        file keeps a prefix of the platform's history.
+
+        Every commit, not only once they are due: a delivery's row must be on disk no later than
+        anything its execution commits. A store write that committed an invocation's checkpoint
+        while the row of the delivery that ran it was still gathering would, after a crash
+        before its egress finished, leave that invocation committed and its delivery gone; a
+        duplicate of its sender skips successors that committed (unum_entry.checkpoint.
+        not_yet_committed), so its egress would never run and the workflow would stall (found
+        by the full-disk test: tests/integration/test_sqlite_store.py). The price: a chain hop's
+        row is written and deleted in its neighbours' commits, where it used to cancel out."""
+        if not (self._puts or self._dels or self._fan_outs or self._runs):  # (a hint without the lock)
             return None
         with self._lock:
-            if not self._carry:
-                return None
             self._carry = False
             batch = _Batch(_Pending(self._puts, self._dels), self._fan_outs, self._runs)
             self._puts, self._dels, self._fan_outs, self._runs = {}, [], _Pending(), _Pending()
