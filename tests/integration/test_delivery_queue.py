@@ -8,6 +8,7 @@ import json
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -248,6 +249,23 @@ def test_a_delivery_is_on_disk_no_later_than_its_checkpoint(tmp_path: Path) -> N
         later.wait_idle(30)
         assert later.outcome("wf-c").result == 42
     crashed.close()
+
+
+def test_a_put_cancelled_after_it_was_due_is_flushed_as_written(tmp_path: Path) -> None:
+    """A delivery marked due (its gathering interval over) and then finished before any write:
+    nothing is left to write, and the journal's own write must say so - `flush` (and so `close`,
+    and the CLI's exit) returns instead of retrying a write of nothing for ever."""
+    queue = SQLiteQueue(tmp_path / "q.db", batch_interval=0.2)
+    delivery = Delivery("wf", "F", b"x")
+    queue.push(delivery, time.time())
+    time.sleep(0.3)  # the journal's thread marked it due: the next commit carries it
+    queue.finish(delivery)  # ... and now there is nothing to carry
+    flushed = threading.Thread(target=queue.flush, daemon=True)
+    flushed.start()
+    flushed.join(10)
+    assert not flushed.is_alive(), "flush waited for a write of nothing"
+    queue.close()
+    assert rows(tmp_path / "q.db") == []
 
 
 def test_a_far_timer_does_not_hold_wait_idle_and_outlives_the_process(tmp_path: Path) -> None:

@@ -580,7 +580,9 @@ class SQLiteQueue(DeliveryQueue):
         not_yet_committed), so its egress would never run and the workflow would stall (found
         by the full-disk test: tests/integration/test_sqlite_store.py). The price: a chain hop's
         row is written and deleted in its neighbours' commits, where it used to cancel out."""
-        if not (self._puts or self._dels or self._fan_outs or self._runs):  # (a hint without the lock)
+        # (A hint without the lock. `_carry`: the journal's thread writes; even with nothing left
+        # to write - a put and its removal cancelled - that write must mark everything written.)
+        if not (self._carry or self._puts or self._dels or self._fan_outs or self._runs):
             return None
         with self._lock:
             self._carry = False
