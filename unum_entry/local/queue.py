@@ -345,10 +345,9 @@ class SQLiteQueue(DeliveryQueue):
         self._lock = threading.Lock()
         self._cv = threading.Condition(self._lock)
         # Operations accepted and not written yet (`_Pending`): rows to put by id, ids to delete.
-        self._puts: dict[int, tuple[object, ...]] = {}   # unum_queue
-        self._dels: list[int] = []
-        self._fan_outs = _Pending()                      # unum_fan_outs
-        self._runs = _Pending()                          # unum_fan_out_runs
+        self._queue = _Pending()      # unum_queue
+        self._fan_outs = _Pending()   # unum_fan_outs
+        self._runs = _Pending()       # unum_fan_out_runs
         self._submitted = 0   # operations accepted so far (a generation counter for `flush`)
         self._written = 0     # ... of which are on disk
         self._closed = False
@@ -378,7 +377,7 @@ class SQLiteQueue(DeliveryQueue):
                 delivery.id = self._base | self._next_id
                 self._next_id += 1
             if not self._closed:
-                self._puts[delivery.id] = (delivery.id, delivery.workflow, delivery.function, payload, ready_at,
+                self._queue.puts[delivery.id] = (delivery.id, delivery.workflow, delivery.function, payload, ready_at,
                                            delivery.failures, delivery.timer, int(delivery.background))
                 self._submitted += 1
                 self._cv.notify()
@@ -432,8 +431,8 @@ class SQLiteQueue(DeliveryQueue):
                 fan_out.runs -= 1
                 if not fan_out.runs and fan_out.sealed:
                     self._fan_outs.forget(fan_out.id)
-            elif self._puts.pop(delivery.id, None) is None:  # else: accepted and done within one batch
-                self._dels.append(delivery.id)
+            else:  # (a put not written yet cancels out: accepted and done before the next write)
+                self._queue.forget(delivery.id)
             self._submitted += 1
             self._cv.notify()
 
@@ -563,8 +562,8 @@ class SQLiteQueue(DeliveryQueue):
             time.sleep(min(MAX_BACKOFF, 0.01 * 2 ** failures))
 
     def _has_pending(self) -> bool:
-        """Whether any operation waits to be written (lock held)."""
-        return bool(self._puts or self._dels or self._fan_outs or self._runs)
+        """Whether any operation waits to be written (exact under the lock; without it, a hint)."""
+        return bool(self._queue or self._fan_outs or self._runs)
 
     def _ride(self, conn: sqlite3.Connection) -> Callable[[bool], None] | None:
         """The database's rider (`Database.add_rider`): inside every commit's transaction, write
@@ -582,12 +581,12 @@ class SQLiteQueue(DeliveryQueue):
         row is written and deleted in its neighbours' commits, where it used to cancel out."""
         # (A hint without the lock. `_carry`: the journal's thread writes; even with nothing left
         # to write - a put and its removal cancelled - that write must mark everything written.)
-        if not (self._carry or self._puts or self._dels or self._fan_outs or self._runs):
+        if not (self._carry or self._has_pending()):
             return None
         with self._lock:
             self._carry = False
-            batch = _Batch(_Pending(self._puts, self._dels), self._fan_outs, self._runs)
-            self._puts, self._dels, self._fan_outs, self._runs = {}, [], _Pending(), _Pending()
+            batch = _Batch(self._queue, self._fan_outs, self._runs)
+            self._queue, self._fan_outs, self._runs = _Pending(), _Pending(), _Pending()
             target = self._submitted
             if batch.empty:
                 if not self._inflight:
@@ -620,8 +619,7 @@ class SQLiteQueue(DeliveryQueue):
                 self._written = max(self._written, target)
                 self._error = None
             else:
-                queue = batch.queue.before(_Pending(self._puts, self._dels))
-                self._puts, self._dels = queue.puts, queue.dels
+                self._queue = batch.queue.before(self._queue)
                 self._fan_outs = batch.fan_outs.before(self._fan_outs)
                 self._runs = batch.runs.before(self._runs)
                 if error is not None:
