@@ -203,6 +203,7 @@ def timers_fire_early(make: MakeStore, tmp: Path) -> None:
     with _platform(chain(tmp / "wf"), store, shift=-1.5, lose="C") as platform:
         platform.run(1, workflow_id="wf-early", timeout=WAIT)
         assert_watchdog_failure(wait_for_outcome(store, "wf-early"), checkpoints=2)
+        _wait_fired(platform, 2)  # the outcome is written inside `fire`, before it returns
         (due, first), (_, second) = platform.armed[:2]
         assert first == naming.timer_name("wf-early", "watchdog") and second == naming.timer_name("wf-early", "watchdog", 1)
         assert [did for _, did in platform.fired] == ["early", "recorded"]
@@ -216,6 +217,7 @@ def timers_fire_late(make: MakeStore, tmp: Path) -> None:
     with _platform(chain(tmp / "wf"), store, shift=1.0, lose="C") as platform:
         platform.run(1, workflow_id="wf-late", timeout=WAIT)
         assert_watchdog_failure(wait_for_outcome(store, "wf-late"), checkpoints=2)
+        _wait_fired(platform, 1)  # the outcome is written inside `fire`, before it returns
         assert [did for _, did in platform.fired] == ["recorded"]
     with _platform(chain(tmp / "wf2"), store, shift=TTL / 2 + 1.0, lose="C") as platform:
         platform.run(1, workflow_id="wf-too-late", timeout=WAIT)
