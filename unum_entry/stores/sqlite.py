@@ -47,6 +47,8 @@ _CREATE = (f"INSERT INTO unum_records ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?) 
 #: `_CREATE` of a value record (a checkpoint, a result): its size and members as literal NULLs.
 _CREATE_VALUE = _CREATE.replace("VALUES (?, ?, ?, ?, ?, ?, ?)", "VALUES (?, ?, ?, ?, ?, NULL, NULL)")
 _SELECT_ONE = f"SELECT {_COLUMNS} FROM unum_records WHERE key = ?"
+_SELECT_SET = "SELECT kind, expires_at, size, members FROM unum_records WHERE key = ?"  # what an add reads
+_SET = Kind.SET.value
 #: Values up to this many bytes are bound as a bytearray (`_blob`).
 _SMALL_BLOB = 4096
 
@@ -151,21 +153,23 @@ class SQLiteStore(Store):
         return self.database.write(lambda conn: self._add_in(conn, record, slot, member))
 
     def _add_in(self, conn: sqlite3.Connection, record: Record, slot: int, member: str) -> SetState:
-        """`_add_to_set` inside the caller's write transaction."""
+        """`_add_to_set` inside the caller's write transaction. Reads only the set's own columns
+        and works on its members' flat `[slot, member, …]` form: the add of every join branch."""
         size = record.size or 0
-        current = _fetch_one(conn, record.key)
-        if current is not None and current.expires_at > self._clock():
-            if current.kind is not Kind.SET or current.size is None:
-                raise StoreError(f"store key {record.key!r} holds a {current.kind.value}, not a set")
-            members = dict(current.members)
-            if slot not in members:  # a slot keeps its first member
-                members[slot] = member
+        row = conn.execute(_SELECT_SET, (record.key,)).fetchone()
+        if row is not None and row[1] > self._clock():
+            kind, _, current_size, packed = row
+            if kind != _SET or current_size is None:
+                raise StoreError(f"store key {record.key!r} holds a {kind}, not a set")
+            flat = _unpack_flat(record.key, packed)
+            if slot not in flat[::2]:  # a slot keeps its first member
+                flat += (slot, member)
                 conn.execute("UPDATE unum_records SET members = ? WHERE key = ?",
-                             (_blob(_pack_members(members)), record.key))
-            return SetState(size=current.size, members=members)
+                             (_blob(msgpack.packb(flat, use_bin_type=True)), record.key))
+            return SetState(size=current_size, members=dict(zip(flat[::2], flat[1::2], strict=True)))
         fresh = {slot: member}
         conn.execute(f"INSERT OR REPLACE INTO unum_records ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                     (record.key, Kind.SET.value, record.workflow, record.expires_at, None, size,
+                     (record.key, _SET, record.workflow, record.expires_at, None, size,
                       _pack_members(fresh)))
         return SetState(size=size, members=fresh)
 
@@ -331,3 +335,15 @@ def _pack_members(members: dict[int, str]) -> bytes:
 def _unpack_members(data: bytes) -> dict[int, str]:
     flat = msgpack.unpackb(data, raw=False)
     return {int(flat[i]): flat[i + 1] for i in range(0, len(flat), 2)}
+
+
+def _unpack_flat(key: str, data: bytes | None) -> list[Any]:
+    """A set's members as stored, `[slot, member, …]` (a list to extend); StoreError names the
+    record when they are not (as `_record` does for every other read)."""
+    try:
+        flat = msgpack.unpackb(data, raw=False) if data is not None else []
+        if type(flat) is not list or len(flat) % 2 or not all(type(slot) is int for slot in flat[::2]):
+            raise ValueError("members are not [slot, member, ...]")
+    except (ValueError, TypeError, msgpack.UnpackException) as exc:
+        raise StoreError(f"store record {key!r} is not a unum record ({type(exc).__name__}: {exc})") from exc
+    return flat
