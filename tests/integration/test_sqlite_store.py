@@ -639,3 +639,22 @@ def test_a_writer_interrupted_while_waiting_for_its_batch_never_strands_the_grou
     names = db.read(lambda conn: {r[0] for r in conn.execute("SELECT name FROM test_rows")})
     assert names == {"slow", "later"}
     store.close()
+
+
+def test_a_set_add_on_damaged_members_or_on_a_value_names_the_record_and_changes_nothing(tmp_path: Path) -> None:
+    store = SQLiteStore.open(tmp_path / "s.db", durability="off")
+    expires = int(time.time()) + 3600
+    try:
+        store.add_to_set("set-a", 0, "m0", size=4, workflow="wf", expires_at=expires)
+        assert dict(store.add_to_set("set-a", 1, "m1", size=4, workflow="wf", expires_at=expires).members) == \
+            {0: "m0", 1: "m1"}
+        with sqlite3.connect(tmp_path / "s.db") as conn:  # another program wrote over the members
+            conn.execute("UPDATE unum_records SET members = ? WHERE key = 'set-a'", (b"\x93\x01\x02\x03",))
+        with pytest.raises(StoreError, match="store record 'set-a' is not a unum record"):
+            store.add_to_set("set-a", 2, "m2", size=4, workflow="wf", expires_at=expires)
+        store.create("value-a", b"v", workflow="wf", expires_at=expires)
+        with pytest.raises(StoreError, match="store key 'value-a' holds a checkpoint, not a set"):
+            store.add_to_set("value-a", 0, "m0", size=4, workflow="wf", expires_at=expires)
+        assert store.get("value-a") == b"v"
+    finally:
+        store.close()
