@@ -5,12 +5,14 @@ for, and the driver records of `unum_entry.local.runs`."""
 from __future__ import annotations
 
 import json
+import shutil
 import sqlite3
 import subprocess
 import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -210,6 +212,41 @@ def test_a_resumed_fan_out_of_the_entry_sends_its_calls_with_the_deadline_the_en
     store.close()
 
 
+def _gated_chain(tmp_path: Path) -> tuple[Path, Path]:
+    """A → B → C, C waiting (up to 30 s) for the file `gate`: (the workflow folder, the gate)."""
+    gate = tmp_path / "open"
+    folder = tmp_path / "chain"
+    for name, code, instructions in (
+            ("A", "return 1", [{"op": "invoke", "function": "B"}]),
+            ("B", "return event + 1", [{"op": "invoke", "function": "C"}]),
+            ("C", f"import os, time\n    open({str(tmp_path / 'C')!r}, 'w').close()\n"
+                  f"    end = time.monotonic() + 30\n"
+                  f"    while not os.path.exists({str(gate)!r}) and time.monotonic() < end:\n        time.sleep(0.01)\n"
+                  "    return event + 40", [])):
+        (folder / name).mkdir(parents=True)
+        (folder / name / "app.py").write_text(f"def handler(event, context):\n    {code}\n")
+        (folder / name / "unum-ir.json").write_text(json.dumps({"unum_ir": 1, "function": name, "handler": "app.handler",
+                                                                "instructions": instructions}))
+    (folder / "unum-workflow.json").write_text(json.dumps({"unum_workflow": 1, "name": "chain", "entry": "A"}))
+    return folder, gate
+
+
+def _copied_while_c_runs(platform: LocalPlatform, tmp_path: Path, gate: Path, files: dict[Path, Path]) -> None:
+    """Start the gated chain, and once C runs copy `files` (source -> copy; a folder whole) as a
+    kill -9 would leave them (nothing writes while C waits); then let C finish."""
+    platform.start(None, "wf-c")
+    deadline = time.monotonic() + 30
+    while not (tmp_path / "C").exists() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    for source, copy in files.items():
+        if source.is_dir():
+            shutil.copytree(source, copy)
+        elif source.exists():
+            copy.write_bytes(source.read_bytes())
+    gate.touch()
+    platform.wait_idle(30)
+
+
 def test_a_delivery_is_on_disk_no_later_than_its_checkpoint(tmp_path: Path) -> None:
     """A → B → C on the SQLite store, its journal riding on the store's commits and not written
     by its own thread meanwhile (a 5 s gathering interval): the database copied while C runs
@@ -217,31 +254,14 @@ def test_a_delivery_is_on_disk_no_later_than_its_checkpoint(tmp_path: Path) -> N
     that copy, B runs again as a duplicate and sends C, the one successor that has not
     committed. Had B's row still been gathering, the copy would hold B's checkpoint and no
     delivery: a restart from the entry skips B (committed) and C never runs."""
-    gate = tmp_path / "open"
-    folder = tmp_path / "chain"
-    for name, code, instructions in (
-            ("A", "return 1", [{"op": "invoke", "function": "B"}]),
-            ("B", "return event + 1", [{"op": "invoke", "function": "C"}]),
-            ("C", f"import os, time\n    open({str(tmp_path / 'C')!r}, 'w').close()\n"
-                  f"    while not os.path.exists({str(gate)!r}):\n        time.sleep(0.01)\n    return event + 40", [])):
-        (folder / name).mkdir(parents=True)
-        (folder / name / "app.py").write_text(f"def handler(event, context):\n    {code}\n")
-        (folder / name / "unum-ir.json").write_text(json.dumps({"unum_ir": 1, "function": name, "handler": "app.handler",
-                                                                "instructions": instructions}))
-    (folder / "unum-workflow.json").write_text(json.dumps({"unum_workflow": 1, "name": "chain", "entry": "A"}))
+    folder, gate = _gated_chain(tmp_path)
     workflow = load_workflow(folder)
     store = SQLiteStore.open(tmp_path / "s.db")
     copy = tmp_path / "crashed"
     copy.mkdir()
     with LocalPlatform(workflow, store, queue=SQLiteQueue(store.database, batch_interval=5)) as first:
-        first.start(None, "wf-c")
-        deadline = time.monotonic() + 30
-        while not (tmp_path / "C").exists() and time.monotonic() < deadline:
-            time.sleep(0.01)
-        for suffix in ("", "-wal"):  # nothing writes while C waits: the files as a kill -9 would leave them
-            (copy / f"s.db{suffix}").write_bytes((tmp_path / f"s.db{suffix}").read_bytes())
-        gate.touch()
-        first.wait_idle(30)
+        _copied_while_c_runs(first, tmp_path, gate, {tmp_path / f"s.db{suffix}": copy / f"s.db{suffix}"
+                                                     for suffix in ("", "-wal")})
     store.close()
     crashed = SQLiteStore.open(copy / "s.db")
     with LocalPlatform(workflow, crashed, queue=SQLiteQueue(crashed.database)) as later:
@@ -249,6 +269,27 @@ def test_a_delivery_is_on_disk_no_later_than_its_checkpoint(tmp_path: Path) -> N
         later.wait_idle(30)
         assert later.outcome("wf-c").result == 42
     crashed.close()
+
+
+def test_a_delivery_journaled_apart_from_the_store_is_written_before_it_runs(tmp_path: Path) -> None:
+    """The same with the file store, whose queue is a file of its own (no store commit can carry
+    its rows): a delivery's row is written before its execution starts, so the files copied
+    while C runs hold C's delivery (or B's), never B's checkpoint without either. Resumed from
+    the copy, C runs and the workflow ends with the fault-free result."""
+    folder, gate = _gated_chain(tmp_path)
+    workflow = load_workflow(folder)
+    store = FileStore(tmp_path / "store")
+    copy = tmp_path / "crashed"
+    copy.mkdir()
+    with LocalPlatform(workflow, store, queue=SQLiteQueue(tmp_path / "q.db", batch_interval=5)) as first:
+        _copied_while_c_runs(first, tmp_path, gate, {
+            tmp_path / "store": copy / "store",
+            **{tmp_path / f"q.db{suffix}": copy / f"q.db{suffix}" for suffix in ("", "-wal")}})
+    crashed = FileStore(copy / "store")
+    with LocalPlatform(workflow, crashed, queue=SQLiteQueue(copy / "q.db")) as later:
+        assert later.recover("wf-c") >= 1
+        later.wait_idle(30)
+        assert later.outcome("wf-c").result == 42
 
 
 def test_a_put_cancelled_after_it_was_due_is_flushed_as_written(tmp_path: Path) -> None:
@@ -414,3 +455,27 @@ def test_a_journal_batch_that_fails_in_a_store_commit_leaves_the_store_write_and
     finally:
         queue.close()
         store.close()
+
+
+def test_a_delivery_whose_row_cannot_be_written_does_not_run_until_it_is(tmp_path: Path) -> None:
+    """The queue's own file refuses its first writes (a disk error): the delivery whose row is
+    not on disk is not run but delivered again after a backoff, and each handler runs once."""
+    folder, gate = _gated_chain(tmp_path)
+    gate.touch()
+    workflow = load_workflow(folder)
+    queue = SQLiteQueue(tmp_path / "q.db", batch_interval=2)  # its own thread writes nothing during the run
+    write = queue.database.write
+    refused: list[int] = []
+
+    def failing(fn: Any, *, sync: bool = True) -> Any:
+        if len(refused) < 3:
+            refused.append(1)
+            raise sqlite3.OperationalError("disk I/O error")
+        return write(fn, sync=sync)
+
+    queue.database.write = failing  # type: ignore[method-assign]
+    with LocalPlatform(workflow, FileStore(tmp_path / "store"), queue=queue, retry_delay=0.01, max_backoff=0.05) as platform:
+        result = platform.run(None, workflow_id="wf-refused", timeout=30)
+        assert result.result == 42, result
+        assert len(refused) == 3 and platform.stats["redeliveries"] >= 1, platform.stats
+        assert platform.stats["committed"] == 3  # A, B and C, each once

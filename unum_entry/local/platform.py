@@ -36,8 +36,8 @@ from typing import Any
 
 from unum_entry.codec import decode, encode
 from unum_entry.envelope import Envelope, is_watchdog
-from unum_entry.errors import (EnvelopeError, PlanError, RedeliveriesExhausted, StoreUnusable, UnumError,
-                               WorkflowTimeout)
+from unum_entry.errors import (EnvelopeError, PlanError, RedeliveriesExhausted, StoreError, StoreUnusable,
+                               UnumError, WorkflowTimeout)
 from unum_entry.invocation_log import InvocationLog, InvocationRecord, error_type, hosted_state
 from unum_entry.local.cpu import OneCpu
 from unum_entry.local.faults import FaultInjector, InjectedCrash
@@ -694,6 +694,11 @@ class LocalPlatform:
         if self._ended(env):
             self._count("deliveries")
             self._count("stale")
+            return
+        try:
+            self.queue.before_run(delivery)
+        except StoreError as exc:  # its row is not on disk: it must not run yet (the journal's file is struggling)
+            self._redeliver(delivery, runtime, env, exc)
             return
         started = time.perf_counter()
         outcome = deliver(runtime, env, retry=self._backoff)

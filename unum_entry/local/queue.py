@@ -14,9 +14,10 @@ its processing ended (done, dropped, failed, or re-queued as a new delivery):
   (or, with `synchronous=NORMAL` in WAL mode, a power loss: SQLite loses at most a suffix of the
   WAL) leaves every delivery whose processing had not ended (plus some that had: at-least-once,
   absorbed by the runtime's checkpoints);
-- a delivery accepted and finished before the next write never reaches the disk (its put and
-  its removal cancel); with the SQLite store every store commit carries what is pending, so a
-  delivery's row is on disk no later than its checkpoint (`SQLiteQueue._ride`);
+- a delivery's row is on disk no later than its checkpoint: with the SQLite store every store
+  commit carries what is pending (`SQLiteQueue._ride`); a queue in a file of its own writes a
+  delivery's row before it runs (`SQLiteQueue.before_run`). A delivery accepted and finished
+  before the next write never reaches the disk (its put and its removal cancel);
 - a fan-out handed over whole (`LocalPlatform.submit_fan_out`) is journaled as its origin -
   the delivery that sent it, whose committed checkpoint plans the same calls again
   (`Runtime.fan_out`) - and a row per run of WAKE_BATCH calls (`CallRun`), removed once every
@@ -119,7 +120,8 @@ class Delivery:
     `payload` is empty when either is set - except in a durable queue, which journals it (a
     queued fan-out call only until it is journaled: its row keeps the wire form, `wire` builds
     it again). `run`: the journaled run a fan-out's call was taken from (its row is the run's;
-    None in a MemoryQueue and for a call journaled on its own)."""
+    None in a MemoryQueue and for a call journaled on its own). `accepted`: the journal's count
+    of operations once its row was accepted (0: none, or on disk already; `before_run`)."""
 
     workflow: str
     function: str
@@ -132,6 +134,7 @@ class Delivery:
     source: FanOutCalls | None = None
     position: int = 0
     run: CallRun | None = None
+    accepted: int = 0
 
     def wire(self) -> bytes:
         """The envelope as on the wire: `payload`, or a fan-out's call built anew (empty for an
@@ -170,7 +173,7 @@ class CallRun:
     (`calls`, `positions`), each made a `Delivery` (by position, unum_entry.local.handoff) only
     when taken. `first_id`: the run's journal row (0 in a MemoryQueue: no rows), of `fan_out`;
     `unfinished`: its calls whose processing has not ended (the row goes at 0). `taken`: how
-    many calls have been taken so far."""
+    many calls have been taken so far. `accepted`: as `Delivery.accepted`, for the run's row."""
 
     calls: FanOutCalls
     positions: range
@@ -178,6 +181,7 @@ class CallRun:
     taken: int = 0
     fan_out: FanOut | None = None
     unfinished: int = 0
+    accepted: int = 0
 
     def __len__(self) -> int:
         return len(self.positions) - self.taken
@@ -241,6 +245,10 @@ class DeliveryQueue(ABC):
 
     def seal_fan_out(self, fan_out: FanOut) -> None:
         """Every run of `fan_out` has been journaled: its row may go once they are finished."""
+
+    def before_run(self, delivery: Delivery) -> None:
+        """Called by a worker just before `delivery` executes: returns once its row (its run's,
+        for a fan-out's call) is on disk. Raises StoreError when it cannot be written."""
 
     def push_run(self, run: CallRun) -> None:
         """Queue `run`'s calls, due now, accepted before (`journal_run`)."""
@@ -380,6 +388,7 @@ class SQLiteQueue(DeliveryQueue):
                 self._queue.puts[delivery.id] = (delivery.id, delivery.workflow, delivery.function, payload, ready_at,
                                            delivery.failures, delivery.timer, int(delivery.background))
                 self._submitted += 1
+                delivery.accepted = self._submitted
                 self._cv.notify()
 
     def journal_fan_out(self, workflow: str, function: str, payload: bytes, deadline: int) -> FanOut | None:
@@ -406,6 +415,7 @@ class SQLiteQueue(DeliveryQueue):
                 self._runs.puts[run.first_id] = (run.first_id, fan_out.id, fan_out.workflow, positions.start,
                                                  positions.stop, positions.step)
                 self._submitted += 1
+                run.accepted = self._submitted
                 self._cv.notify()
 
     def seal_fan_out(self, fan_out: FanOut) -> None:
@@ -415,6 +425,32 @@ class SQLiteQueue(DeliveryQueue):
                 self._fan_outs.forget(fan_out.id)
                 self._submitted += 1
                 self._cv.notify()
+
+    def before_run(self, delivery: Delivery) -> None:
+        """With the SQLite store every store commit carries the pending rows (`_ride`), so a
+        delivery's row is on disk no later than its checkpoint. A queue in a file of its own (a
+        file, DynamoDB or Firestore store's) has no such commit: a store write would make the
+        checkpoint of a delivery whose row is still gathering durable, and a crash before its
+        egress finished would leave it committed and undelivered, skipped by its sender's
+        duplicate (`_ride` tells the rest). So its row is written here first, with whatever else
+        is pending, in one commit (`sync=False`: the file's own durability)."""
+        if not self._owns_database:
+            return
+        run = delivery.run
+        accepted = run.accepted if run is not None else delivery.accepted
+        for _ in range(3):  # (a commit that raced ours may hold the row: then it is written, or put back)
+            if self._written >= accepted:
+                return
+            try:
+                self.database.write(_nothing, sync=False)  # the rider fills it with every pending operation
+            except (sqlite3.Error, StoreError) as exc:
+                with self._lock:
+                    self._error = exc
+                if isinstance(exc, StoreError):
+                    raise
+                raise StoreError(f"delivery queue {self.path}: cannot write: {exc}") from exc
+        if self._written < accepted:
+            raise StoreError(f"delivery queue {self.path}: a delivery's row was not written")
 
     def finish(self, delivery: Delivery) -> None:
         run = delivery.run
