@@ -599,7 +599,9 @@ class SQLiteQueue(DeliveryQueue):
 
     def _has_pending(self) -> bool:
         """Whether any operation waits to be written (exact under the lock; without it, a hint)."""
-        return bool(self._queue or self._fan_outs or self._runs)
+        # (each table's lists, not `_Pending.__bool__`: this runs in every commit of the database)
+        queue, fan_outs, runs = self._queue, self._fan_outs, self._runs
+        return bool(queue.puts or queue.dels or fan_outs.puts or fan_outs.dels or runs.puts or runs.dels)
 
     def _ride(self, conn: sqlite3.Connection) -> Callable[[bool], None] | None:
         """The database's rider (`Database.add_rider`): inside every commit's transaction, write

@@ -282,9 +282,10 @@ def _marks(keys: Sequence[object]) -> str:
 
 def _creation(record: Record) -> tuple[str, tuple[Any, ...]]:
     """The create statement for `record` and its parameters but the clock's `now`: a value
-    record's without its NULL columns (`_CREATE_VALUE`)."""
+    record's without its NULL columns (`_CREATE_VALUE`). (`_value_`: an enum member's `value`
+    is a Python-level property, two calls per read.)"""
     if record.kind is not Kind.SET and record.size is None and record.value is not None:
-        return _CREATE_VALUE, (record.key, record.kind.value, record.workflow, int(record.expires_at),
+        return _CREATE_VALUE, (record.key, record.kind._value_, record.workflow, int(record.expires_at),
                                _blob(record.value))
     return _CREATE, _row(record)
 
@@ -300,7 +301,7 @@ def _blob(data: bytes) -> bytes | bytearray:
 
 def _row(record: Record) -> tuple[Any, ...]:
     members = _pack_members(dict(record.members)) if record.kind is Kind.SET else None
-    return (record.key, record.kind.value, record.workflow, int(record.expires_at), record.value, record.size,
+    return (record.key, record.kind._value_, record.workflow, int(record.expires_at), record.value, record.size,
             members)
 
 
