@@ -479,3 +479,32 @@ def test_a_delivery_whose_row_cannot_be_written_does_not_run_until_it_is(tmp_pat
         assert result.result == 42, result
         assert len(refused) == 3 and platform.stats["redeliveries"] >= 1, platform.stats
         assert platform.stats["committed"] == 3  # A, B and C, each once
+
+
+def test_a_journal_write_that_fails_inside_a_store_commit_leaves_the_commit_and_is_written_later(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The journal's rows fail to apply inside a store commit, in its quick pass and again in
+    its careful one (a disk error): the commit runs again with them in a savepoint, undone
+    there; the store write lands, the rows are put back and written by a later commit, and the
+    workflow completes with its result, no delivery left in its journal."""
+    from unum_entry.local import queue as queue_module
+
+    folder, gate = _gated_chain(tmp_path)
+    gate.touch()
+    apply = queue_module._Batch.apply
+    failures = [sqlite3.OperationalError("disk I/O error")] * 2
+
+    def failing(self: Any, conn: sqlite3.Connection) -> None:
+        if failures:
+            raise failures.pop()
+        apply(self, conn)
+
+    monkeypatch.setattr(queue_module._Batch, "apply", failing)
+    store = SQLiteStore.open(tmp_path / "s.db")
+    with LocalPlatform(load_workflow(folder), store, queue=SQLiteQueue(store.database), retry_delay=0.01,
+                       max_backoff=0.05) as platform:
+        result = platform.run(None, workflow_id="wf-rider", timeout=30)
+        assert result.result == 42, result
+        assert failures == [], failures
+    assert [row for row in rows(tmp_path / "s.db") if row[1] is None] == []  # (the watchdog's timer stays)
+    store.close()

@@ -20,6 +20,7 @@ import textwrap
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -657,4 +658,34 @@ def test_a_set_add_on_damaged_members_or_on_a_value_names_the_record_and_changes
             store.add_to_set("value-a", 0, "m0", size=4, workflow="wf", expires_at=expires)
         assert store.get("value-a") == b"v"
     finally:
+        store.close()
+
+
+def test_a_rider_that_raises_in_the_quick_pass_runs_again_in_a_savepoint_and_the_write_lands(
+        tmp_path: Path) -> None:
+    """A rider (the delivery queue's journal) that raises inside a commit: the transaction is
+    rolled back and the batch runs again with the rider in a savepoint of its own (`careful`):
+    the store write lands once, the rider's changes once, the first attempt's not at all."""
+    store = SQLiteStore.open(tmp_path / "s.db", durability="off")
+    database = store.database
+    database.ensure_schema(["CREATE TABLE IF NOT EXISTS unum_test_rides (n INTEGER)"])
+    calls: list[bool] = []
+    settled: list[bool] = []
+
+    def rider(conn: sqlite3.Connection, careful: bool) -> Any:
+        calls.append(careful)
+        conn.execute("INSERT INTO unum_test_rides VALUES (?)", (len(calls),))
+        if len(calls) == 1:
+            raise sqlite3.OperationalError("disk I/O error")
+        return settled.append
+
+    database.add_rider(rider)
+    expires = int(time.time()) + 3600
+    try:
+        assert store.create("k1", b"v1", workflow="wf", expires_at=expires) == (b"v1", True)
+        assert calls == [False, True] and settled == [True]
+        assert store.get("k1") == b"v1"
+        assert database.read(lambda conn: conn.execute("SELECT n FROM unum_test_rides").fetchall()) == [(2,)]
+    finally:
+        database.remove_rider(rider)
         store.close()

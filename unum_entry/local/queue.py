@@ -603,11 +603,11 @@ class SQLiteQueue(DeliveryQueue):
         queue, fan_outs, runs = self._queue, self._fan_outs, self._runs
         return bool(queue.puts or queue.dels or fan_outs.puts or fan_outs.dels or runs.puts or runs.dels)
 
-    def _ride(self, conn: sqlite3.Connection) -> Callable[[bool], None] | None:
+    def _ride(self, conn: sqlite3.Connection, careful: bool) -> Callable[[bool], None] | None:
         """The database's rider (`Database.add_rider`): inside every commit's transaction, write
-        every pending operation, in a savepoint (a failure undoes them alone and puts them back,
-        in order). All of them at once: the puts, then the removals, in one transaction - the
-        file keeps a prefix of the platform's history.
+        every pending operation (a failure puts them back, in order; `careful`: in a savepoint
+        that undoes them alone, the rest of the commit kept). All of them at once: the puts,
+        then the removals, in one transaction - the file keeps a prefix of the platform's history.
 
         Every commit, not only once they are due: a delivery's row must be on disk no later than
         anything its execution commits. A store write that committed an invocation's checkpoint
@@ -633,17 +633,13 @@ class SQLiteQueue(DeliveryQueue):
                 return None
             self._inflight += 1
         try:
-            conn.execute("SAVEPOINT unum_queue")
-            try:
+            if careful:
+                _apply_apart(batch, conn)
+            else:
                 batch.apply(conn)
-            except BaseException:
-                conn.execute("ROLLBACK TO unum_queue")
-                raise
-            finally:
-                conn.execute("RELEASE unum_queue")
-        except BaseException as exc:
+        except BaseException as exc:  # put them back, to be written again (`careful`: after its commit)
             self._settle(batch, target, False, exc)
-            if not isinstance(exc, Exception):
+            if not careful or not isinstance(exc, Exception):
                 raise
             return None
         return functools.partial(self._settle, batch, target)
@@ -718,6 +714,19 @@ class _Batch:
         for table, pending in tables:
             if pending.dels:
                 conn.executemany(_DELETE[table], ((row,) for row in pending.dels))
+
+
+def _apply_apart(batch: _Batch, conn: sqlite3.Connection) -> None:
+    """`batch.apply` in a savepoint: if it raises, its changes are undone and the rest of the
+    transaction is kept."""
+    conn.execute("SAVEPOINT unum_queue")
+    try:
+        batch.apply(conn)
+    except BaseException:
+        conn.execute("ROLLBACK TO unum_queue")
+        raise
+    finally:
+        conn.execute("RELEASE unum_queue")
 
 
 def _nothing(conn: sqlite3.Connection) -> None:

@@ -115,11 +115,18 @@ _COLUMNS_PAD = "key, kind, workflow, expires_at, value"  # the WAL presize's scr
 
 #: A rider (`Database.add_rider`): called by a batch's leader inside the batch's transaction,
 #: just before its commit (writer connection held, so riders' calls are in commit order), it may
-#: add changes of its own - in a SAVEPOINT of its own, undone there if they fail: a rider never
-#: fails the batch - and returns None (nothing added) or `settle`, called once with whether the
-#: commit succeeded (it holds the rider's changes: durable as the batch is). How the delivery
-#: queue's journal rides in the store's commits instead of committing on its own.
-Rider = Callable[[sqlite3.Connection], "Callable[[bool], None] | None"]
+#: add changes of its own and returns None (nothing added) or `settle`, called once with whether
+#: the commit succeeded (it holds the rider's changes: durable as the batch is). A rider never
+#: fails the batch. Called with `careful=False`, it adds its changes as they come (no savepoint:
+#: two statements per commit) and may raise; the leader then rolls the transaction back, runs
+#: the batch's writes again and calls every rider with `careful=True`: each in a SAVEPOINT of
+#: its own, undone there if it fails (and then it returns None). How the delivery queue's
+#: journal rides in the store's commits instead of committing on its own.
+Rider = Callable[[sqlite3.Connection, bool], "Callable[[bool], None] | None"]
+
+
+class _RiderFailed(Exception):
+    """A rider raised in a batch's quick pass (`Rider`): the batch is to run again, carefully."""
 
 
 class _Connection(sqlite3.Connection):
@@ -450,12 +457,16 @@ class Database:
                     try:
                         self._begin(conn)
                         try:
-                            results = self._run_optimistic(conn, batch)
-                            if results is None:  # a write raised: its transaction is rolled back
-                                self._begin(conn)
-                                results = self._run_savepointed(conn, batch)
+                            results = self._run_writes(conn, batch)
                             if conn.in_transaction:  # (not after a lone write that raised: rolled back)
-                                self._commit_riding(conn)
+                                try:
+                                    self._commit_riding(conn, careful=False)
+                                except _RiderFailed:  # again, each rider in a savepoint of its own (`Rider`)
+                                    conn.execute("ROLLBACK")
+                                    self._begin(conn)
+                                    results = self._run_writes(conn, batch)
+                                    if conn.in_transaction:
+                                        self._commit_riding(conn, careful=True)
                         except BaseException:
                             with contextlib.suppress(sqlite3.Error):
                                 conn.execute("ROLLBACK")
@@ -473,6 +484,16 @@ class Database:
             return
         for item, value, error in results:
             item.result, item.error, item.done = value, error, True
+
+    def _run_writes(self, conn: sqlite3.Connection,
+                    batch: list[_Write]) -> list[tuple[_Write, Any, BaseException | None]]:
+        """Every write of `batch` in the open transaction: without savepoints, and if one raises,
+        again from a new transaction, each in a savepoint of its own."""
+        results = self._run_optimistic(conn, batch)
+        if results is None:  # a write raised: its transaction is rolled back
+            self._begin(conn)
+            results = self._run_savepointed(conn, batch)
+        return results
 
     def _run_optimistic(self, conn: sqlite3.Connection,
                         batch: list[_Write]) -> list[tuple[_Write, Any, BaseException | None]] | None:
@@ -510,15 +531,25 @@ class Database:
                 results.append((item, value, None))
         return results
 
-    def _commit_riding(self, conn: sqlite3.Connection) -> None:
+    def _commit_riding(self, conn: sqlite3.Connection, *, careful: bool) -> None:
         """Commit the batch's transaction with the riders' changes in it (`Rider`); tell each
-        rider whether its changes were committed."""
+        rider whether its changes were committed. _RiderFailed when a rider raised (not
+        `careful`): the transaction is to be rolled back and the batch run again, carefully."""
         riders = self._riders
         if not riders:
             self._commit(conn)
             return
-        settles = [settle for rider in riders if (settle := rider(conn)) is not None]
+        settles: list[Callable[[bool], None]] = []
         try:
+            for rider in riders:
+                try:
+                    settle = rider(conn, careful)
+                except Exception as exc:
+                    if careful:
+                        raise
+                    raise _RiderFailed() from exc
+                if settle is not None:
+                    settles.append(settle)
             self._commit(conn)
         except BaseException:
             for settle in settles:
