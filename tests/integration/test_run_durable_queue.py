@@ -12,6 +12,7 @@ import os
 import random
 import signal
 import socket
+import sqlite3
 import subprocess
 import sys
 import time
@@ -174,7 +175,15 @@ def test_a_map_killed_mid_way_resumes_its_unfinished_runs_without_running_a_comm
     while not set(range(150)) <= set(ran()) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert set(range(150)) <= set(ran()), "the fast items must all have started"
-    time.sleep(1.0)  # their commits land (a no-op handler each)
+
+    def committed() -> int:  # Split's checkpoint and the items' (read beside the running process: WAL)
+        with sqlite3.connect(store) as conn:
+            return conn.execute("SELECT count(*) FROM unum_records WHERE workflow = 'wf-m' AND kind = 'checkpoint'"
+                                ).fetchone()[0]
+
+    while committed() < 151 and time.monotonic() < deadline:  # their commits land (a no-op handler each)
+        time.sleep(0.05)
+    assert committed() >= 151, committed()
     proc.send_signal(signal.SIGKILL)
     proc.communicate(timeout=30)
     shown = cli("inspect", "wf-m", "--store", store)
