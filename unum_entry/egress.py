@@ -13,8 +13,8 @@ crashes anywhere re-runs the same steps over the same committed output.
 from __future__ import annotations
 
 import contextvars
-from functools import partial
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import TYPE_CHECKING, Any, cast
 
 from unum_entry import fanin

@@ -438,7 +438,9 @@ class SQLiteQueue(DeliveryQueue):
             return
         run = delivery.run
         accepted = run.accepted if run is not None else delivery.accepted
-        for _ in range(3):  # (a commit that raced ours may hold the row: then it is written, or put back)
+        # One write suffices: a commit that took the row before ours has settled by the time ours
+        # runs (the writer is one at a time), written or put back for ours. The loop is a bound.
+        for _ in range(3):
             if self._written >= accepted:
                 return
             try:
