@@ -626,7 +626,20 @@ class SQLiteQueue(DeliveryQueue):
         with self._lock:
             self._carry = False
             batch = _Batch(self._queue, self._fan_outs, self._runs)
-            self._queue, self._fan_outs, self._runs = _Pending(), _Pending(), _Pending()
+            # A table with nothing pending keeps its (empty) operations: the batch takes the shared
+            # `_NONE` instead, which nothing mutates (a chain hop's commit makes one `_Pending`, not three).
+            if batch.queue:
+                self._queue = _Pending()
+            else:
+                batch.queue = _NONE
+            if batch.fan_outs:
+                self._fan_outs = _Pending()
+            else:
+                batch.fan_outs = _NONE
+            if batch.runs:
+                self._runs = _Pending()
+            else:
+                batch.runs = _NONE
             target = self._submitted
             if batch.empty:
                 if not self._inflight:
@@ -686,6 +699,8 @@ class _Pending:
         return _Pending({**self.puts, **later.puts}, self.dels + later.dels)
 
 
+_NONE = _Pending()  # no operations: a batch's share of a table with nothing pending (never mutated)
+
 #: Each table's insert (a row as `_Pending.puts` holds it) and delete.
 _INSERT = {"unum_queue": "INSERT OR REPLACE INTO unum_queue VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
            "unum_fan_outs": "INSERT OR REPLACE INTO unum_fan_outs (id, workflow, function, payload, deadline, "
@@ -715,7 +730,7 @@ class _Batch:
                 conn.executemany(_INSERT[table], pending.puts.values())
         for table, pending in tables:
             if pending.dels:
-                conn.executemany(_DELETE[table], ((row,) for row in pending.dels))
+                conn.executemany(_DELETE[table], zip(pending.dels))  # (zip of one list: its rows as 1-tuples)
 
 
 def _apply_apart(batch: _Batch, conn: sqlite3.Connection) -> None:

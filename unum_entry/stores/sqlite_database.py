@@ -125,6 +125,14 @@ _COLUMNS_PAD = "key, kind, workflow, expires_at, value"  # the WAL presize's scr
 Rider = Callable[[sqlite3.Connection, bool], "Callable[[bool], None] | None"]
 
 
+def _none_synced(batch: list[_Write]) -> bool:
+    """No write of `batch` asks for an fsync (a loop, not `any` of a generator: every commit asks)."""
+    for item in batch:
+        if item.sync:
+            return False
+    return True
+
+
 class _RiderFailed(Exception):
     """A rider raised in a batch's quick pass (`Rider`): the batch is to run again, carefully."""
 
@@ -448,7 +456,7 @@ class Database:
         try:
             with self._write_mutex:
                 conn = self._writer if self._writer is not None else self._writer_connection()
-                relaxed = self.durability is Durability.FULL and not any(item.sync for item in batch)
+                relaxed = self.durability is Durability.FULL and _none_synced(batch)
                 try:
                     if not self._wal_ready:
                         self._presize_wal(conn)
