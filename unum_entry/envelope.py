@@ -131,11 +131,14 @@ class Envelope(Frozen):
     # ---- wire form -----------------------------------------------------------------------
 
     def to_wire(self) -> dict[str, Any]:
+        frames, inputs = self.frames, self.inputs
+        # One frame and one input (a chain hop's envelope) without a comprehension: no frame of its own.
         wire: dict[str, Any] = {
             "unum": ENVELOPE_VERSION,
             "workflow": self.workflow,
-            "frames": [[f.index, f.size, f.iteration] for f in self.frames],
-            "inputs": [_ref_to_wire(d) for d in self.inputs],
+            "frames": ([[frames[0].index, frames[0].size, frames[0].iteration]] if len(frames) == 1
+                       else [[f.index, f.size, f.iteration] for f in frames]),
+            "inputs": [_ref_to_wire(inputs[0])] if len(inputs) == 1 else [_ref_to_wire(d) for d in inputs],
         }
         if self.gathered:
             wire["gathered"] = True
@@ -291,7 +294,7 @@ def _ref_to_wire(ref: DataRef) -> dict[str, Any]:
         wire["item"] = ref.item
     if ref.path is not None:
         wire["path"] = ref.path
-    if ref.inline:
+    if ref.value is not _MISSING:  # (`ref.inline`, without its property call)
         wire["value"] = ref.value
     return wire
 
