@@ -11,10 +11,8 @@ import json
 import sqlite3
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
-from typing import IO, Any
 
 import pytest
 
@@ -99,43 +97,19 @@ def test_the_driver_killed_while_a_second_run_follows_is_taken_over_on_this_host
     time.sleep(1.2)  # the first drives the map's items
     second = spawn(*args)
     assert second.stderr is not None
-    lines = _lines_of(second.stderr)
     # The first is killed only once the second follows it: a second started slowly (a loaded
-    # machine) would otherwise find it dead already and resume it as an interrupted run.
-    assert _wait_for(lines, "is being run by process"), lines
+    # machine) would otherwise find it dead already and resume it as an interrupted run. Each
+    # readline is bounded: the second's --timeout ends it, and its stderr with it.
+    followed = ""
+    while "is being run by process" not in followed and (line := second.stderr.readline()):
+        followed += line
+    assert "is being run by process" in followed, followed
     first.kill()
     first.communicate(timeout=BOUND)
-    second.wait(timeout=2 * BOUND)
-    out, err = second.stdout.read() if second.stdout else "", _wait_for(lines, None) or str(lines)
+    out, rest = second.communicate(timeout=2 * BOUND)
+    err = followed + rest
     assert second.returncode == 0, err
     assert json.loads(out) == {"sum": sum(i * i for i in range(16)), "n": 16}
     assert "is being run by process" in err and "continuing it here" in err, err
     assert "resuming: " in err, err  # the journaled deliveries, not a restart from the entry
 
-
-def _lines_of(stream: IO[str]) -> list[str]:
-    """The lines `stream` gives, appended by a reader thread as they come; a None marks its end."""
-    lines: list[Any] = []
-
-    def read() -> None:
-        lines.extend(iter(stream.readline, ""))  # extend takes them one by one as readline returns them
-        lines.append(None)
-
-    threading.Thread(target=read, daemon=True).start()
-    return lines
-
-
-def _wait_for(lines: list[Any], text: str | None) -> str | None:
-    """Wait (at most BOUND s) until a line contains `text` (None: until the stream ended); returns
-    every line read by then, joined, or None on timeout."""
-    deadline = time.monotonic() + BOUND
-    while time.monotonic() < deadline:
-        seen = list(lines)
-        done = seen and seen[-1] is None
-        got = "".join(line for line in seen if line is not None)
-        if (text is None and done) or (text is not None and text in got):
-            return got
-        if done:
-            return None
-        time.sleep(0.05)
-    return None
