@@ -34,7 +34,7 @@ from unum_entry.errors import StaleInvocation
 from unum_entry.ir import FunctionIR
 from unum_entry.outcome import Ending
 from unum_entry.retention import Ledger
-from unum_entry.stores.base import Guard, Kind, SetAdd, SetState, Store
+from unum_entry.stores.base import Guard, Joined, Joining, Kind, SetAdd, SetState, Store
 
 if TYPE_CHECKING:
     from unum_entry.plan import Call
@@ -79,6 +79,28 @@ def commit_joining(store: Store, ir: FunctionIR, ledger: Ledger, key: str, outpu
     leaf shard right after the add - None when nothing was added: a loser, or a store that does
     not join in its creates; egress then adds)."""
     return ledger.create_joining(store, key, encode(output, what=_output_of(ir.function)) + stamp, join)
+
+
+def commit_joining_many(store: Store, ir: FunctionIR,
+                        commits: Sequence[tuple[Ledger, str, Any, SetAdd, bytes]]) -> list[Joined | Exception]:
+    """`commit_joining` of each (ledger, key, output, join, stamp), all in one write where the
+    store batches them (`Store.create_joining_many`): in order, what `commit_joining` returns
+    for each, or the exception that failed it (an output that cannot be stored fails its own
+    item, before anything is written; a failed write fails every item it held)."""
+    what = _output_of(ir.function)
+    results: list[Joined | Exception | None] = [None] * len(commits)
+    creates: list[Joining] = []
+    where: list[int] = []
+    for i, (ledger, key, output, join, stamp) in enumerate(commits):
+        try:
+            creates.append(ledger.joining(key, encode(output, what=what) + stamp, join))
+        except Exception as exc:
+            results[i] = exc
+            continue
+        where.append(i)
+    for i, made in zip(where, store.create_joining_many(creates), strict=True):
+        results[i] = made
+    return results  # type: ignore[return-value]  # every item set above
 
 
 @functools.lru_cache(maxsize=1024)

@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING
 from unum_entry import naming
 from unum_entry.errors import RetentionExpired
 from unum_entry.frozen import Frozen, frozen
-from unum_entry.stores.base import Kind
+from unum_entry.stores.base import Joining, Kind
 
 if TYPE_CHECKING:
     from unum_entry.envelope import Envelope, Frame
@@ -187,6 +187,10 @@ class Ledger(Frozen):
         `unum_entry.fanin.leaf_add`, which checked and stamped it) in the same write."""
         return store.create_joining(key, value, workflow=self.workflow, kind=kind, expires_at=self.expires_at(kind),
                                     join=join)
+
+    def joining(self, key: str, value: bytes, join: SetAdd) -> Joining:
+        """The item of `store.create_joining_many` that `create_joining` of a checkpoint would write."""
+        return Joining(key, value, self.workflow, self.expires_at(Kind.CHECKPOINT), join)
 
     def add_to_set(self, store: Store, set_key: str, shard_key: str, slot: int, member: str, *,
                    size: int) -> SetState:

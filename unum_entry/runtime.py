@@ -12,7 +12,7 @@ import inspect
 import logging
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from functools import partial
 from pathlib import Path
@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from unum_entry import naming
 from unum_entry import fanin
-from unum_entry.checkpoint import commit, commit_joining, commit_key, commits_its_result
+from unum_entry.checkpoint import commit, commit_joining, commit_joining_many, commit_key, commits_its_result
 from unum_entry.context import DeliveryContext, InvocationContext
 from unum_entry.egress import EgressContext, EgressReport, egress, planned_fan_out
 from unum_entry.envelope import DataRef, Envelope
@@ -124,6 +124,12 @@ class Runtime:
         self._joining: Program | None = (program if self._commits_to_invocation and store.joins_in_create
                                          and program is not None and program.branch is not None else None)
 
+    @property
+    def batches_branches(self) -> bool:
+        """Whether `handle_many` makes its fan-in branches' commits together: this function is a
+        fan-in branch and the store makes many joining creates in one write (`joins_in_batches`)."""
+        return self._joining is not None and self.store.joins_in_batches and not self._traced
+
     def handle(self, env: Envelope) -> EgressReport | None:
         """Process one delivery. Returns None when nothing was left to do (dropped, a delivery
         the layer handled, or the deadline watchdog's timer: unum_entry.watchdog). The delivery
@@ -141,6 +147,58 @@ class Runtime:
             return self._handle(env)
 
     def _handle(self, env: Envelope) -> EgressReport | None:
+        staged = self._stage(env)
+        if isinstance(staged, _Staged):
+            return self._commit(staged)
+        return staged
+
+    def handle_many(self, envs: Sequence[Envelope]) -> list[EgressReport | None | Exception]:
+        """`handle` of each of `envs` (a worker's batch of deliveries: fan-in branches of one
+        map), the commits of its fan-in branches made together (`commit_joining_many`: one
+        transaction where the store batches them): each handler runs, then the batch's commits
+        are made, then each egress runs over its own commit. Returns, in order, what `handle`
+        returns for each or the Exception it raised (BaseExceptions pass through). Nothing a
+        delivery sees differs from `handle`: its commit is one create-if-absent, made before
+        its egress; only its neighbours' commits share the write."""
+        if self._joining is None or self._traced:
+            return [_handled_or_error(self.handle, env) for env in envs]
+        results: list[EgressReport | None | Exception] = []
+        joining: list[tuple[int, _Staged]] = []
+        for env in envs:
+            try:
+                staged = self._stage(env)
+                if not isinstance(staged, _Staged):
+                    results.append(staged)
+                elif staged.join is not None:
+                    joining.append((len(results), staged))
+                    results.append(None)
+                else:
+                    results.append(self._commit(staged))
+            except Exception as exc:  # this delivery's own failure: the policy maps it (platforms.common)
+                results.append(exc)
+        if not joining:
+            return results
+        try:
+            made = commit_joining_many(self.store, self.ir, [
+                (staged.join[0], staged.invocation, staged.output, staged.join[1], staged.history)  # type: ignore[index]
+                for _, staged in joining])
+        except Exception as exc:  # (it returns each item's failure; a bug fails them all)
+            made = [exc] * len(joining)
+        for (i, staged), outcome in zip(joining, made, strict=True):
+            try:
+                if isinstance(outcome, Exception):
+                    raise outcome
+                stored, created, joined = outcome
+                results[i] = self._egress_over(staged.env, staged.invocation, staged.checkpoint, stored, created,
+                                               staged.history, joined)
+            except Exception as exc:
+                results[i] = exc
+        return results
+
+    def _stage(self, env: Envelope) -> _Staged | EgressReport | None:
+        """`handle` up to the commit: ingress and the handler. Returns what to commit (`_Staged`),
+        or what `handle` returns when nothing is left to commit (dropped, a duplicate's egress
+        done, a workflow given up)."""
         if env.watchdog:  # the deadline watchdog's timer, not an invocation of this function
             if self.watchdog.fire(env) in ("recorded", "ended"):  # an invoked machine's TimeoutSeconds: its caller's invoke fails
                 self._answer_caller(env.workflow)
@@ -166,46 +224,54 @@ class Runtime:
             before = ingress(env, self.store, checkpoint, check_first=self.ir.ingress_check)
         if isinstance(before, Ended):  # a fan-out item of a workflow that ended (unum_entry.ingress)
             return None
-        value_end: int | None = None  # where the committed value ends in `stored`, when known
-        joined: SetState | None = None  # the join's leaf shard, when the commit made its add
         if isinstance(before, AlreadyCommitted):
-            stored, created = before.stored, False
-        else:
-            if self._hooked:
-                self.hooks.at(FaultPoint.BEFORE_HANDLER, invocation)
-            context = self.layer.context(self._context(env, invocation), env, checkpoint)
-            started = self.retention.clock()
-            try:
-                if self._traced:
-                    with self.tracing.span("handler"):
-                        output = self.layer.call(partial(self._call_handler, before.event, context))
-                else:
+            return self._egress_over(env, invocation, checkpoint, before.stored, False)
+        if self._hooked:
+            self.hooks.at(FaultPoint.BEFORE_HANDLER, invocation)
+        context = self.layer.context(self._context(env, invocation), env, checkpoint)
+        started = self.retention.clock()
+        try:
+            if self._traced:
+                with self.tracing.span("handler"):
                     output = self.layer.call(partial(self._call_handler, before.event, context))
-            except WorkflowAborted as abort:
-                self._give_up(env, abort, invocation)
-                return None
-            except StaleInvocation:
-                # The layer found the workflow ended (drop), or this invocation committed while
-                # this slow duplicate ran: continue as a duplicate with the committed output.
-                committed = self.store.get(checkpoint) if checkpoint is not None else None
-                if committed is None:
-                    return None
-                stored, created = committed, False
             else:
-                if self._hooked:
-                    self.hooks.at(FaultPoint.AFTER_HANDLER, invocation)
-                history = (stamp(self.ir.function, env, started=started, committed=self.retention.clock())
-                           if checkpoint is not None else b"")
-                join = self._leaf_join(self._joining, env, invocation) if self._joining is not None else None
-                if join is None:
-                    stored, created = commit(self.store, self.ir, self.retention, env, checkpoint, output,
-                                             stamp=history)
-                else:  # the commit is the invocation's checkpoint (`_joining`)
-                    ledger, leaf_add = join
-                    stored, created, joined = commit_joining(self.store, self.ir, ledger, invocation, output,
-                                                             leaf_add, stamp=history)
-                if created and history and stored.endswith(history):  # our own bytes: the value ends at the stamp
-                    value_end = len(stored) - len(history)
+                output = self.layer.call(partial(self._call_handler, before.event, context))
+        except WorkflowAborted as abort:
+            self._give_up(env, abort, invocation)
+            return None
+        except StaleInvocation:
+            # The layer found the workflow ended (drop), or this invocation committed while
+            # this slow duplicate ran: continue as a duplicate with the committed output.
+            committed = self.store.get(checkpoint) if checkpoint is not None else None
+            if committed is None:
+                return None
+            return self._egress_over(env, invocation, checkpoint, committed, False)
+        if self._hooked:
+            self.hooks.at(FaultPoint.AFTER_HANDLER, invocation)
+        history = (stamp(self.ir.function, env, started=started, committed=self.retention.clock())
+                   if checkpoint is not None else b"")
+        join = self._leaf_join(self._joining, env, invocation) if self._joining is not None else None
+        return _Staged(env, invocation, checkpoint, output, history, join)
+
+    def _commit(self, staged: _Staged) -> EgressReport:
+        """Commit `staged` (its checkpoint; a fan-in branch's with its join's first add), then its egress."""
+        if staged.join is None:
+            stored, created = commit(self.store, self.ir, self.retention, staged.env, staged.checkpoint, staged.output,
+                                     stamp=staged.history)
+            return self._egress_over(staged.env, staged.invocation, staged.checkpoint, stored, created, staged.history)
+        ledger, leaf_add = staged.join  # the commit is the invocation's checkpoint (`_joining`)
+        stored, created, joined = commit_joining(self.store, self.ir, ledger, staged.invocation, staged.output,
+                                                 leaf_add, stamp=staged.history)
+        return self._egress_over(staged.env, staged.invocation, staged.checkpoint, stored, created, staged.history,
+                                 joined)
+
+    def _egress_over(self, env: Envelope, invocation: str, checkpoint: str | None, stored: bytes, created: bool,
+                     history: bytes = b"", joined: SetState | None = None) -> EgressReport:
+        """Egress over the committed bytes `stored`; `history`: the stamp this execution's own
+        commit put after its value (when `created` and `stored` ends with it, the value is
+        decoded without parsing the stamp); `joined`: the join's leaf shard, when the commit
+        made its add."""
+        value_end = len(stored) - len(history) if created and history and stored.endswith(history) else None
         if self._hooked:
             self.hooks.at(FaultPoint.AFTER_CHECKPOINT, invocation)
         if self._traced:
@@ -343,6 +409,30 @@ class Runtime:
         except SystemExit as exc:  # the handler's own sys.exit(): its failure, not the platform's
             raise HandlerFailed(self.ir.function, "SystemExit", f"the handler called sys.exit({exc.code!r})",
                                 trace=user_trace(exc)) from exc
+
+
+class _Staged:
+    """A delivery whose handler ran, with what its commit writes (`Runtime._stage`): its
+    output and history stamp, and for a fan-in branch its join's first add."""
+
+    __slots__ = ("env", "invocation", "checkpoint", "output", "history", "join")
+
+    def __init__(self, env: Envelope, invocation: str, checkpoint: str | None, output: Any, history: bytes,
+                 join: tuple[Ledger, SetAdd] | None) -> None:
+        self.env = env
+        self.invocation = invocation
+        self.checkpoint = checkpoint
+        self.output = output
+        self.history = history
+        self.join = join
+
+
+def _handled_or_error(handle: Callable[[Envelope], EgressReport | None],
+                      env: Envelope) -> EgressReport | None | Exception:
+    try:
+        return handle(env)
+    except Exception as exc:
+        return exc
 
 
 def _starts_invoked(env: Envelope) -> bool:

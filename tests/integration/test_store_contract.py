@@ -16,7 +16,7 @@ import pytest
 from tests.support.expiry import ttl_from_now
 from unum_entry.errors import StoreError, StoreMisuse
 from unum_entry.stores import Kind, SetState, Store
-from unum_entry.stores.base import MANIFEST_TAG, SetAdd
+from unum_entry.stores.base import MANIFEST_TAG, Joining, SetAdd
 from unum_entry.stores.dynamodb import DynamoDBStore
 from unum_entry.stores.file import FileStore
 from unum_entry.stores.memory import MemoryStore
@@ -292,6 +292,55 @@ def test_concurrent_create_joinings_of_one_key_add_once(store: Store, race) -> N
     if store.joins_in_create:
         assert winners[0][2] is not None and winners[0][2].full
         assert store.read(["s-jrace"])["s-jrace"].members == {0: "c-jrace"}
+
+
+# ---- create_joining_many: a batch of fan-in branches' creates and adds -------------------------
+
+def joinings(store: Store, *items: tuple[str, bytes, str, int, int]) -> list:
+    """`create_joining_many` of (key, value, set key, slot, set size) items."""
+    expiry = ttl_from_now(store)
+    return store.create_joining_many([Joining(key, value, "wf", expiry, SetAdd(set_key, slot, key, size, expiry))
+                                      for key, value, set_key, slot, size in items])
+
+
+def test_create_joining_many_answers_each_item_as_create_joining_would(store: Store) -> None:
+    """Each item in order: created with the set right after its own add (the add that fills
+    the set sees it full and, on ordered stores, itself as its completer; an add before it
+    not), or the winner's value and no add for a key that exists."""
+    store.create("c-b-won", b"first", workflow="wf", expires_at=ttl_from_now(store))
+    results = joinings(store, ("c-b0", b"v0", "s-b", 0, 3), ("c-b-won", b"second", "s-b", 1, 3),
+                       ("c-b2", b"v2", "s-b", 2, 3), ("c-b1", b"v1", "s-b", 1, 3), ("c-b-other", b"o", "s-o", 0, 1))
+    assert [(stored, created) for stored, created, _ in results] == [
+        (b"v0", True), (b"first", False), (b"v2", True), (b"v1", True), (b"o", True)]
+    assert results[1][2] is None  # the loser adds nothing
+    assert all(store.get(key) == value for key, value in [("c-b0", b"v0"), ("c-b2", b"v2"), ("c-b1", b"v1")])
+    if not store.joins_in_create:  # the cloud stores: creates alone, the callers add
+        assert all(state is None for _, _, state in results) and store.read(["s-b", "s-o"]) == {}
+        return
+    states = [state for _, _, state in results]
+    assert dict(states[0].members) == {0: "c-b0"} and not states[0].full
+    assert dict(states[2].members) == {0: "c-b0", 2: "c-b2"} and not states[2].full
+    assert states[3].full and dict(states[3].members) == {0: "c-b0", 2: "c-b2", 1: "c-b1"}
+    assert states[3].completed_by == 1 or not store.ordered_sets
+    assert states[4].full and dict(states[4].members) == {0: "c-b-other"}
+    assert store.read(["s-b"])["s-b"].members == {0: "c-b0", 2: "c-b2", 1: "c-b1"}
+
+
+def test_create_joining_many_fails_only_the_items_whose_own_add_is_wrong(store: Store) -> None:
+    """Where the store joins in its creates, a bad add (a negative slot; a set key that holds a
+    value) fails its own item and writes neither its create nor its add; the other items are
+    made (elsewhere the creates are made and the callers' adds fail later, as with
+    `create_joining`)."""
+    store.create("c-holds-value", b"x", workflow="wf", expires_at=ttl_from_now(store))
+    results = joinings(store, ("c-f0", b"v0", "s-f", 0, 2), ("c-bad-slot", b"b", "s-f", -1, 2),
+                       ("c-onto-value", b"w", "c-holds-value", 0, 2), ("c-f1", b"v1", "s-f", 1, 2))
+    assert results[0][:2] == (b"v0", True) and results[3][:2] == (b"v1", True)
+    if store.joins_in_create:
+        assert isinstance(results[1], StoreMisuse) and store.get("c-bad-slot") is None
+        assert isinstance(results[2], StoreError) and "not a set" in str(results[2])
+        assert store.get("c-onto-value") is None and store.get("c-holds-value") == b"x"
+        assert results[3][2] is not None and results[3][2].full
+    assert store.get("c-f0") == b"v0" and store.get("c-f1") == b"v1"
 
 
 # ---- expiry --------------------------------------------------------------------------------------

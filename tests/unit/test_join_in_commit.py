@@ -1,6 +1,7 @@
 """A fan-in branch's checkpoint and its join's first set add in one write where the store can
 (`Store.create_joining`: the memory and SQLite stores), as two elsewhere (every wrapper, the
-cloud stores): the same result either way, one store write per branch fewer."""
+cloud stores): the same result either way, one store write per branch fewer. On SQLite a
+worker's batch of branches commits in one write (`Store.create_joining_many`)."""
 
 from __future__ import annotations
 
@@ -31,12 +32,16 @@ MAP = {
 
 
 def counted(store: Store, calls: Counter[str]) -> Store:
-    """`store` with its create, create-and-add and add primitives counted."""
-    for name in ("_create", "_create_joining", "_add_to_set"):
+    """`store` with its create, create-and-add and add primitives counted (a batch of
+    creates-and-adds: as one call of `_create_joining_many`, and each of its items as a
+    `_create_joining`)."""
+    for name in ("_create", "_create_joining", "_add_to_set", "_create_joining_many"):
         original = getattr(store, name)
 
         def counting(*args: Any, _name: str = name, _original: Any = original) -> Any:
             calls[_name] += 1
+            if _name == "_create_joining_many":
+                calls["_create_joining"] += len(args[0])
             return _original(*args)
 
         setattr(store, name, counting)
@@ -58,6 +63,8 @@ def test_each_branch_commits_its_checkpoint_and_its_leaf_add_in_one_write(tmp_pa
     assert outcome.failure is None and outcome.result == sum(2 * i for i in range(WIDTH))
     assert calls["_create_joining"] == WIDTH  # each branch: its checkpoint and its leaf add
     assert calls["_add_to_set"] == 3  # only the parent shard's adds, one per leaf that filled
+    if kind == "memory":
+        assert calls["_create_joining_many"] == 0  # nothing to gain from batches: one lock per write
 
 
 def test_a_store_that_cannot_makes_them_as_two_writes_with_the_same_result(tmp_path: Path) -> None:

@@ -45,7 +45,8 @@ from unum_entry.local.handoff import call_wire, is_plain, open_call, open_sealed
 from unum_entry.local.queue import CallRun, Delivery, DeliveryQueue, MemoryQueue
 from unum_entry.outcome import Ending, RunResult, read_outcome
 from unum_entry.plan import FanOutCalls
-from unum_entry.platforms.common import DeliveryStatus, RetryPolicy, deliver, record_failure
+from unum_entry.platforms.common import (DeliveryOutcome, DeliveryStatus, RetryPolicy, deliver, deliver_many,
+                                        record_failure)
 from unum_entry.runtime import Handler, Runtime, RuntimeConfig, load_handler, new_workflow
 from unum_entry.steps.layer import StepsLayer
 from unum_entry.stores.base import Store
@@ -64,7 +65,7 @@ WAKE_BATCH = 64        # a worker's due pushes that wake idle workers at once (`
 HOP_BUDGET = 64        # deliveries a worker takes from its own hand in a row before it settles with the queue
 SETTLE_INTERVAL = 0.05  # ... or seconds: its counts reach progress() and wait_idle at least this often
 TAKE_BATCH = 16        # due deliveries a worker takes at once when its deliveries are quick (`_take_shared`)
-QUICK = 0.001          # seconds per delivery below which a worker's deliveries count as quick
+QUICK = 0.005          # seconds per delivery below which a worker's deliveries count as quick
 
 
 @dataclass(frozen=True)
@@ -217,6 +218,10 @@ class LocalPlatform:
         # The workers run unum's code on one CPU, handlers on all (unum_entry.local.cpu): with a
         # store whose calls are brief and let go of the GIL (SQLite), not one with client threads.
         self._cpu = OneCpu(enabled=None if store.one_cpu else False)
+        # Whether a worker may run a batch of fan-in branches with their commits together
+        # (`_batch`): not when each delivery is to be seen on its own (faults picking the order,
+        # an invocation log timing each, a simulated invoke latency).
+        self._batching = faults is None and invocation_log is None and not invoke_latency
         self.runtimes: dict[str, Runtime] = {}
         for name, spec in workflow.functions.items():
             handler = load_handler(spec.folder, spec.ir.handler, function=name)
@@ -525,8 +530,7 @@ class LocalPlatform:
         if hand is None:
             hand = _Hand(batching=False)
         if done is not None:
-            hand.finished += 1
-            hand.in_flight[done.function] = hand.in_flight.get(done.function, 0) - 1
+            _finished(hand, done)
         if (hand.next is not None or hand.taken) and hand.hops < HOP_BUDGET and not self._stopping \
                 and time.monotonic() < hand.settle_by:
             hand.hops += 1
@@ -660,16 +664,44 @@ class LocalPlatform:
         while (delivery := self._take(done, hand)) is not None:
             done = None
             hand.current = delivery
+            batch = self._batch(delivery, hand) if hand.taken else None
             try:
-                self._process(delivery, hand)
+                if batch is None:
+                    self._process(delivery, hand)
+                else:
+                    self._process_batch(batch, self.runtimes[delivery.function], hand)
             except BaseException as exc:  # a bug in the platform itself: keep the worker alive
                 log.exception("local platform: delivery to %s lost", delivery.function)
-                self._dead_letter(f"{delivery.function}: internal error in the local platform: "
-                                  f"{type(exc).__name__}: {exc}")
+                for lost in batch or (delivery,):
+                    self._dead_letter(f"{lost.function}: internal error in the local platform: "
+                                      f"{type(exc).__name__}: {exc}")
             finally:
                 self._flush(hand)  # its successors are queued (journaled) before it is finished
-                self.queue.finish(delivery)  # after whatever it re-queued: a crash until here redelivers it
+                if batch is None:
+                    self.queue.finish(delivery)  # after whatever it re-queued: a crash until here redelivers it
+                else:
+                    for finished in batch:
+                        self.queue.finish(finished)
+                    for extra in batch[1:]:  # (the first is accounted for as `done`)
+                        _finished(hand, extra)
                 done = delivery  # accounted for when this worker takes its next one
+
+    def _batch(self, delivery: Delivery, hand: _Hand) -> list[Delivery] | None:
+        """`delivery` and the deliveries `hand` took ahead that follow it in one batch, when its
+        function's runtime commits fan-in branches together on this store
+        (`Runtime.handle_many`): calls of a queued fan-out (each a first delivery) to the same
+        function, as many as are next in `hand` (at most TAKE_BATCH, within its HOP_BUDGET).
+        None for any other delivery: processed on its own."""
+        if delivery.source is None or not self._batching:
+            return None
+        runtime = self.runtimes.get(delivery.function)
+        if runtime is None or not runtime.batches_branches:
+            return None
+        batch, taken, function = [delivery], hand.taken, delivery.function
+        while taken and hand.hops < HOP_BUDGET and taken[0].function == function and taken[0].source is not None:
+            batch.append(taken.popleft())
+            hand.hops += 1
+        return batch if len(batch) > 1 else None
 
     def _open(self, delivery: Delivery) -> Envelope:
         """The envelope `delivery` brings, the handler's own (a fresh copy of every mutable value)."""
@@ -680,38 +712,64 @@ class LocalPlatform:
         return Envelope.from_wire(decode(delivery.payload))
 
     def _process(self, delivery: Delivery, hand: _Hand) -> None:
+        runtime = self.runtimes.get(delivery.function)
+        env = self._runnable(delivery, runtime)
+        if env is None or runtime is None:
+            return
+        started = time.perf_counter()
+        outcome = deliver(runtime, env, retry=self._backoff)
+        if self.invocation_log is not None:
+            self.invocation_log.write(InvocationRecord.of(delivery.function, env, outcome.status, outcome.error,
+                                                          (time.perf_counter() - started) * 1000,
+                                                          state=self._states.get(delivery.function)))
+        self._act_on(delivery, runtime, env, outcome, hand)
+
+    def _process_batch(self, deliveries: list[Delivery], runtime: Runtime, hand: _Hand) -> None:
+        """`_process` of a batch of one function's deliveries (`_batch`), their commits made
+        together (`deliver_many`)."""
+        ready: list[tuple[Delivery, Envelope]] = []
+        for delivery in deliveries:
+            env = self._runnable(delivery, runtime)
+            if env is not None:
+                ready.append((delivery, env))
+        outcomes = deliver_many(runtime, [env for _, env in ready], retry=self._backoff)
+        for (delivery, env), outcome in zip(ready, outcomes, strict=True):
+            self._act_on(delivery, runtime, env, outcome, hand)
+
+    def _runnable(self, delivery: Delivery, runtime: Runtime | None) -> Envelope | None:
+        """The envelope `delivery` brings, ready to run; None when it must not run (a bad
+        envelope or an unknown function: dead-lettered; its workflow ended here; its journal
+        row could not be written: redelivered)."""
         try:
             env = self._open(delivery)
         except EnvelopeError as exc:
             self._count("deliveries")
             self._dead_letter(f"{delivery.function}: {exc}")
-            return
-        runtime = self.runtimes.get(delivery.function)
+            return None
         if runtime is None:
             self._count("deliveries")
             self._dead_letter(f"invoke of unknown function {delivery.function!r} in workflow {env.workflow}")
-            return
+            return None
         if self._ended(env):
             self._count("deliveries")
             self._count("stale")
-            return
+            return None
         try:
             self.queue.before_run(delivery)
         except StoreError as exc:  # its row is not on disk: it must not run yet (the journal's file is struggling)
             self._redeliver(delivery, runtime, env, exc)
-            return
-        started = time.perf_counter()
-        outcome = deliver(runtime, env, retry=self._backoff)
+            return None
+        return env
+
+    def _act_on(self, delivery: Delivery, runtime: Runtime, env: Envelope, outcome: DeliveryOutcome,
+                hand: _Hand) -> None:
+        """Count `delivery`'s outcome and do what it asks (a retry, a redelivery)."""
         if outcome.status is not DeliveryStatus.DONE:  # a delivery done is counted with its commit below
             self._count("deliveries")
         if outcome.status is DeliveryStatus.FAILED or (outcome.status is DeliveryStatus.DONE
                                                        and outcome.done_report.failed):
             with self._lock:
                 self._failed_here.add(env.workflow)
-        if self.invocation_log is not None:
-            self.invocation_log.write(InvocationRecord.of(delivery.function, env, outcome.status, outcome.error,
-                                                          (time.perf_counter() - started) * 1000,
-                                                          state=self._states.get(delivery.function)))
         status = outcome.status
         if status in (DeliveryStatus.RETRY_HANDLER, DeliveryStatus.FAILED):  # named by `run`'s progress line
             top = env.top
@@ -800,6 +858,12 @@ class LocalPlatform:
         self._count("dead_letters")
         with self._lock:
             self.dead_letters.append(message)
+
+
+def _finished(hand: _Hand, delivery: Delivery) -> None:
+    """`hand`'s worker finished `delivery` (counted by the platform at the next `_settle`)."""
+    hand.finished += 1
+    hand.in_flight[delivery.function] = hand.in_flight.get(delivery.function, 0) - 1
 
 
 def _workflow_of(payload: dict[str, Any]) -> str:

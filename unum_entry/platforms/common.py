@@ -20,7 +20,7 @@ import enum
 import logging
 import os
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -198,6 +198,34 @@ def deliver(runtime: Runtime, env: Envelope, *, retry: RetryPolicy) -> DeliveryO
     """
     try:
         report = runtime.handle(env)
+    except Exception as exc:
+        return _outcome_of_error(runtime, env, exc, retry)
+    if report is None:
+        return DeliveryOutcome(DeliveryStatus.DROPPED)
+    return DeliveryOutcome(DeliveryStatus.DONE, report=report)
+
+
+def deliver_many(runtime: Runtime, envs: Sequence[Envelope], *, retry: RetryPolicy) -> list[DeliveryOutcome]:
+    """`deliver` of each of `envs` (a worker's batch of one function's deliveries), their
+    commits made together where the runtime can (`Runtime.handle_many`); each outcome as
+    `deliver` gives it. Never raises an Exception."""
+    outcomes: list[DeliveryOutcome] = []
+    for env, result in zip(envs, runtime.handle_many(envs), strict=True):
+        outcomes.append(_outcome_of_error(runtime, env, result, retry) if isinstance(result, Exception)
+                        else _outcome_of_report(result))
+    return outcomes
+
+
+def _outcome_of_report(report: EgressReport | None) -> DeliveryOutcome:
+    if report is None:
+        return DeliveryOutcome(DeliveryStatus.DROPPED)
+    return DeliveryOutcome(DeliveryStatus.DONE, report=report)
+
+
+def _outcome_of_error(runtime: Runtime, env: Envelope, error: Exception, retry: RetryPolicy) -> DeliveryOutcome:
+    """The policy for a delivery whose handling raised `error` (`deliver`)."""
+    try:
+        raise error
     except HandlerFailed as exc:
         if env.attempt + 1 < runtime.ir.max_attempts:
             log.warning("%s: attempt %d failed (%s); retrying", runtime.ir.function, env.attempt + 1, exc)
@@ -217,9 +245,6 @@ def deliver(runtime: Runtime, env: Envelope, *, retry: RetryPolicy) -> DeliveryO
         return record_failure(runtime, env, exc)
     except Exception as exc:  # a crash; the caller logs it (it knows injected crashes from bugs)
         return DeliveryOutcome(DeliveryStatus.REDELIVER, error=exc)
-    if report is None:
-        return DeliveryOutcome(DeliveryStatus.DROPPED)
-    return DeliveryOutcome(DeliveryStatus.DONE, report=report)
 
 
 def record_failure(runtime: Runtime, env: Envelope, error: UnumError) -> DeliveryOutcome:

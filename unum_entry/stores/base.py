@@ -37,10 +37,10 @@ import enum
 import hashlib
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 import msgpack  # type: ignore[import-untyped]
 
@@ -136,6 +136,17 @@ class SetAdd:
     expires_at: int
 
 
+class Joining(NamedTuple):
+    """One item of `Store.create_joining_many`: a fan-in branch's checkpoint `key` holding
+    `value`, and its join's first add."""
+
+    key: str
+    value: bytes
+    workflow: str
+    expires_at: int
+    join: SetAdd
+
+
 @dataclass(frozen=True)
 class Guard:
     """A condition on a unum key that a step transaction also requires: `present` (the key
@@ -174,6 +185,10 @@ class SetState:
         return [self.members[slot] for slot in range(self.size)]
 
 
+#: What `Store.create_joining` returns: (stored value, created?, the set right after the add or None).
+Joined = tuple[bytes, bool, SetState | None]
+
+
 @dataclass(frozen=True)
 class WorkflowEntry:
     """One workflow as `Store.workflows` lists it: how many live objects of each kind it has, the
@@ -199,6 +214,8 @@ class Store(ABC):
     ordered_sets: bool = True
     # Whether `create_joining` makes its set add in the create's own atomic write (`_create_joining`).
     joins_in_create: bool = False
+    # Whether `create_joining_many` makes all its creates and adds in one atomic write (`_create_joining_many`).
+    joins_in_batches: bool = False
     #: Whether the embedded engine's workers should share one CPU on this store (unum_entry.local.cpu):
     #: its calls are brief and let go of the GIL, and it starts no threads of its own (SQLite).
     one_cpu: bool = False
@@ -249,6 +266,53 @@ class Store(ABC):
         if existing is not None:
             return self._value_of(existing), False, None
         return value, True, None if state is None else self._completed(state)
+
+    def create_joining_many(self, creates: Sequence[Joining]) -> list[Joined | Exception]:
+        """`create_joining` of each of `creates` (fan-in branches' checkpoints, each with its
+        join's add), in one atomic write where the store batches them (`joins_in_batches`: one
+        transaction, one fsync, a shard's adds applied together), else one by one. Returns, in
+        order, what `create_joining` returns for each, or the exception that failed it; a write
+        that fails fails every item it held (none of them was made)."""
+        if not self.joins_in_batches:
+            return [self._joining_or_error(create) for create in creates]
+        results: list[Joined | Exception | None] = [None] * len(creates)
+        records: list[tuple[Record, Record, int, str]] = []
+        where: list[int] = []
+        for i, (key, value, workflow, expires_at, join) in enumerate(creates):
+            try:
+                _check_set_add(join.key, join.slot, join.size)
+                expiry = _expiry(key, expires_at)
+                records.append((Record(key, Kind.CHECKPOINT, workflow, expiry,
+                                       self._by_reference(key, bytes(value), workflow, expiry)),
+                                Record(join.key, Kind.SET, workflow, _expiry(join.key, join.expires_at), None,
+                                       join.size), join.slot, join.member))
+                where.append(i)
+            except Exception as exc:  # this item's own (a bad add, a value that cannot be chunked)
+                results[i] = exc
+        try:
+            made = self._create_joining_many(records) if records else []
+        except Exception as exc:  # the write failed: none of its items was made
+            made = [exc] * len(records)
+        for i, outcome in zip(where, made, strict=True):
+            if isinstance(outcome, Exception):
+                results[i] = outcome
+                continue
+            existing, state = outcome
+            if existing is not None:
+                try:
+                    results[i] = (self._value_of(existing), False, None)
+                except Exception as exc:
+                    results[i] = exc
+            else:
+                results[i] = (creates[i].value, True, None if state is None else self._completed(state))
+        return results  # type: ignore[return-value]  # every item set above
+
+    def _joining_or_error(self, create: Joining) -> Joined | Exception:
+        try:
+            return self.create_joining(create.key, create.value, workflow=create.workflow,
+                                       expires_at=create.expires_at, join=create.join)
+        except Exception as exc:
+            return exc
 
     def get(self, key: str) -> bytes | None:
         """The value stored under `key`, or None (missing or expired)."""
@@ -382,6 +446,12 @@ class Store(ABC):
     @abstractmethod
     def _delete(self, keys: list[str]) -> None:
         """Delete the keys; absent keys are not an error."""
+
+    def _create_joining_many(self, items: list[tuple[Record, Record, int, str]]
+                             ) -> list[tuple[Record | None, SetState | None] | Exception]:
+        """For a backend with `joins_in_batches`: `_create_joining` of each item, all in one
+        atomic write; raises when that write fails (then nothing was made)."""
+        raise NotImplementedError(f"{type(self).__name__} does not join in batches")
 
     def _create_joining(self, record: Record, set_record: Record, slot: int,
                         member: str) -> tuple[Record | None, SetState | None]:

@@ -58,6 +58,7 @@ class SQLiteStore(Store):
 
     ordered_sets = True
     joins_in_create = True  # a create and a set add in one transaction (`_create_joining`)
+    joins_in_batches = True  # many of them in one transaction (`_create_joining_many`)
     one_cpu = True  # the engine's workers share one CPU (unum_entry.local.cpu): statements are brief, no threads
 
     def __init__(self, database: Database, **kwargs: Any) -> None:
@@ -149,29 +150,80 @@ class SQLiteStore(Store):
 
         return self.database.write(create_joining)  # one transaction: both or neither
 
+    def _create_joining_many(self, items: list[tuple[Record, Record, int, str]]
+                             ) -> list[tuple[Record | None, SetState | None] | Exception]:
+        creations = [(_creation(record), set_record, slot, member) for record, set_record, slot, member in items]
+
+        by_set: dict[str, list[int]] = {}  # the items joining each set, in order
+        for i, (_, set_record, _, _) in enumerate(creations):
+            by_set.setdefault(set_record.key, []).append(i)
+
+        def create_joining_many(conn: sqlite3.Connection) -> list[tuple[Record | None, SetState | None] | Exception]:
+            now = self._clock()
+            made: list[tuple[Record | None, SetState | None] | Exception | None] = [None] * len(creations)
+            for items in by_set.values():  # a set's items in a savepoint: their creates and its adds, or none
+                conn.execute("SAVEPOINT joining")
+                adds: list[tuple[int, str]] = []
+                added: list[int] = []
+                for i in items:
+                    (statement, row), _, slot, member = creations[i]
+                    if conn.execute(statement, (*row, now)).rowcount:
+                        adds.append((slot, member))
+                        added.append(i)
+                    else:
+                        made[i] = (_fetch_one(conn, row[0]), None)
+                try:
+                    states = self._add_many_in(conn, creations[items[0]][1], adds) if adds else []
+                except StoreError as exc:  # this set's own trouble (not a set): its items fail, not the others
+                    conn.execute("ROLLBACK TO joining")
+                    for i in items:
+                        made[i] = exc
+                else:
+                    for i, state in zip(added, states, strict=True):
+                        made[i] = (None, state)
+                conn.execute("RELEASE joining")
+            return made  # type: ignore[return-value]  # every item set above
+
+        return self.database.write(create_joining_many)  # one transaction: all of them or none
+
     def _add_to_set(self, record: Record, slot: int, member: str) -> SetState:
         return self.database.write(lambda conn: self._add_in(conn, record, slot, member))
 
     def _add_in(self, conn: sqlite3.Connection, record: Record, slot: int, member: str) -> SetState:
-        """`_add_to_set` inside the caller's write transaction. Reads only the set's own columns
-        and works on its members' flat `[slot, member, …]` form: the add of every join branch."""
-        size = record.size or 0
+        """`_add_to_set` inside the caller's write transaction (`_add_many_in` of one add)."""
+        return self._add_many_in(conn, record, ((slot, member),))[0]
+
+    def _add_many_in(self, conn: sqlite3.Connection, record: Record,
+                     adds: Sequence[tuple[int, str]]) -> list[SetState]:
+        """`_add_to_set` of each of `adds` to the set `record`, in order, inside the caller's
+        write transaction; the set's state right after each. Reads only the set's own columns
+        and works on its members' flat `[slot, member, …]` form; reads and writes the set once."""
         row = conn.execute(_SELECT_SET, (record.key,)).fetchone()
-        if row is not None and row[1] > self._clock():
-            kind, _, current_size, packed = row
-            if kind != _SET or current_size is None:
+        exists = row is not None and row[1] > self._clock()
+        if exists:
+            kind, _, size, packed = row
+            if kind != _SET or size is None:
                 raise StoreError(f"store key {record.key!r} holds a {kind}, not a set")
             flat = _unpack_flat(record.key, packed)
-            if slot not in flat[::2]:  # a slot keeps its first member
+        else:
+            size, flat = record.size or 0, []
+        taken = flat[::2]
+        states: list[SetState] = []
+        changed = False
+        for slot, member in adds:
+            if slot not in taken:  # a slot keeps its first member
+                taken.append(slot)
                 flat += (slot, member)
-                conn.execute("UPDATE unum_records SET members = ? WHERE key = ?",
-                             (_blob(msgpack.packb(flat, use_bin_type=True)), record.key))
-            return SetState(size=current_size, members=dict(zip(flat[::2], flat[1::2], strict=True)))
-        fresh = {slot: member}
-        conn.execute(f"INSERT OR REPLACE INTO unum_records ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                     (record.key, _SET, record.workflow, record.expires_at, None, size,
-                      _pack_members(fresh)))
-        return SetState(size=size, members=fresh)
+                changed = True
+            states.append(SetState(size=size, members=dict(zip(flat[::2], flat[1::2], strict=True))))
+        if not exists:
+            conn.execute(f"INSERT OR REPLACE INTO unum_records ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                         (record.key, _SET, record.workflow, record.expires_at, None, size,
+                          _blob(msgpack.packb(flat, use_bin_type=True))))
+        elif changed:
+            conn.execute("UPDATE unum_records SET members = ? WHERE key = ?",
+                         (_blob(msgpack.packb(flat, use_bin_type=True)), record.key))
+        return states
 
     def _scan(self, workflow: str | None) -> Iterator[Record]:
         return self._paged(_COLUMNS, workflow)
