@@ -78,11 +78,12 @@ class EgressReport(Frozen):
 
 def egress(ctx: EgressContext, env: Envelope, invocation: str, checkpoint: str | None,
            stored: bytes, created: bool, *, value_end: int | None = None,
-           leaf_state: SetState | None = None) -> EgressReport:
+           leaf_state: SetState | None = None, branch_plan: Plan | None = None) -> EgressReport:
     """Run steps 2-3 over the committed bytes `stored` (`created`: this execution's commit won).
     `value_end`: where the committed value ends in `stored` when the caller knows (its own
     commit, followed by its history stamp): decoded without parsing the stamp. `leaf_state`:
-    the join's leaf shard after the add the commit made with it (`commit_joining`), or None."""
+    the join's leaf shard after the add the commit made with it (`commit_joining`), or None.
+    `branch_plan`: a fan-in branch's plan as `Program.branch_plan` built it for `env`."""
     encoded = stored if value_end is None else stored[:value_end]
     if commits_its_result(ctx.ir):  # the commit was the result record: nothing more to do
         return EgressReport(value=decode(encoded)["value"], created=created, invoked=0, terminal=True)
@@ -94,7 +95,7 @@ def egress(ctx: EgressContext, env: Envelope, invocation: str, checkpoint: str |
             calls = not_yet_committed(ctx.store, calls)
         return EgressReport(value, created, _dispatch(ctx, invocation, calls), False)
     the_plan = program.plan(env, Committed(value, len(stored), checkpoint), invocation=invocation,
-                            inline_limit=ctx.inline_limit)
+                            inline_limit=ctx.inline_limit, branch_plan=branch_plan)
     # A lane goes on only past an item that did not fail the workflow: with MaxConcurrency k the
     # next item never starts after a failed one (Step Functions), so the failure reported is that one.
     lane = continuation(ctx.ir, env) if env.lanes and the_plan.failure is None else None

@@ -131,7 +131,7 @@ class Program:
     interpreter loop, and a fan-in branch reuses the join set's name of the previous branch
     of the same fan-out (the same digest for every branch of a join)."""
 
-    __slots__ = ("ir", "_only", "_set", "_branch_plan", "hop", "branch")
+    __slots__ = ("ir", "_only", "_set", "hop", "branch")
 
     def __init__(self, ir: FunctionIR) -> None:
         self.ir = ir
@@ -143,31 +143,29 @@ class Program:
         # A fan-in branch's program (one unconditional fan_in): its join depends on the envelope alone.
         self.branch = self._only if isinstance(self._only, FanIn) else None
         self._set: tuple[Any, str] = ((), "")  # (what names a join set, its name): one tuple, swapped whole
-        # (an envelope, its fan-in branch plan): `branch_join` and then `plan` of the same delivery
-        # build it once. One tuple, swapped whole (workers share a Program); a plan is immutable.
-        self._branch_plan: tuple[Envelope | None, Plan | None] = (None, None)
 
-    def plan(self, env: Envelope, out: Committed, *, invocation: str, inline_limit: int) -> Plan:
+    def plan(self, env: Envelope, out: Committed, *, invocation: str, inline_limit: int,
+             branch_plan: Plan | None = None) -> Plan:
+        """`plan(...)` of the module; `branch_plan`: what `branch_plan(env)` returned for this
+        envelope (a fan-in branch's plan, built once per delivery)."""
         only = self._only
         if only is None:
             return plan(self.ir, env, out, invocation=invocation, inline_limit=inline_limit)
         if isinstance(only, Invoke):
             return Plan(calls=(self.hop_call(env, out.value, out.encoded_size, out.checkpoint, inline_limit),))
-        seen, fanned = self._branch_plan
-        if seen is not env:
-            fanned = _fan_in(only, env, env.frames, self)
-        return fanned or Plan(terminal=True)
+        if branch_plan is not None:
+            return branch_plan
+        return _fan_in(only, env, env.frames, self) or Plan(terminal=True)
 
-    def branch_join(self, env: Envelope) -> Join | None:
-        """The join of a fan-in branch's program (one unconditional `fan_in`), which depends on
-        the envelope alone: `plan(...).join`, known before the output is (so the branch's commit
-        may make its first set add: unum_entry.checkpoint.commit_joining). None for any other program."""
+    def branch_plan(self, env: Envelope) -> Plan | None:
+        """The plan of a fan-in branch's program (one unconditional `fan_in`), which depends on
+        the envelope alone: `plan(...)` of any output, known before the output is (so the
+        branch's commit may make its join's first set add: unum_entry.checkpoint.commit_joining),
+        and handed back to `plan`. None for any other program, or a delivery outside a fan-out."""
         branch = self.branch
         if branch is None or len(env.frames) == 1:
             return None
-        fanned = _fan_in(branch, env, env.frames, self)
-        self._branch_plan = (env, fanned)
-        return None if fanned is None else fanned.join
+        return _fan_in(branch, env, env.frames, self) or Plan(terminal=True)
 
     def hop_call(self, env: Envelope, value: Any, encoded_size: int, checkpoint: str | None, inline_limit: int) -> Call:
         """The one call of a chain hop's plan (`hop` is set) over the committed output (`value`,

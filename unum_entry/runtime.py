@@ -42,7 +42,7 @@ from unum_entry.watchdog import Watchdog
 if TYPE_CHECKING:
     from concurrent.futures import Executor
 
-    from unum_entry.plan import FanOutCalls, Program
+    from unum_entry.plan import FanOutCalls, Join, Plan, Program
 
 Handler = Callable[[Any, InvocationContext], Any]
 log = logging.getLogger("unum.runtime")
@@ -190,7 +190,7 @@ class Runtime:
                     raise outcome
                 stored, created, joined = outcome
                 results[i] = self._egress_over(staged.env, staged.invocation, staged.checkpoint, stored, created,
-                                               staged.history, joined)
+                                               staged.history, joined, staged.planned)
             except Exception as exc:
                 results[i] = exc
         return results
@@ -250,37 +250,40 @@ class Runtime:
             self.hooks.at(FaultPoint.AFTER_HANDLER, invocation)
         history = (stamp(self.ir.function, env, started=started, committed=self.retention.clock())
                    if checkpoint is not None else b"")
-        join = self._leaf_join(self._joining, env, invocation) if self._joining is not None else None
-        return _Staged(env, invocation, checkpoint, output, history, join)
+        planned = self._joining.branch_plan(env) if self._joining is not None else None
+        join = (self._leaf_join(planned.join, env, invocation) if planned is not None and planned.join is not None
+                else None)
+        return _Staged(env, invocation, checkpoint, output, history, join, planned)
 
     def _commit(self, staged: _Staged) -> EgressReport:
         """Commit `staged` (its checkpoint; a fan-in branch's with its join's first add), then its egress."""
         if staged.join is None:
             stored, created = commit(self.store, self.ir, self.retention, staged.env, staged.checkpoint, staged.output,
                                      stamp=staged.history)
-            return self._egress_over(staged.env, staged.invocation, staged.checkpoint, stored, created, staged.history)
+            return self._egress_over(staged.env, staged.invocation, staged.checkpoint, stored, created, staged.history,
+                                     None, staged.planned)
         ledger, leaf_add = staged.join  # the commit is the invocation's checkpoint (`_joining`)
         stored, created, joined = commit_joining(self.store, self.ir, ledger, staged.invocation, staged.output,
                                                  leaf_add, stamp=staged.history)
         return self._egress_over(staged.env, staged.invocation, staged.checkpoint, stored, created, staged.history,
-                                 joined)
+                                 joined, staged.planned)
 
     def _egress_over(self, env: Envelope, invocation: str, checkpoint: str | None, stored: bytes, created: bool,
-                     history: bytes = b"", joined: SetState | None = None) -> EgressReport:
+                     history: bytes = b"", joined: SetState | None = None, planned: Plan | None = None) -> EgressReport:
         """Egress over the committed bytes `stored`; `history`: the stamp this execution's own
         commit put after its value (when `created` and `stored` ends with it, the value is
         decoded without parsing the stamp); `joined`: the join's leaf shard, when the commit
-        made its add."""
+        made its add; `planned`: a fan-in branch's plan, built before its commit."""
         value_end = len(stored) - len(history) if created and history and stored.endswith(history) else None
         if self._hooked:
             self.hooks.at(FaultPoint.AFTER_CHECKPOINT, invocation)
         if self._traced:
             with self.tracing.span("egress"):
                 report = egress(self._egress, env, invocation, checkpoint, stored, created, value_end=value_end,
-                                leaf_state=joined)
+                                leaf_state=joined, branch_plan=planned)
         else:
             report = egress(self._egress, env, invocation, checkpoint, stored, created, value_end=value_end,
-                            leaf_state=joined)
+                            leaf_state=joined, branch_plan=planned)
         if report.terminal and not report.failed and len(env.frames) <= 1:  # the workflow's root result
             self._answer_caller(env.workflow)
         return report
@@ -321,14 +324,11 @@ class Runtime:
             raise
         return True
 
-    def _leaf_join(self, program: Program, env: Envelope, checkpoint: str) -> tuple[Ledger, SetAdd] | None:
-        """The workflow's ledger and the first set add of this fan-in branch's join
-        (`program`'s), for the commit of `checkpoint` to make (`commit_joining`); None where
-        egress must make it as usual: no join here, or one that would be refused (past the
-        deadline, a bad slot: egress reports it after the commit, as it does without this)."""
-        join = program.branch_join(env)
-        if join is None:
-            return None
+    def _leaf_join(self, join: Join, env: Envelope, checkpoint: str) -> tuple[Ledger, SetAdd] | None:
+        """The workflow's ledger and the first set add of this fan-in branch's `join`, for the
+        commit of `checkpoint` to make (`commit_joining`); None where egress must make it as
+        usual: one that would be refused (past the deadline, a bad slot: egress reports it
+        after the commit, as it does without this)."""
         ledger = Ledger.of(env, self.retention)
         try:
             return ledger, fanin.leaf_add(ledger, join.set_key, join.width, join.slot, checkpoint)
@@ -413,18 +413,19 @@ class Runtime:
 
 class _Staged:
     """A delivery whose handler ran, with what its commit writes (`Runtime._stage`): its
-    output and history stamp, and for a fan-in branch its join's first add."""
+    output and history stamp, and for a fan-in branch its join's first add and its plan."""
 
-    __slots__ = ("env", "invocation", "checkpoint", "output", "history", "join")
+    __slots__ = ("env", "invocation", "checkpoint", "output", "history", "join", "planned")
 
     def __init__(self, env: Envelope, invocation: str, checkpoint: str | None, output: Any, history: bytes,
-                 join: tuple[Ledger, SetAdd] | None) -> None:
+                 join: tuple[Ledger, SetAdd] | None, planned: Plan | None) -> None:
         self.env = env
         self.invocation = invocation
         self.checkpoint = checkpoint
         self.output = output
         self.history = history
         self.join = join
+        self.planned = planned  # a fan-in branch's plan (`Program.branch_plan`), or None
 
 
 def _handled_or_error(handle: Callable[[Envelope], EgressReport | None],

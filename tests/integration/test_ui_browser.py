@@ -59,7 +59,8 @@ def test_the_page_lists_draws_and_refreshes(browser, ui):
     # live: a workflow that fails while the page is open shows up without a reload, marked failed
     assert cli("run", "images/map-aggregate", "--input", '{"nope": 1}', "--store", store,
                "--workflow-id", "wf-bad").returncode in (1, 2)
-    row = wait_for(browser, "tr[data-workflow='wf-bad']")
+    # (a refresh during that run may have drawn the row as running: the next one marks it failed)
+    row = wait_for(browser, "tr[data-workflow='wf-bad']", "failed")
     assert "failed" in row.text
 
 

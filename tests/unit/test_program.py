@@ -78,9 +78,10 @@ def outcome(planning):
 
 @pytest.mark.parametrize("instructions", PROGRAMS)
 @pytest.mark.parametrize("frames", [(*ROOT, Frame(0, 3, 0)), (*ROOT, Frame(2, 3, 0)), (*ROOT, Frame(1, 2, 0), Frame(4, 5, 1))])
-def test_a_branch_plan_built_for_the_join_is_the_plan_of_that_envelope_only(instructions, frames):
-    """`branch_join` remembers the fan-in branch's plan for the `plan` of the same delivery;
-    the plan of any other envelope (another branch, another workflow) is its own."""
+def test_a_branch_plan_is_the_plan_of_its_envelope_whatever_the_output(instructions, frames):
+    """`branch_plan` of a fan-in branch's envelope, built before its output exists, is what
+    `plan` answers for that envelope (handed back to `plan`, it is the answer); every other
+    envelope's plan (another branch, another workflow) is its own."""
     ir = make(instructions)
     program = Program(ir)
     value = {"a": 1}
@@ -88,7 +89,12 @@ def test_a_branch_plan_built_for_the_join_is_the_plan_of_that_envelope_only(inst
     envs = [Envelope(workflow=workflow, frames=frames[:-1] + (Frame(index, frames[-1].size, 0),),
                      inputs=(DataRef(value=None),), deadline=99)
             for workflow in ("wf-1", "wf-2") for index in range(frames[-1].size)]
-    for joined, planned in [(envs[0], envs[0]), (envs[0], envs[1]), (envs[1], envs[-1]), (envs[-1], envs[-1])]:
-        outcome(lambda: program.branch_join(joined))
-        assert outcome(lambda: program.plan(planned, out, invocation="c-x", inline_limit=1024)) == \
-            outcome(lambda: plan(ir, planned, out, invocation="c-x", inline_limit=1024))
+    for env in envs:
+        expected = outcome(lambda: plan(ir, env, out, invocation="c-x", inline_limit=1024))
+        assert outcome(lambda: program.plan(env, out, invocation="c-x", inline_limit=1024)) == expected
+        branch = outcome(lambda: program.branch_plan(env))
+        if program.branch is None:
+            assert branch is None
+        else:
+            assert branch == expected
+            assert program.plan(env, out, invocation="c-x", inline_limit=1024, branch_plan=branch) == expected
