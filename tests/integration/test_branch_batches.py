@@ -13,24 +13,19 @@ from typing import Any
 
 import pytest
 
+from tests.support.maps import map_sum
 from unum_entry.codec import decode
 from unum_entry.errors import StoreError
 from unum_entry.local.platform import LocalPlatform
 from unum_entry.local.queue import SQLiteQueue
 from unum_entry.stores.base import Kind
 from unum_entry.stores.sqlite import SQLiteStore
-from unum_entry.workflow import FunctionSource, write_workflow
+from unum_entry.workflow import write_workflow
 
 pytestmark = pytest.mark.integration
 
 WIDTH = 300
-MAP = {
-    "Split": FunctionSource(f"def handler(event, context):\n    return list(range({WIDTH}))\n",
-                            [{"op": "create_set", "function": "Sum", "shape": "aggregate"},
-                             {"op": "map", "function": "Item"}]),
-    "Item": FunctionSource("def handler(event, context):\n    return event * 2\n", [{"op": "fan_in", "function": "Sum"}]),
-    "Sum": FunctionSource("def handler(event, context):\n    return sum(event)\n", []),
-}
+MAP = map_sum(WIDTH)
 EXPECTED = sum(2 * i for i in range(WIDTH))
 
 

@@ -11,24 +11,19 @@ from typing import Any
 
 import pytest
 
+from tests.support.maps import map_sum
 from unum_entry.local.platform import LocalPlatform
 from unum_entry.stores.base import Store
 from unum_entry.stores.counting import CountingStore
 from unum_entry.stores.memory import MemoryStore
 from unum_entry.stores.sqlite import SQLiteStore
-from unum_entry.workflow import FunctionSource, write_workflow
+from unum_entry.workflow import write_workflow
 
 pytestmark = pytest.mark.unit
 
 WIDTH = 40  # three leaf shards of 16, 16 and 8 slots, then their parent shard
 
-MAP = {
-    "Split": FunctionSource(f"def handler(event, context):\n    return list(range({WIDTH}))\n",
-                            [{"op": "create_set", "function": "Sum", "shape": "aggregate"},
-                             {"op": "map", "function": "Item"}]),
-    "Item": FunctionSource("def handler(event, context):\n    return event * 2\n", [{"op": "fan_in", "function": "Sum"}]),
-    "Sum": FunctionSource("def handler(event, context):\n    return sum(event)\n", []),
-}
+MAP = map_sum(WIDTH)
 
 
 def counted(store: Store, calls: Counter[str]) -> Store:
