@@ -90,14 +90,19 @@ def run_killed_until_done(folder: Path, store: Path, workflow_id: str, inputs: s
     raise AssertionError(f"{workflow_id} did not complete after {MAX_RUNS} runs")
 
 
-@pytest.mark.parametrize(("example", "store_kind"), [("chain", "sqlite"), ("map", "sqlite"), ("chain", "file")])
+@pytest.mark.parametrize(("example", "store_kind"), [("chain", "sqlite"), ("map", "sqlite"), ("wide-map", "sqlite"),
+                                                   ("chain", "file")])
 def test_run_killed_at_random_instants_resumes_to_the_fault_free_result(tmp_path: Path, example: str,
                                                                          store_kind: str) -> None:
     """The short campaign (UNUM_KILL_ROUNDS rounds per example, default 3; the long one in
     docs: 100): every round SIGKILLs runs of one workflow id until one completes. On the file
     store the queue is a file of its own, written before each delivery runs (not carried by the
-    store's commits)."""
-    folder = (chain if example == "chain" else map_sum)(tmp_path / example)
+    store's commits). The wide map's items are quick: its workers commit them in batches
+    (Runtime.handle_many), so kills land between a batch's handlers and its commit too."""
+    if example == "chain":
+        folder = chain(tmp_path / example)
+    else:
+        folder = map_sum(tmp_path / example, **({"width": 10000, "step": 0} if example == "wide-map" else {}))
     inputs = "[]" if example == "chain" else "null"
     clean = cli("run", folder, "--input", inputs, "--store", tmp_path / "clean.db", "--compact")
     assert clean.returncode == 0, clean.stderr
