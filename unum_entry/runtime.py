@@ -163,14 +163,15 @@ class Runtime:
         if self._joining is None or self._traced:
             return [_handled_or_error(self.handle, env) for env in envs]
         results: list[EgressReport | None | Exception] = []
-        joining: list[tuple[int, _Staged]] = []
+        joining: list[tuple[int, _Staged, Ledger, SetAdd]] = []  # (its result's index, it, its join)
         for env in envs:
             try:
                 staged = self._stage(env)
                 if not isinstance(staged, _Staged):
                     results.append(staged)
                 elif staged.join is not None:
-                    joining.append((len(results), staged))
+                    ledger, leaf_add = staged.join
+                    joining.append((len(results), staged, ledger, leaf_add))
                     results.append(None)
                 else:
                     results.append(self._commit(staged))
@@ -180,15 +181,16 @@ class Runtime:
             return results
         try:
             made = commit_joining_many(self.store, self.ir, [
-                (staged.join[0], staged.invocation, staged.output, staged.join[1], staged.history)  # type: ignore[index]
-                for _, staged in joining])
+                (ledger, staged.invocation, staged.output, leaf_add, staged.history)
+                for _, staged, ledger, leaf_add in joining])
         except Exception as exc:  # (it returns each item's failure; a bug fails them all)
             made = [exc] * len(joining)
-        for (i, staged), outcome in zip(joining, made, strict=True):
+        for (i, staged, _, _), outcome in zip(joining, made, strict=True):
+            if isinstance(outcome, Exception):  # its commit was not made
+                results[i] = outcome
+                continue
+            stored, created, joined = outcome
             try:
-                if isinstance(outcome, Exception):
-                    raise outcome
-                stored, created, joined = outcome
                 results[i] = self._egress_over(staged.env, staged.invocation, staged.checkpoint, stored, created,
                                                staged.history, joined, staged.planned)
             except Exception as exc:

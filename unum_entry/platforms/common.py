@@ -223,28 +223,27 @@ def _outcome_of_report(report: EgressReport | None) -> DeliveryOutcome:
 
 
 def _outcome_of_error(runtime: Runtime, env: Envelope, error: Exception, retry: RetryPolicy) -> DeliveryOutcome:
-    """The policy for a delivery whose handling raised `error` (`deliver`)."""
-    try:
-        raise error
-    except HandlerFailed as exc:
+    """The policy for a delivery whose handling raised `error` (`deliver`: the first class that matches)."""
+    if isinstance(error, HandlerFailed):
         if env.attempt + 1 < runtime.ir.max_attempts:
-            log.warning("%s: attempt %d failed (%s); retrying", runtime.ir.function, env.attempt + 1, exc)
-            retry_env = env.next_attempt(runtime.retention.clock(), f"{exc.error_type}: {exc.message}")  # history
+            log.warning("%s: attempt %d failed (%s); retrying", runtime.ir.function, env.attempt + 1, error)
+            retry_env = env.next_attempt(runtime.retention.clock(), f"{error.error_type}: {error.message}")  # history
             return DeliveryOutcome(DeliveryStatus.RETRY_HANDLER, retry=retry_env, delay=retry.delay(env.attempt),
-                                   error=exc)
+                                   error=error)
         log.error("%s: workflow %s failed after %d attempt(s): %s", runtime.ir.function, env.workflow,
-                  env.attempt + 1, exc)
-        return record_failure(runtime, env, exc)
-    except (StoreError, InvokeError) as exc:
-        log.warning("%s: workflow %s: transient error, to be redelivered: %s", runtime.ir.function, env.workflow, exc)
-        return DeliveryOutcome(DeliveryStatus.REDELIVER, error=exc)
-    except StaleInvocation:
+                  env.attempt + 1, error)
+        return record_failure(runtime, env, error)
+    if isinstance(error, (StoreError, InvokeError)):
+        log.warning("%s: workflow %s: transient error, to be redelivered: %s", runtime.ir.function, env.workflow,
+                    error)
+        return DeliveryOutcome(DeliveryStatus.REDELIVER, error=error)
+    if isinstance(error, StaleInvocation):
         return DeliveryOutcome(DeliveryStatus.DROPPED)
-    except UnumError as exc:  # the request does not fit the IR: retrying cannot help
-        log.error("%s: workflow %s failed: %s", runtime.ir.function, env.workflow, exc)
-        return record_failure(runtime, env, exc)
-    except Exception as exc:  # a crash; the caller logs it (it knows injected crashes from bugs)
-        return DeliveryOutcome(DeliveryStatus.REDELIVER, error=exc)
+    if isinstance(error, UnumError):  # the request does not fit the IR: retrying cannot help
+        log.error("%s: workflow %s failed: %s", runtime.ir.function, env.workflow, error)
+        return record_failure(runtime, env, error)
+    # A crash; the caller logs it (it knows injected crashes from bugs).
+    return DeliveryOutcome(DeliveryStatus.REDELIVER, error=error)
 
 
 def record_failure(runtime: Runtime, env: Envelope, error: UnumError) -> DeliveryOutcome:
