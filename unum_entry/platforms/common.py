@@ -200,7 +200,7 @@ def deliver(runtime: Runtime, env: Envelope, *, retry: RetryPolicy) -> DeliveryO
         report = runtime.handle(env)
     except Exception as exc:
         return _outcome_of_error(runtime, env, exc, retry)
-    if report is None:
+    if report is None:  # (`_outcome_of_report`, inlined: every delivery comes here, ~0.5 % of a chain hop)
         return DeliveryOutcome(DeliveryStatus.DROPPED)
     return DeliveryOutcome(DeliveryStatus.DONE, report=report)
 

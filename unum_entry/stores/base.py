@@ -256,13 +256,24 @@ class Store(ABC):
         if not self.joins_in_create:
             stored, created = self.create(key, value, workflow=workflow, kind=kind, expires_at=expires_at)
             return stored, created, None
+        record, set_record = self._joining_records(key, value, workflow, kind, expires_at, join)
+        existing, state = self._create_joining(record, set_record, join.slot, join.member)
+        return self._joined(value, existing, state)
+
+    def _joining_records(self, key: str, value: bytes, workflow: str, kind: Kind, expires_at: int,
+                         join: SetAdd) -> tuple[Record, Record]:
+        """The record a joining create writes (its value by reference when too long: chunks
+        written here first) and the set record its add upserts; StoreMisuse for a bad add or
+        expiry, before anything is written."""
         _check_set_add(join.key, join.slot, join.size)
         expiry = _expiry(key, expires_at)
         set_expiry = _expiry(join.key, join.expires_at)
         stored = self._by_reference(key, bytes(value), workflow, expiry)
-        existing, state = self._create_joining(Record(key, kind, workflow, expiry, stored),
-                                               Record(join.key, Kind.SET, workflow, set_expiry, None, join.size),
-                                               join.slot, join.member)
+        return Record(key, kind, workflow, expiry, stored), Record(join.key, Kind.SET, workflow, set_expiry, None,
+                                                                   join.size)
+
+    def _joined(self, value: bytes, existing: Record | None, state: SetState | None) -> Joined:
+        """What a joining create of `value` returns, from what `_create_joining` answered."""
         if existing is not None:
             return self._value_of(existing), False, None
         return value, True, None if state is None else self._completed(state)
@@ -280,15 +291,12 @@ class Store(ABC):
         where: list[int] = []
         for i, (key, value, workflow, expires_at, join) in enumerate(creates):
             try:
-                _check_set_add(join.key, join.slot, join.size)
-                expiry = _expiry(key, expires_at)
-                records.append((Record(key, Kind.CHECKPOINT, workflow, expiry,
-                                       self._by_reference(key, bytes(value), workflow, expiry)),
-                                Record(join.key, Kind.SET, workflow, _expiry(join.key, join.expires_at), None,
-                                       join.size), join.slot, join.member))
-                where.append(i)
+                record, set_record = self._joining_records(key, value, workflow, Kind.CHECKPOINT, expires_at, join)
             except Exception as exc:  # this item's own (a bad add, a value that cannot be chunked)
                 results[i] = exc
+                continue
+            records.append((record, set_record, join.slot, join.member))
+            where.append(i)
         try:
             made = self._create_joining_many(records) if records else []
         except Exception as exc:  # the write failed: none of its items was made
@@ -297,14 +305,10 @@ class Store(ABC):
             if isinstance(outcome, Exception):
                 results[i] = outcome
                 continue
-            existing, state = outcome
-            if existing is not None:
-                try:
-                    results[i] = (self._value_of(existing), False, None)
-                except Exception as exc:
-                    results[i] = exc
-            else:
-                results[i] = (creates[i].value, True, None if state is None else self._completed(state))
+            try:
+                results[i] = self._joined(creates[i].value, *outcome)
+            except Exception as exc:  # (a winner's value whose chunks are gone)
+                results[i] = exc
         return results  # type: ignore[return-value]  # every item set above
 
     def _joining_or_error(self, create: Joining) -> Joined | Exception:
