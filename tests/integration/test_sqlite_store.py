@@ -479,6 +479,55 @@ def test_a_database_of_a_newer_unum_is_refused_untouched(tmp_path: Path) -> None
         assert conn.execute("SELECT value FROM unum_records WHERE key = 'c-kept'").fetchone() == (b"kept",)
 
 
+def test_a_schema_1_database_is_migrated_on_open_and_keeps_its_records(tmp_path: Path) -> None:
+    path = tmp_path / "unum.db"
+    store = SQLiteStore.open(path)
+    for i in range(3):
+        store.create(f"c-{i}", f"v{i}".encode(), workflow="wf", expires_at=EXPIRY)
+    store.close()
+    with sqlite3.connect(path) as conn:  # as schema 1 left it: the (workflow, key) index
+        conn.execute("DROP INDEX unum_records_by_workflow")
+        conn.execute("CREATE INDEX unum_records_by_workflow_key ON unum_records (workflow, key)")
+        conn.execute("PRAGMA user_version = 1")
+    conn.close()
+    store = SQLiteStore.open(path)
+    try:
+        assert [r.key for r in store.records("wf")] == ["c-0", "c-1", "c-2"]
+    finally:
+        store.close()
+    with sqlite3.connect(path) as conn:
+        indexes = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'index'")}
+        assert conn.execute("PRAGMA user_version").fetchone() == (SCHEMA_VERSION,)
+    conn.close()
+    assert "unum_records_by_workflow" in indexes and "unum_records_by_workflow_key" not in indexes
+
+
+def test_a_scan_meets_each_record_once_in_creation_order_while_records_are_rewritten(tmp_path: Path) -> None:
+    """Pages are read by rowid: a write during the scan (a set add, an expired record made
+    again, a step's record) must not give a record a new rowid, or the scan meets it twice."""
+    clock = [1000.0]
+    store = SQLiteStore.open(tmp_path / "unum.db", clock=lambda: clock[0])
+    try:
+        keys = [f"k-{i:04d}-{'zyx'[i % 3]}" for i in range(2500)]  # not in key order: rowid order is creation order
+        for i, key in enumerate(keys):
+            expires_at = 1500 if i < 2 else 5000  # the first two expire mid-scan and are made again
+            if i % 2:
+                store.create(key, b"v", workflow="wf", expires_at=expires_at)
+            else:
+                store.add_to_set(key, 0, "m", workflow="wf", size=2, expires_at=expires_at)
+        seen = []
+        for record in store.records("wf"):
+            if len(seen) == 10:  # mid-scan: records already met are written again
+                clock[0] = 1600.0
+                store.add_to_set(keys[0], 1, "n", workflow="wf", size=2, expires_at=6000)  # an expired set made anew
+                store.create(keys[1], b"again", workflow="wf", expires_at=6000)  # an expired value made anew
+                store.add_to_set(keys[2], 1, "n", workflow="wf", size=2, expires_at=5000)  # a live set's add
+            seen.append(record.key)
+        assert seen[:10] == keys[:10] and len(seen) == len(set(seen))
+    finally:
+        store.close()
+
+
 def test_an_sqlite_file_of_another_program_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "other.db"
     with sqlite3.connect(path) as conn:

@@ -39,11 +39,15 @@ _IN_BATCH = 500  # keys per `IN (...)` (well below SQLite's bound on host parame
 _PAGE = 1000     # rows per page of a scan or a sweep
 _KINDS = {kind.value: kind for kind in Kind}
 _COLUMNS = "key, kind, workflow, expires_at, value, size, members"
-#: Insert, or replace a record that has expired (one constant text: SQLite's statement cache hits).
-_CREATE = (f"INSERT INTO unum_records ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?) "
-           "ON CONFLICT (key) DO UPDATE SET kind = excluded.kind, workflow = excluded.workflow, "
-           "expires_at = excluded.expires_at, value = excluded.value, size = excluded.size, "
-           "members = excluded.members WHERE unum_records.expires_at <= ?")
+#: Insert, or replace a record that has expired (one constant text: SQLite's statement cache hits):
+#: `_PUT` of a record that may have expired; `_PUT` writes a record in place whatever was there.
+#: Neither is an INSERT OR REPLACE, which deletes the old row and makes a new one (a new rowid:
+#: a scan, in rowid order, could then meet the record twice).
+_PUT = (f"INSERT INTO unum_records ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?) "
+        "ON CONFLICT (key) DO UPDATE SET kind = excluded.kind, workflow = excluded.workflow, "
+        "expires_at = excluded.expires_at, value = excluded.value, size = excluded.size, "
+        "members = excluded.members")
+_CREATE = _PUT + " WHERE unum_records.expires_at <= ?"
 #: `_CREATE` of a value record (a checkpoint, a result): its size and members as literal NULLs.
 _CREATE_VALUE = _CREATE.replace("VALUES (?, ?, ?, ?, ?, ?, ?)", "VALUES (?, ?, ?, ?, ?, NULL, NULL)")
 _SELECT_ONE = f"SELECT {_COLUMNS} FROM unum_records WHERE key = ?"
@@ -217,9 +221,8 @@ class SQLiteStore(Store):
                 changed = True
             states.append(SetState(size=size, members=dict(zip(flat[::2], flat[1::2], strict=True))))
         if not exists:
-            conn.execute(f"INSERT OR REPLACE INTO unum_records ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                         (record.key, _SET, record.workflow, record.expires_at, None, size,
-                          _blob(msgpack.packb(flat, use_bin_type=True))))
+            conn.execute(_PUT, (record.key, _SET, record.workflow, record.expires_at, None, size,
+                                _blob(msgpack.packb(flat, use_bin_type=True))))
         elif changed:
             conn.execute("UPDATE unum_records SET members = ? WHERE key = ?",
                          (_blob(msgpack.packb(flat, use_bin_type=True)), record.key))
@@ -275,8 +278,7 @@ class SQLiteStore(Store):
                                    (op.table, op.key)).fetchone()
                 if (row[0] if row else 0) != op.expected:
                     raise TransactionConflict(f"application item {op.table}/{op.key} changed since it was read")
-            conn.execute(f"INSERT OR REPLACE INTO unum_records ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                         _row(record))
+            conn.execute(_PUT, _row(record))
             for op in ops:
                 if not op.write:
                     continue
@@ -292,19 +294,21 @@ class SQLiteStore(Store):
     # ---- helpers -------------------------------------------------------------------------
 
     def _paged(self, columns: str, workflow: str | None) -> Iterator[Record]:
-        """Every record, a page at a time in key order (each page its own short read: no read
-        transaction stays open while the caller works)."""
+        """Every record, a page at a time in the order they were made (rowid; each page its own
+        short read: no read transaction stays open while the caller works). A record is met
+        once: no write gives a record a new rowid (`_PUT`)."""
         where = "" if workflow is None else "workflow = ? AND "
-        after = ""
+        after = 0
         while True:
             params: tuple[Any, ...] = ((workflow,) if workflow is not None else ()) + (after, _PAGE)
             rows = self.database.read(lambda conn, params=params: conn.execute(  # type: ignore[misc]
-                f"SELECT {columns} FROM unum_records WHERE {where}key > ? ORDER BY key LIMIT ?", params).fetchall())
+                f"SELECT {columns}, rowid FROM unum_records WHERE {where}rowid > ? ORDER BY rowid LIMIT ?",
+                params).fetchall())
             for row in rows:
-                yield _record(row)
+                yield _record(row[:-1])
             if len(rows) < _PAGE:
                 return
-            after = rows[-1][0]
+            after = rows[-1][-1]
 
 
 def parse_url(url: str) -> tuple[Path, dict[str, str]]:
