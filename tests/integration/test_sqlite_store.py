@@ -479,27 +479,63 @@ def test_a_database_of_a_newer_unum_is_refused_untouched(tmp_path: Path) -> None
         assert conn.execute("SELECT value FROM unum_records WHERE key = 'c-kept'").fetchone() == (b"kept",)
 
 
-def test_a_schema_1_database_is_migrated_on_open_and_keeps_its_records(tmp_path: Path) -> None:
-    path = tmp_path / "unum.db"
+def _schema_1_file(path: Path, records: int) -> Path:
+    """A store file as schema 1 left it (the (workflow, key) index), holding `records` records."""
     store = SQLiteStore.open(path)
-    for i in range(3):
+    for i in range(records):
         store.create(f"c-{i}", f"v{i}".encode(), workflow="wf", expires_at=EXPIRY)
     store.close()
-    with sqlite3.connect(path) as conn:  # as schema 1 left it: the (workflow, key) index
+    with sqlite3.connect(path) as conn:
         conn.execute("DROP INDEX unum_records_by_workflow")
         conn.execute("CREATE INDEX unum_records_by_workflow_key ON unum_records (workflow, key)")
         conn.execute("PRAGMA user_version = 1")
     conn.close()
+    return path
+
+
+def _indexes_and_version(path: Path) -> tuple[set[str], int]:
+    with sqlite3.connect(path) as conn:
+        indexes = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'index'")}
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+    conn.close()
+    return indexes, version
+
+
+def test_a_schema_1_database_is_migrated_on_open_and_keeps_its_records(tmp_path: Path) -> None:
+    path = _schema_1_file(tmp_path / "unum.db", records=3)
     store = SQLiteStore.open(path)
     try:
         assert [r.key for r in store.records("wf")] == ["c-0", "c-1", "c-2"]
     finally:
         store.close()
-    with sqlite3.connect(path) as conn:
-        indexes = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'index'")}
-        assert conn.execute("PRAGMA user_version").fetchone() == (SCHEMA_VERSION,)
-    conn.close()
+    indexes, version = _indexes_and_version(path)
+    assert version == SCHEMA_VERSION
     assert "unum_records_by_workflow" in indexes and "unum_records_by_workflow_key" not in indexes
+
+
+OPENER = """
+    import sys, time
+    from unum_entry.stores.sqlite import SQLiteStore
+    path, start = sys.argv[1], float(sys.argv[2])
+    while time.time() < start:  # every process opens at once
+        time.sleep(0.001)
+    store = SQLiteStore.open(path)
+    print(sum(1 for _ in store.records("wf")))
+    store.close()
+"""
+
+
+def test_processes_opening_a_schema_1_file_at_once_all_get_it_migrated(tmp_path: Path) -> None:
+    """The migration runs in the opening transaction (BEGIN IMMEDIATE): one process migrates,
+    the others find schema 2; none fails, none sees a record missing."""
+    path = _schema_1_file(tmp_path / "unum.db", records=50)
+    start = time.time() + 1.5
+    openers = [python(OPENER, path, start, stdout=subprocess.PIPE, stderr=subprocess.PIPE) for _ in range(4)]
+    for opener in openers:
+        out, err = opener.communicate(timeout=120)
+        assert opener.returncode == 0 and out == "50\n", err
+    indexes, version = _indexes_and_version(path)
+    assert version == SCHEMA_VERSION and "unum_records_by_workflow_key" not in indexes
 
 
 def test_a_scan_meets_each_record_once_in_creation_order_while_records_are_rewritten(tmp_path: Path) -> None:
