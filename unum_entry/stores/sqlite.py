@@ -39,10 +39,10 @@ _IN_BATCH = 500  # keys per `IN (...)` (well below SQLite's bound on host parame
 _PAGE = 1000     # rows per page of a scan or a sweep
 _KINDS = {kind.value: kind for kind in Kind}
 _COLUMNS = "key, kind, workflow, expires_at, value, size, members"
-#: Insert, or replace a record that has expired (one constant text: SQLite's statement cache hits):
-#: `_PUT` of a record that may have expired; `_PUT` writes a record in place whatever was there.
-#: Neither is an INSERT OR REPLACE, which deletes the old row and makes a new one (a new rowid:
-#: a scan, in rowid order, could then meet the record twice).
+#: `_PUT` writes a record over whatever was there (an upsert, in place); `_CREATE` only over a
+#: record that has expired (create-if-absent). One constant text each: SQLite's statement cache
+#: hits. Neither is an INSERT OR REPLACE, which deletes the old row and makes a new one with a
+#: new rowid: a scan, in rowid order (`_paged`), could then meet the record twice.
 _PUT = (f"INSERT INTO unum_records ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?) "
         "ON CONFLICT (key) DO UPDATE SET kind = excluded.kind, workflow = excluded.workflow, "
         "expires_at = excluded.expires_at, value = excluded.value, size = excluded.size, "

@@ -98,9 +98,9 @@ SCHEMA = [
            size INTEGER,
            members BLOB)""",
     # One workflow's records page by page in the order they were made (`records(workflow)`). Its
-    # entries are (workflow, rowid), so a create appends at its workflow's end; schema 1 indexed
-    # (workflow, key), and as names are hashes every create then read and wrote a random page of
-    # that index too: at a million records, three writes of the WAL per create instead of two.
+    # entries are (workflow, rowid), so a create appends at its workflow's end. Schema 1 indexed
+    # (workflow, key): names are hashes, so every create also read and wrote a random page of
+    # that index, two random pages per create instead of one (docs/embedded-store.md).
     "CREATE INDEX IF NOT EXISTS unum_records_by_workflow ON unum_records (workflow)",
     """CREATE TABLE IF NOT EXISTS unum_app (
            tbl TEXT NOT NULL,
@@ -112,7 +112,8 @@ SCHEMA = [
 
 
 #: What brings a database of an older schema up to SCHEMA_VERSION: {version: statements that
-#: make it that version}, run in order on open, in the transaction that then creates `SCHEMA`.
+#: make it that version}, run in order on open, in the transaction that then creates `SCHEMA`;
+#: each must also be a no-op on a new file (`IF EXISTS`), which runs them all.
 MIGRATIONS: dict[int, list[str]] = {
     2: ["DROP INDEX IF EXISTS unum_records_by_workflow_key"],  # replaced by unum_records_by_workflow
 }
@@ -352,7 +353,7 @@ class Database:
                     if version > SCHEMA_VERSION:
                         raise StoreError(f"store {self.path} was written by a newer unum (schema {version}, this "
                                          f"version knows up to {SCHEMA_VERSION}): upgrade unum to use it")
-                    for number in range(version + 1, SCHEMA_VERSION + 1) if version else ():
+                    for number in range(version + 1, SCHEMA_VERSION + 1):  # (a new file: each a no-op)
                         for statement in MIGRATIONS.get(number, ()):
                             conn.execute(statement)
                     for statement in SCHEMA:
