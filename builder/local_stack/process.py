@@ -15,6 +15,7 @@ Only loopback addresses are ever used.
 
 from __future__ import annotations
 
+import http.client
 import importlib.util
 import os
 import shutil
@@ -82,6 +83,11 @@ def http_answers(url: str, *, body: bytes | None = None, timeout: float = 1.0) -
     except urllib.error.HTTPError:
         return body is None  # it answered (cloudevent functions refuse GET with 405)
     except (urllib.error.URLError, ConnectionError, TimeoutError, OSError):
+        return False
+    except http.client.HTTPException:
+        # Not HTTP/1 at all: another program (a gRPC server: "Unexpected HTTP/1.x request")
+        # took the port we picked. Not ready; our process then exits for want of its port and
+        # `start` picks another one (seen once in CI: Pub/Sub's probe met the Cloud Tasks emulator).
         return False
     return body is None or data.strip() == body
 
