@@ -85,9 +85,10 @@ def http_answers(url: str, *, body: bytes | None = None, timeout: float = 1.0) -
     except (urllib.error.URLError, ConnectionError, TimeoutError, OSError):
         return False
     except http.client.HTTPException:
-        # Not HTTP/1 at all: another program (a gRPC server: "Unexpected HTTP/1.x request")
-        # took the port we picked. Not ready; our process then exits for want of its port and
-        # `start` picks another one (seen once in CI: Pub/Sub's probe met the Cloud Tasks emulator).
+        # Not HTTP/1: an HTTP/2-only listener (a gRPC server; Netty's GOAWAY "Unexpected HTTP/1.x
+        # request: GET /", seen once in CI by the Pub/Sub emulator's probe) - another emulator
+        # on the port we picked, or ours before its HTTP/1 side is up. Not ready yet: keep
+        # polling; a process that lost the port exits and `start` picks another one.
         return False
     return body is None or data.strip() == body
 

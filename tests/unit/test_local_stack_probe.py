@@ -14,8 +14,8 @@ from builder.local_stack.process import LOOPBACK, http_answers
 
 pytestmark = pytest.mark.unit
 
-#: What a gRPC (HTTP/2) server writes back to an HTTP/1 request: an HTTP/2 SETTINGS and GOAWAY
-#: frame, then its complaint (the bytes CI's Pub/Sub probe met on the Cloud Tasks emulator's port).
+#: What an HTTP/2-only (gRPC) server writes back to an HTTP/1 request: an HTTP/2 SETTINGS and
+#: GOAWAY frame with Netty's complaint (what the Pub/Sub emulator's probe met once in CI).
 GRPC_REPLY = (b"\x00\x00\x06\x04\x00\x00\x00\x00\x00\x00\x05\x00\x00\x40\x00"
               b"\x00\x00\x2b\x07\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x01"
               b"Unexpected HTTP/1.x request: GET / ")
