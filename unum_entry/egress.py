@@ -125,6 +125,16 @@ def planned_fan_out(ctx: EgressContext, env: Envelope, invocation: str, checkpoi
     return the_plan.calls if type(the_plan.calls) is FanOutCalls else None
 
 
+def planned_hop(ctx: EgressContext, env: Envelope, checkpoint: str, stored: bytes) -> Call:
+    """The one call a chain hop's `egress` sends over the committed bytes `stored` (its
+    checkpoint as the store returns it), built again as egress built it. Only for an invocation
+    whose program is one unconditional invoke and whose envelope has no lane to pass on
+    (`Runtime.passes_one_hop`): the embedded engine's durable queue journals a chain as the row
+    of its first hop and walks it again after a crash (unum_entry.local.queue)."""
+    program: Program = ctx.program  # type: ignore[assignment]
+    return program.hop_call(env, decode(stored), len(stored), checkpoint, ctx.inline_limit)
+
+
 def _finish(ctx: EgressContext, env: Envelope, invocation: str, value: Any, the_plan: Plan) -> None:
     """A terminal invocation: the result record at its fan-out position (the first one wins),
     or, through an IR `fail` (a Step Functions Fail state), the workflow's end in failure (its

@@ -22,7 +22,7 @@ from unum_entry import naming
 from unum_entry import fanin
 from unum_entry.checkpoint import commit, commit_joining, commit_joining_many, commit_key, commits_its_result
 from unum_entry.context import DeliveryContext, InvocationContext
-from unum_entry.egress import EgressContext, EgressReport, egress, planned_fan_out
+from unum_entry.egress import EgressContext, EgressReport, egress, planned_fan_out, planned_hop
 from unum_entry.envelope import DataRef, Envelope
 from unum_entry.errors import (HandlerFailed, HandlerLoadError, InvokeError, RetentionExpired, StaleInvocation,
                                StoreError, StoreMisuse, UnumError, WorkflowAborted)
@@ -42,7 +42,7 @@ from unum_entry.watchdog import Watchdog
 if TYPE_CHECKING:
     from concurrent.futures import Executor
 
-    from unum_entry.plan import FanOutCalls, Join, Plan, Program
+    from unum_entry.plan import Call, FanOutCalls, Join, Plan, Program
 
 Handler = Callable[[Any, InvocationContext], Any]
 log = logging.getLogger("unum.runtime")
@@ -300,6 +300,28 @@ class Runtime:
         if checkpoint is None or stored is None:
             return None
         return planned_fan_out(self._egress, env, invocation, checkpoint, stored)
+
+    def passes_one_hop(self, env: Envelope) -> bool:
+        """Whether every execution of `env` sends exactly one call, its chain hop's, and only
+        after committing to the invocation's checkpoint (`hop_after` builds that call again):
+        the IR is one unconditional invoke, and the envelope has no lane to pass on."""
+        program = self._egress.program
+        return (bool(self._commits_to_invocation) and program is not None and program.hop is not None
+                and not env.lanes)
+
+    def hop_after(self, env: Envelope) -> tuple[bool, Call | None]:
+        """Whether the invocation `env` committed, and the call its chain hop sent over the
+        committed output, built again (unum_entry.egress.planned_hop): None when it did not
+        commit or does not pass one hop (`passes_one_hop`). Reads the store once; raises what
+        its read raises."""
+        invocation = naming.checkpoint_key(env.workflow, self.ir.function, env.frames)
+        checkpoint = invocation if self._commits_to_invocation else commit_key(self.ir, env, invocation)
+        stored = self.store.get(checkpoint) if checkpoint is not None else None
+        if checkpoint is None or stored is None:
+            return False, None
+        if not self.passes_one_hop(env):
+            return True, None
+        return True, planned_hop(self._egress, env, checkpoint, stored)
 
     def _may_run(self, env: Envelope, invocation: str) -> bool | bytes:
         """The retention rule's deadline (unum_entry.retention): past `deadline - margin` no

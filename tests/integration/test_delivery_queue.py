@@ -212,22 +212,24 @@ def test_a_resumed_fan_out_of_the_entry_sends_its_calls_with_the_deadline_the_en
     store.close()
 
 
-def _gated_chain(tmp_path: Path) -> tuple[Path, Path]:
-    """A → B → C, C waiting (up to 30 s) for the file `gate`: (the workflow folder, the gate)."""
+def _gated_chain(tmp_path: Path, names: str = "ABC") -> tuple[Path, Path]:
+    """A → B → C (or the chain of `names`: the first returns 1, each next adds 1), the last
+    waiting (up to 30 s) for the file `gate`, then adding 40: (the workflow folder, the gate).
+    The last one touches `tmp_path / "C"` when it starts."""
     gate = tmp_path / "open"
     folder = tmp_path / "chain"
-    for name, code, instructions in (
-            ("A", "return 1", [{"op": "invoke", "function": "B"}]),
-            ("B", "return event + 1", [{"op": "invoke", "function": "C"}]),
-            ("C", f"import os, time\n    open({str(tmp_path / 'C')!r}, 'w').close()\n"
-                  f"    end = time.monotonic() + 30\n"
-                  f"    while not os.path.exists({str(gate)!r}) and time.monotonic() < end:\n        time.sleep(0.01)\n"
-                  "    return event + 40", [])):
+    last = (f"import os, time\n    open({str(tmp_path / 'C')!r}, 'w').close()\n"
+            f"    end = time.monotonic() + 30\n"
+            f"    while not os.path.exists({str(gate)!r}) and time.monotonic() < end:\n        time.sleep(0.01)\n"
+            "    return event + 40")
+    for i, name in enumerate(names):
+        code = "return 1" if i == 0 else last if i == len(names) - 1 else "return event + 1"
+        instructions = [{"op": "invoke", "function": names[i + 1]}] if i < len(names) - 1 else []
         (folder / name).mkdir(parents=True)
         (folder / name / "app.py").write_text(f"def handler(event, context):\n    {code}\n")
         (folder / name / "unum-ir.json").write_text(json.dumps({"unum_ir": 1, "function": name, "handler": "app.handler",
                                                                 "instructions": instructions}))
-    (folder / "unum-workflow.json").write_text(json.dumps({"unum_workflow": 1, "name": "chain", "entry": "A"}))
+    (folder / "unum-workflow.json").write_text(json.dumps({"unum_workflow": 1, "name": "chain", "entry": names[0]}))
     return folder, gate
 
 
@@ -268,6 +270,58 @@ def test_a_delivery_is_on_disk_no_later_than_its_checkpoint(tmp_path: Path) -> N
         assert later.recover("wf-c") >= 1
         later.wait_idle(30)
         assert later.outcome("wf-c").result == 42
+    crashed.close()
+
+
+def _killed_while_the_last_runs(tmp_path: Path, names: str) -> Path:
+    """Run the gated chain of `names` on the SQLite store and copy its database while the last
+    function runs (what a kill -9 then would leave): the copy's folder."""
+    folder, gate = _gated_chain(tmp_path, names)
+    store = SQLiteStore.open(tmp_path / "s.db")
+    copy = tmp_path / "crashed"
+    copy.mkdir()
+    with LocalPlatform(load_workflow(folder), store, queue=SQLiteQueue(store.database)) as first:
+        _copied_while_c_runs(first, tmp_path, gate, {tmp_path / f"s.db{suffix}": copy / f"s.db{suffix}"
+                                                     for suffix in ("", "-wal")})
+        assert first.outcome("wf-c").result == len(names) - 1 + 40
+    store.close()
+    return copy
+
+
+def test_a_chain_is_journaled_as_the_row_of_its_first_hop_and_resumed_through_its_committed_hops(
+        tmp_path: Path) -> None:
+    """A → B → C → D → E on the SQLite store: B, the first call egress sent, is journaled; C,
+    D and E each hold that row in turn instead of a row of their own (one row to write and
+    delete per chain, not per hop). Killed while E runs, the database holds B's row alone and
+    the checkpoints of A to D. Resumed, B is delivered again and the hops after it that
+    committed (C and D, built again from their senders' checkpoints) with it, each a duplicate
+    whose egress runs again; D's sends E, the one hop that did not commit."""
+    copy = _killed_while_the_last_runs(tmp_path, "ABCDE")
+    # (the deadline watchdog's timer aside)
+    assert [row for row in rows(copy / "s.db") if row[1] is None] == [("B", None)]
+    crashed = SQLiteStore.open(copy / "s.db")
+    with LocalPlatform(load_workflow(tmp_path / "chain"), crashed, queue=SQLiteQueue(crashed.database)) as later:
+        assert later.recover("wf-c") == 3  # B, C and D
+        later.wait_idle(30)
+        assert later.outcome("wf-c").result == 44
+        assert later.stats["committed"] == 1  # E alone: B, C and D were duplicates
+    crashed.close()
+    assert [row for row in rows(copy / "s.db") if row[1] is None] == []
+
+
+def test_a_chain_journals_a_hop_on_its_own_after_max_hops_held_one_row(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """With MAX_HOPS = 2, B's row is held by C and D; D's call E gets a row of its own (and B's
+    goes when D finishes), so a resume walks at most MAX_HOPS hops from a row."""
+    monkeypatch.setattr("unum_entry.local.queue.MAX_HOPS", 2)
+    monkeypatch.setattr("unum_entry.local.platform.MAX_HOPS", 2)
+    copy = _killed_while_the_last_runs(tmp_path, "ABCDE")
+    assert [row for row in rows(copy / "s.db") if row[1] is None] == [("E", None)]
+    crashed = SQLiteStore.open(copy / "s.db")
+    with LocalPlatform(load_workflow(tmp_path / "chain"), crashed, queue=SQLiteQueue(crashed.database)) as later:
+        assert later.recover("wf-c") == 1
+        later.wait_idle(30)
+        assert later.outcome("wf-c").result == 44
     crashed.close()
 
 

@@ -51,10 +51,10 @@ def write_workflow(folder: Path, entry: str, functions: dict[str, tuple[str, lis
     return folder
 
 
-def chain(folder: Path, length: int = 12) -> Path:
-    """S0 → S1 → … → S{length-1}: each appends its name after working STEP seconds."""
+def chain(folder: Path, length: int = 12, step: float = STEP) -> Path:
+    """S0 → S1 → … → S{length-1}: each appends its name after working `step` seconds."""
     def code(i: int) -> str:
-        return f"import time\n\ndef handler(event, context):\n    time.sleep({STEP})\n    return event + ['S{i}']\n"
+        return f"import time\n\ndef handler(event, context):\n    time.sleep({step})\n    return event + ['S{i}']\n"
 
     return write_workflow(folder, "S0", {f"S{i}": (code(i), [{"op": "invoke", "function": f"S{i + 1}"}] if i + 1 < length else [])
                                          for i in range(length)})
@@ -91,19 +91,24 @@ def run_killed_until_done(folder: Path, store: Path, workflow_id: str, inputs: s
 
 
 @pytest.mark.parametrize(("example", "store_kind"), [("chain", "sqlite"), ("map", "sqlite"), ("wide-map", "sqlite"),
-                                                   ("chain", "file")])
+                                                   ("chain", "file"), ("long-chain", "sqlite")])
 def test_run_killed_at_random_instants_resumes_to_the_fault_free_result(tmp_path: Path, example: str,
                                                                          store_kind: str) -> None:
     """The short campaign (UNUM_KILL_ROUNDS rounds per example, default 3; the long one in
     docs: 100): every round SIGKILLs runs of one workflow id until one completes. On the file
     store the queue is a file of its own, written before each delivery runs (not carried by the
     store's commits). The wide map's items are quick: its workers commit them in batches
-    (Runtime.handle_many), so kills land between a batch's handlers and its commit too."""
+    (Runtime.handle_many), so kills land between a batch's handlers and its commit too. The
+    long chain's 300 hops are quick (5 ms each): they hold one journal row for up to MAX_HOPS
+    hops (SQLiteQueue.pass_row), so kills land anywhere in such a run of hops, and each resume
+    walks the hops that committed since the row's."""
     if example == "chain":
         folder = chain(tmp_path / example)
+    elif example == "long-chain":
+        folder = chain(tmp_path / example, length=300, step=0.005)
     else:
         folder = map_sum(tmp_path / example, **({"width": 10000, "step": 0} if example == "wide-map" else {}))
-    inputs = "[]" if example == "chain" else "null"
+    inputs = "[]" if example.endswith("chain") else "null"
     clean = cli("run", folder, "--input", inputs, "--store", tmp_path / "clean.db", "--compact")
     assert clean.returncode == 0, clean.stderr
     expected = json.loads(clean.stdout)

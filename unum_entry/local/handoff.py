@@ -97,4 +97,10 @@ def open_call(calls: FanOutCalls, position: int) -> Envelope:
 def call_wire(calls: FanOutCalls, position: int) -> bytes:
     """The wire form (encoded envelope) of the call at `position` of `calls`: what egress would
     have sent, a value the wire cannot carry by reference to its checkpoint (as `open_call`)."""
-    return or_by_reference(calls.build(position).envelope, lambda sent: encode(sent.to_wire(), what="envelope"))
+    return envelope_wire(calls.build(position).envelope)
+
+
+def envelope_wire(env: Envelope) -> bytes:
+    """The wire form (encoded envelope) of a call egress built: what it would have sent, a value
+    the wire cannot carry by reference to its checkpoint (unum_entry.egress._invoke)."""
+    return or_by_reference(env, lambda sent: encode(sent.to_wire(), what="envelope"))

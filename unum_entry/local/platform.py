@@ -41,10 +41,10 @@ from unum_entry.errors import (EnvelopeError, PlanError, RedeliveriesExhausted, 
 from unum_entry.invocation_log import InvocationLog, InvocationRecord, error_type, hosted_state
 from unum_entry.local.cpu import OneCpu
 from unum_entry.local.faults import FaultInjector, InjectedCrash
-from unum_entry.local.handoff import call_wire, is_plain, open_call, open_sealed, seal
-from unum_entry.local.queue import CallRun, Delivery, DeliveryQueue, MemoryQueue
+from unum_entry.local.handoff import call_wire, envelope_wire, is_plain, open_call, open_sealed, seal
+from unum_entry.local.queue import MAX_HOPS, CallRun, Delivery, DeliveryQueue, MemoryQueue
 from unum_entry.outcome import Ending, RunResult, read_outcome
-from unum_entry.plan import FanOutCalls
+from unum_entry.plan import Call, FanOutCalls
 from unum_entry.platforms.common import (DeliveryOutcome, DeliveryStatus, RetryPolicy, deliver, deliver_many,
                                         record_failure)
 from unum_entry.runtime import Handler, Runtime, RuntimeConfig, load_handler, new_workflow
@@ -102,12 +102,13 @@ class _Hand:
     `stats`, `committed`: counts the platform's own do not hold yet (`_settle`, under its lock,
     at least every HOP_BUDGET deliveries or SETTLE_INTERVAL seconds, and before it waits)."""
 
-    __slots__ = ("batching", "current", "next", "taken", "pushes", "owed", "hops", "since", "settle_by", "quick",
-                 "started", "finished", "in_flight", "stats", "committed")
+    __slots__ = ("batching", "current", "one_hop", "next", "taken", "pushes", "owed", "hops", "since", "settle_by",
+                 "quick", "started", "finished", "in_flight", "stats", "committed")
 
     def __init__(self, *, batching: bool) -> None:
         self.batching = batching  # a worker's hand; not one made for a single `_take` (tests)
         self.current: Delivery | None = None  # the delivery being processed (a fan-out's origin)
+        self.one_hop = False  # ... sends exactly one call, its chain hop's (`Runtime.passes_one_hop`)
         self.next: Delivery | None = None
         self.taken: deque[Delivery] = deque()
         self.pushes: list[Delivery | CallRun] = []
@@ -295,16 +296,55 @@ class LocalPlatform:
         unfinished in a durable queue (none in memory); returns how many, not counting a deadline
         watchdog's timer (`Delivery.background`): with only that left, the caller starts again."""
         found = self.queue.recover(workflow_id)
+        hops = [hop for _, delivery in found for hop in self._committed_hops(delivery)]
         runs = self._recover_fan_outs(workflow_id)
         with self._lock:
             for ready_at, delivery in found:
                 self.queue.restore(delivery, ready_at)
                 self._count_queued(delivery)
+            now = time.time()
+            for hop in hops:
+                self.queue.push(hop, now)
+                self._count_queued(hop)
             for run in runs:
                 self.queue.push_run(run)
                 self._count_run(run)
             self._work_cv.notify_all()
-        return sum(1 for _, delivery in found if not delivery.background) + sum(len(run) for run in runs)
+        return (sum(1 for _, delivery in found if not delivery.background) + len(hops)
+                + sum(len(run) for run in runs))
+
+    def _committed_hops(self, delivery: Delivery) -> list[Delivery]:
+        """The chain hops after the recovered `delivery` that committed, each to be delivered
+        again as a duplicate (its egress re-run: the crash may have cut it short): the hops
+        that held its row (`SQLiteQueue.pass_row`), built again from their senders'
+        checkpoints (`Runtime.hop_after`), up to MAX_HOPS of them. The last committed one's
+        duplicate sends the first hop that did not commit. Raises what reading the store raises
+        (nothing is lost: the row stays)."""
+        runtime = self.runtimes.get(delivery.function)
+        if runtime is None or delivery.timer is not None or delivery.background:
+            return []
+        try:
+            env = Envelope.from_wire(decode(delivery.payload))
+        except (EnvelopeError, ValueError):  # its delivery fails the same way, and says why
+            return []
+        if not env.deadline or env.watchdog:  # a workflow's first delivery never heads a chain's row
+            return []
+        hops: list[Delivery] = []
+        sent: Call | None = None  # the hop `env` is, once known to have committed
+        try:
+            for _ in range(MAX_HOPS + 1):
+                committed, call = runtime.hop_after(env)
+                if not committed:
+                    break
+                if sent is not None:
+                    hops.append(Delivery(env.workflow, sent.function,
+                                         envelope_wire(replace(sent.envelope, redelivered=True))))
+                if call is None or (runtime := self.runtimes.get(call.function)) is None:
+                    break
+                sent, env = call, call.envelope
+        except (EnvelopeError, PlanError, ValueError):  # the hop's delivery fails the same way, and says why
+            pass
+        return hops
 
     def _recover_fan_outs(self, workflow_id: str) -> list[CallRun]:
         """The runs of calls a previous process left unfinished, each fan-out's calls planned
@@ -402,9 +442,12 @@ class LocalPlatform:
             time.sleep(self.invoke_latency)
         if hand.next is None:
             if self.queue.durable:  # the journal keeps the wire form; the worker skips decoding it when it can
-                delivery = Delivery(envelope.workflow, function, encode(envelope.to_wire(), what="envelope"),
-                                    envelope=envelope if is_plain(envelope) else None)
-                self.queue.journal(delivery, time.time())  # before the current delivery is finished
+                delivery = Delivery(envelope.workflow, function, b"", envelope=envelope) if is_plain(envelope) else \
+                    Delivery(envelope.workflow, function, encode(envelope.to_wire(), what="envelope"))
+                # A chain hop holds its sender's row when it can: no row of its own to write and delete.
+                if not (hand.one_hop and hand.current is not None and self.queue.pass_row(hand.current, delivery)):
+                    delivery.hops = 0
+                    self.queue.journal(delivery, time.time())  # before the current delivery is finished
             else:
                 delivery = Delivery(envelope.workflow, function, b"", envelope=seal(envelope))
             hand.next = delivery
@@ -717,6 +760,7 @@ class LocalPlatform:
         if env is None or runtime is None:
             return
         started = time.perf_counter()
+        hand.one_hop = runtime.passes_one_hop(env)
         outcome = deliver(runtime, env, retry=self._backoff)
         if self.invocation_log is not None:
             self.invocation_log.write(InvocationRecord.of(delivery.function, env, outcome.status, outcome.error,
@@ -728,6 +772,7 @@ class LocalPlatform:
         """`_process` of a batch of one function's deliveries (`_batch`), their commits made
         together (`deliver_many`)."""
         ready: list[tuple[Delivery, Envelope]] = []
+        hand.one_hop = False
         for delivery in deliveries:
             env = self._runnable(delivery, runtime)
             if env is not None:

@@ -25,6 +25,12 @@ its processing ended (done, dropped, failed, or re-queued as a new delivery):
   branch's wire form encoded. After a crash a run that had not finished is sent again whole
   (its committed calls as duplicates: their checkpoints absorb them, and their egress, which the
   crash may have cut short, runs again);
+- a chain is journaled as the row of its first hop (`SQLiteQueue.pass_row`): a delivery whose
+  function sends exactly one call, its chain hop, passes its row on to that call instead of the
+  call getting a row of its own, for up to MAX_HOPS hops. After a crash the platform delivers
+  the row's hop again together with every hop after it that committed, each built again from
+  its sender's checkpoint (`LocalPlatform._committed_hops`): duplicates whose egress runs again,
+  the last one's sending the first hop that did not commit. No row per hop to write and delete;
 - `recover(workflow)` and `recover_fan_outs(workflow)` load what a dead process left, to be
   delivered again.
 
@@ -55,7 +61,7 @@ from typing import TYPE_CHECKING, Any
 
 from unum_entry.envelope import Envelope
 from unum_entry.errors import StoreError, StoreMisuse, StoreUnusable
-from unum_entry.local.handoff import call_wire
+from unum_entry.local.handoff import call_wire, envelope_wire, is_plain
 from unum_entry.stores.sqlite_database import Database, Durability
 
 if TYPE_CHECKING:
@@ -103,6 +109,7 @@ CREATE TABLE IF NOT EXISTS unum_queue (
 )"""]
 #: Columns added since a table was first released: (table, column, declaration), added on open.
 ADDED_COLUMNS = [("unum_runs", "heartbeat", "REAL")]
+MAX_HOPS = 64          # chain hops that pass one journal row on before a hop is journaled on its own (`pass_row`)
 FLUSH_PATIENCE = 5.0    # seconds a failing journal may keep `flush` waiting before it raises
 BATCH_INTERVAL = 0.005   # seconds the journal gathers operations before writing them in one transaction
 MAX_BACKOFF = 1.0        # seconds between attempts at a journal write that failed
@@ -119,9 +126,12 @@ class Delivery:
     fan-out's calls, built when taken (unum_entry.local.handoff.open_call).
     `payload` is empty when either is set - except in a durable queue, which journals it (a
     queued fan-out call only until it is journaled: its row keeps the wire form, `wire` builds
-    it again). `run`: the journaled run a fan-out's call was taken from (its row is the run's;
-    None in a MemoryQueue and for a call journaled on its own). `accepted`: the journal's count
-    of operations once its row was accepted (0: none, or on disk already; `before_run`)."""
+    it again; an envelope that needs no sealing: `wire` encodes it). `run`: the journaled run a
+    fan-out's call was taken from (its row is the run's; None in a MemoryQueue and for a call
+    journaled on its own). `accepted`: the journal's count of operations once its row was
+    accepted (0: none, or on disk already; `before_run`). `hops`: in a durable queue, how many
+    chain hops ago the row it holds was journaled (`SQLiteQueue.pass_row`); -1: it may not pass
+    its row on (not a call egress sent: an entry, a timer, a redelivery, a recovered row)."""
 
     workflow: str
     function: str
@@ -135,13 +145,18 @@ class Delivery:
     position: int = 0
     run: CallRun | None = None
     accepted: int = 0
+    hops: int = -1
 
     def wire(self) -> bytes:
-        """The envelope as on the wire: `payload`, or a fan-out's call built anew (empty for an
-        envelope handed over in memory alone)."""
-        if self.payload or self.source is None:
+        """The envelope as on the wire: `payload`, or a fan-out's call built anew, or the
+        envelope encoded when it needs no sealing (empty for an envelope sealed in memory alone)."""
+        if self.payload:
             return self.payload
-        return call_wire(self.source, self.position)
+        if self.source is not None:
+            return call_wire(self.source, self.position)
+        if self.envelope is not None and is_plain(self.envelope):
+            return envelope_wire(self.envelope)
+        return b""
 
     def again(self, failures: int) -> Delivery:
         """The same delivery accepted once more (a redelivery, a fault's extra copy): a new journal row."""
@@ -245,6 +260,13 @@ class DeliveryQueue(ABC):
 
     def seal_fan_out(self, fan_out: FanOut) -> None:
         """Every run of `fan_out` has been journaled: its row may go once they are finished."""
+
+    def pass_row(self, current: Delivery, successor: Delivery) -> bool:
+        """Let `successor`, the one call that `current` sends (its chain hop: the caller has made
+        sure of that, `Runtime.passes_one_hop`), hold `current`'s journal row instead of a row of
+        its own: whether it does (a SQLiteQueue: the module docstring, "a chain's row"). Nothing
+        to do in memory. To be called before `current` is finished, from its worker."""
+        return False
 
     def before_run(self, delivery: Delivery) -> None:
         """Called by a worker just before `delivery` executes: returns once its row (its run's,
@@ -426,6 +448,13 @@ class SQLiteQueue(DeliveryQueue):
                 self._submitted += 1
                 self._cv.notify()
 
+    def pass_row(self, current: Delivery, successor: Delivery) -> bool:
+        if not 0 <= current.hops < MAX_HOPS or not current.id or current.run is not None or self._closed:
+            return False
+        successor.id, successor.hops = current.id, current.hops + 1
+        current.id = 0  # `finish` leaves the row: its chain hop holds it now
+        return True
+
     def before_run(self, delivery: Delivery) -> None:
         """With the SQLite store every store commit carries the pending rows (`_ride`), so a
         delivery's row is on disk no later than its checkpoint. A queue in a file of its own (a
@@ -469,6 +498,8 @@ class SQLiteQueue(DeliveryQueue):
                 fan_out.runs -= 1
                 if not fan_out.runs and fan_out.sealed:
                     self._fan_outs.forget(fan_out.id)
+            elif not delivery.id:  # it passed its row on to its chain hop (`pass_row`)
+                return
             else:  # (a put not written yet cancels out: accepted and done before the next write)
                 self._queue.forget(delivery.id)
             self._submitted += 1
@@ -617,8 +648,9 @@ class SQLiteQueue(DeliveryQueue):
         before its egress finished, leave that invocation committed and its delivery gone; a
         duplicate of its sender skips successors that committed (unum_entry.checkpoint.
         not_yet_committed), so its egress would never run and the workflow would stall (found
-        by the full-disk test: tests/integration/test_sqlite_store.py). The price: a chain hop's
-        row is written and deleted in its neighbours' commits, where it used to cancel out."""
+        by the full-disk test: tests/integration/test_sqlite_store.py). The price: a delivery's
+        row is written and deleted in its neighbours' commits, where it used to cancel out (a
+        chain hop's is not: it holds its sender's row, `pass_row`)."""
         # (A hint without the lock. `_carry`: the journal's thread writes; even with nothing left
         # to write - a put and its removal cancelled - that write must mark everything written.)
         if not (self._carry or self._has_pending()):
