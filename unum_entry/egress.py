@@ -125,14 +125,19 @@ def planned_fan_out(ctx: EgressContext, env: Envelope, invocation: str, checkpoi
     return the_plan.calls if type(the_plan.calls) is FanOutCalls else None
 
 
-def planned_hop(ctx: EgressContext, env: Envelope, checkpoint: str, stored: bytes) -> Call:
-    """The one call a chain hop's `egress` sends over the committed bytes `stored` (its
-    checkpoint as the store returns it), built again as egress built it. Only for an invocation
-    whose program is one unconditional invoke and whose envelope has no lane to pass on
-    (`Runtime.passes_one_hop`): the embedded engine's durable queue journals a chain as the row
-    of its first hop and walks it again after a crash (unum_entry.local.queue)."""
+def planned_hop(ctx: EgressContext, env: Envelope, invocation: str, checkpoint: str, stored: bytes) -> Call | None:
+    """The one call `egress` sent over the committed bytes `stored` (its checkpoint as the store
+    returns it), built again as egress built it - the same plan over the same output gives the
+    same call - or None when the plan sends none (an end, a callback's wait). Only for an
+    invocation whose plan can send one call at most, an `invoke`'s (`Runtime.passes_one_hop`):
+    the embedded engine's durable queue journals a chain as the row of its first hop and walks
+    it again after a crash (unum_entry.local.queue)."""
     program: Program = ctx.program  # type: ignore[assignment]
-    return program.hop_call(env, decode(stored), len(stored), checkpoint, ctx.inline_limit)
+    if program.hop is not None:
+        return program.hop_call(env, decode(stored), len(stored), checkpoint, ctx.inline_limit)
+    calls = program.plan(env, Committed(decode(stored), len(stored), checkpoint), invocation=invocation,
+                         inline_limit=ctx.inline_limit).calls
+    return calls[0] if len(calls) == 1 else None
 
 
 def _finish(ctx: EgressContext, env: Envelope, invocation: str, value: Any, the_plan: Plan) -> None:

@@ -31,7 +31,7 @@ from unum_entry.history import stamp
 from unum_entry.hooks import FaultPoint, FunctionParts, Hooks, LayerFactory, NoHooks, NoLayer, observes
 from unum_entry.ingress import AlreadyCommitted, Ended, Ready, ingress
 from unum_entry.invokers import Invoker
-from unum_entry.ir import FunctionIR
+from unum_entry.ir import FanIn, FanOut, FunctionIR, Map
 from unum_entry.outcome import Ending, failure_record, finished, record_failure, user_trace
 from unum_entry.retention import Ledger, Retention, store_retention
 from unum_entry.stores.base import Record, SetAdd, SetState, Store
@@ -121,6 +121,9 @@ class Runtime:
         # in one write where the store can (`Store.create_joining`: the embedded stores), else as
         # two: the program whose joins the commits carry, or None.
         program = self._egress.program
+        # Whether its plan sends one call at most, an invoke's (`passes_one_hop`): decided by the IR alone.
+        self._one_call = bool(self._commits_to_invocation) and program is not None and not any(
+            isinstance(ins, (Map, FanOut, FanIn)) for ins in ir.instructions)
         self._joining: Program | None = (program if self._commits_to_invocation and store.joins_in_create
                                          and program is not None and program.branch is not None else None)
 
@@ -302,17 +305,17 @@ class Runtime:
         return planned_fan_out(self._egress, env, invocation, checkpoint, stored)
 
     def passes_one_hop(self, env: Envelope) -> bool:
-        """Whether every execution of `env` sends exactly one call, its chain hop's, and only
-        after committing to the invocation's checkpoint (`hop_after` builds that call again):
-        the IR is one unconditional invoke, and the envelope has no lane to pass on."""
-        program = self._egress.program
-        return (bool(self._commits_to_invocation) and program is not None and program.hop is not None
-                and not env.lanes)
+        """Whether an execution of `env` sends one call at most, an `invoke`'s (its chain hop),
+        and only after committing to the invocation's checkpoint, so that `hop_after` builds
+        that call again: the IR has no map, fan-out or fan-in (its plan's one transition is an
+        invoke, an end or a wait: Step Functions' Task and Pass states compile so), and the
+        envelope has no lane to pass on."""
+        return self._one_call and not env.lanes
 
     def hop_after(self, env: Envelope) -> tuple[bool, Call | None]:
-        """Whether the invocation `env` committed, and the call its chain hop sent over the
-        committed output, built again (unum_entry.egress.planned_hop): None when it did not
-        commit or does not pass one hop (`passes_one_hop`). Reads the store once; raises what
+        """Whether the invocation `env` committed, and the call its plan sent over the committed
+        output, built again (unum_entry.egress.planned_hop): None when it did not commit, does
+        not pass one hop (`passes_one_hop`) or sent no call. Reads the store once; raises what
         its read raises."""
         invocation = naming.checkpoint_key(env.workflow, self.ir.function, env.frames)
         checkpoint = invocation if self._commits_to_invocation else commit_key(self.ir, env, invocation)
@@ -321,7 +324,7 @@ class Runtime:
             return False, None
         if not self.passes_one_hop(env):
             return True, None
-        return True, planned_hop(self._egress, env, checkpoint, stored)
+        return True, planned_hop(self._egress, env, invocation, checkpoint, stored)
 
     def _may_run(self, env: Envelope, invocation: str) -> bool | bytes:
         """The retention rule's deadline (unum_entry.retention): past `deadline - margin` no

@@ -212,10 +212,12 @@ def test_a_resumed_fan_out_of_the_entry_sends_its_calls_with_the_deadline_the_en
     store.close()
 
 
-def _gated_chain(tmp_path: Path, names: str = "ABC") -> tuple[Path, Path]:
+def _gated_chain(tmp_path: Path, names: str = "ABC", *, conditional: bool = False) -> tuple[Path, Path]:
     """A → B → C (or the chain of `names`: the first returns 1, each next adds 1), the last
     waiting (up to 30 s) for the file `gate`, then adding 40: (the workflow folder, the gate).
-    The last one touches `tmp_path / "C"` when it starts."""
+    The last one touches `tmp_path / "C"` when it starts. `conditional`: each hop's IR is a
+    Step Functions Task's shape (a `next`, then an invoke, a succeed and a fail, each with its
+    condition), not one unconditional invoke."""
     gate = tmp_path / "open"
     folder = tmp_path / "chain"
     last = (f"import os, time\n    open({str(tmp_path / 'C')!r}, 'w').close()\n"
@@ -224,7 +226,11 @@ def _gated_chain(tmp_path: Path, names: str = "ABC") -> tuple[Path, Path]:
             "    return event + 40")
     for i, name in enumerate(names):
         code = "return 1" if i == 0 else last if i == len(names) - 1 else "return event + 1"
-        instructions = [{"op": "invoke", "function": names[i + 1]}] if i < len(names) - 1 else []
+        instructions: list[dict[str, Any]] = [{"op": "invoke", "function": names[i + 1]}] if i < len(names) - 1 else []
+        if conditional and instructions:
+            instructions = [{"op": "next"}, {**instructions[0], "when": {"Variable": "$", "NumericGreaterThan": 0}},
+                            {"op": "succeed", "when": {"Variable": "$", "NumericEquals": 0}},
+                            {"op": "fail", "when": {"Variable": "$", "NumericLessThan": 0}}]
         (folder / name).mkdir(parents=True)
         (folder / name / "app.py").write_text(f"def handler(event, context):\n    {code}\n")
         (folder / name / "unum-ir.json").write_text(json.dumps({"unum_ir": 1, "function": name, "handler": "app.handler",
@@ -233,13 +239,17 @@ def _gated_chain(tmp_path: Path, names: str = "ABC") -> tuple[Path, Path]:
     return folder, gate
 
 
-def _copied_while_c_runs(platform: LocalPlatform, tmp_path: Path, gate: Path, files: dict[Path, Path]) -> None:
+def _copied_while_c_runs(platform: LocalPlatform, tmp_path: Path, gate: Path, files: dict[Path, Path], *,
+                         flushed: bool = False) -> None:
     """Start the gated chain, and once C runs copy `files` (source -> copy; a folder whole) as a
-    kill -9 would leave them (nothing writes while C waits); then let C finish."""
+    kill -9 would leave them (nothing writes while C waits); then let C finish. `flushed`: once
+    the journal wrote what it had accepted (else the copy may hold it or not)."""
     platform.start(None, "wf-c")
     deadline = time.monotonic() + 30
     while not (tmp_path / "C").exists() and time.monotonic() < deadline:
         time.sleep(0.01)
+    if flushed:
+        platform.queue.flush()
     for source, copy in files.items():
         if source.is_dir():
             shutil.copytree(source, copy)
@@ -273,30 +283,32 @@ def test_a_delivery_is_on_disk_no_later_than_its_checkpoint(tmp_path: Path) -> N
     crashed.close()
 
 
-def _killed_while_the_last_runs(tmp_path: Path, names: str) -> Path:
+def _killed_while_the_last_runs(tmp_path: Path, names: str, *, conditional: bool = False) -> Path:
     """Run the gated chain of `names` on the SQLite store and copy its database while the last
-    function runs (what a kill -9 then would leave): the copy's folder."""
-    folder, gate = _gated_chain(tmp_path, names)
+    function runs, its journal written (what a kill -9 then would leave): the copy's folder."""
+    folder, gate = _gated_chain(tmp_path, names, conditional=conditional)
     store = SQLiteStore.open(tmp_path / "s.db")
     copy = tmp_path / "crashed"
     copy.mkdir()
     with LocalPlatform(load_workflow(folder), store, queue=SQLiteQueue(store.database)) as first:
         _copied_while_c_runs(first, tmp_path, gate, {tmp_path / f"s.db{suffix}": copy / f"s.db{suffix}"
-                                                     for suffix in ("", "-wal")})
+                                                     for suffix in ("", "-wal")}, flushed=True)
         assert first.outcome("wf-c").result == len(names) - 1 + 40
     store.close()
     return copy
 
 
+@pytest.mark.parametrize("conditional", [False, True], ids=["invoke", "task-shaped"])
 def test_a_chain_is_journaled_as_the_row_of_its_first_hop_and_resumed_through_its_committed_hops(
-        tmp_path: Path) -> None:
+        tmp_path: Path, conditional: bool) -> None:
     """A → B → C → D → E on the SQLite store: B, the first call egress sent, is journaled; C,
     D and E each hold that row in turn instead of a row of their own (one row to write and
     delete per chain, not per hop). Killed while E runs, the database holds B's row alone and
     the checkpoints of A to D. Resumed, B is delivered again and the hops after it that
     committed (C and D, built again from their senders' checkpoints) with it, each a duplicate
-    whose egress runs again; D's sends E, the one hop that did not commit."""
-    copy = _killed_while_the_last_runs(tmp_path, "ABCDE")
+    whose egress runs again; D's sends E, the one hop that did not commit. The same when each
+    hop's IR chooses its one call by conditions, as a compiled Step Functions Task's does."""
+    copy = _killed_while_the_last_runs(tmp_path, "ABCDE", conditional=conditional)
     # (the deadline watchdog's timer aside)
     assert [row for row in rows(copy / "s.db") if row[1] is None] == [("B", None)]
     crashed = SQLiteStore.open(copy / "s.db")
@@ -312,7 +324,9 @@ def test_a_chain_is_journaled_as_the_row_of_its_first_hop_and_resumed_through_it
 def test_a_chain_journals_a_hop_on_its_own_after_max_hops_held_one_row(tmp_path: Path,
                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     """With MAX_HOPS = 2, B's row is held by C and D; D's call E gets a row of its own (and B's
-    goes when D finishes), so a resume walks at most MAX_HOPS hops from a row."""
+    goes when D finishes), so a resume walks at most MAX_HOPS hops from a row. (Without the
+    journal's flush before the copy, the copy may also hold B's row and not E's yet: D's finish
+    and E's row ride on the next commit, E's own.)"""
     monkeypatch.setattr("unum_entry.local.queue.MAX_HOPS", 2)
     monkeypatch.setattr("unum_entry.local.platform.MAX_HOPS", 2)
     copy = _killed_while_the_last_runs(tmp_path, "ABCDE")

@@ -51,13 +51,23 @@ def write_workflow(folder: Path, entry: str, functions: dict[str, tuple[str, lis
     return folder
 
 
-def chain(folder: Path, length: int = 12, step: float = STEP) -> Path:
-    """S0 → S1 → … → S{length-1}: each appends its name after working `step` seconds."""
+def chain(folder: Path, length: int = 12, step: float = STEP, *, task_shaped: bool = False) -> Path:
+    """S0 → S1 → … → S{length-1}: each appends its name after working `step` seconds.
+    `task_shaped`: each hop's IR is a compiled Step Functions Task's shape (an invoke, a succeed
+    and a fail, each with its condition), not one unconditional invoke."""
     def code(i: int) -> str:
         return f"import time\n\ndef handler(event, context):\n    time.sleep({step})\n    return event + ['S{i}']\n"
 
-    return write_workflow(folder, "S0", {f"S{i}": (code(i), [{"op": "invoke", "function": f"S{i + 1}"}] if i + 1 < length else [])
-                                         for i in range(length)})
+    def instructions(i: int) -> list[dict[str, object]]:
+        if i + 1 == length:
+            return []
+        invoke: dict[str, object] = {"op": "invoke", "function": f"S{i + 1}"}
+        if not task_shaped:
+            return [invoke]
+        return [{**invoke, "when": {"Variable": "$[0]", "IsPresent": True}},
+                {"op": "succeed", "when": {"Variable": "$[0]", "IsPresent": False}}, {"op": "fail"}]
+
+    return write_workflow(folder, "S0", {f"S{i}": (code(i), instructions(i)) for i in range(length)})
 
 
 def map_sum(folder: Path, width: int = 24, step: float = 3 * STEP) -> Path:
@@ -91,7 +101,8 @@ def run_killed_until_done(folder: Path, store: Path, workflow_id: str, inputs: s
 
 
 @pytest.mark.parametrize(("example", "store_kind"), [("chain", "sqlite"), ("map", "sqlite"), ("wide-map", "sqlite"),
-                                                   ("chain", "file"), ("long-chain", "sqlite")])
+                                                   ("chain", "file"), ("long-chain", "sqlite"),
+                                                   ("long-task-chain", "sqlite")])
 def test_run_killed_at_random_instants_resumes_to_the_fault_free_result(tmp_path: Path, example: str,
                                                                          store_kind: str) -> None:
     """The short campaign (UNUM_KILL_ROUNDS rounds per example, default 3; the long one in
@@ -101,11 +112,12 @@ def test_run_killed_at_random_instants_resumes_to_the_fault_free_result(tmp_path
     (Runtime.handle_many), so kills land between a batch's handlers and its commit too. The
     long chain's 300 hops are quick (5 ms each): they hold one journal row for up to MAX_HOPS
     hops (SQLiteQueue.pass_row), so kills land anywhere in such a run of hops, and each resume
-    walks the hops that committed since the row's."""
+    walks the hops that committed since the row's; the long task chain's hops choose their one
+    call by conditions, as compiled Step Functions Tasks do."""
     if example == "chain":
         folder = chain(tmp_path / example)
-    elif example == "long-chain":
-        folder = chain(tmp_path / example, length=300, step=0.005)
+    elif example.startswith("long-"):
+        folder = chain(tmp_path / example, length=300, step=0.005, task_shaped=example == "long-task-chain")
     else:
         folder = map_sum(tmp_path / example, **({"width": 10000, "step": 0} if example == "wide-map" else {}))
     inputs = "[]" if example.endswith("chain") else "null"

@@ -26,11 +26,12 @@ its processing ended (done, dropped, failed, or re-queued as a new delivery):
   (its committed calls as duplicates: their checkpoints absorb them, and their egress, which the
   crash may have cut short, runs again);
 - a chain is journaled as the row of its first hop (`SQLiteQueue.pass_row`): a delivery whose
-  function sends exactly one call, its chain hop, passes its row on to that call instead of the
-  call getting a row of its own, for up to MAX_HOPS hops. After a crash the platform delivers
-  the row's hop again together with every hop after it that committed, each built again from
-  its sender's checkpoint (`LocalPlatform._committed_hops`): duplicates whose egress runs again,
-  the last one's sending the first hop that did not commit. No row per hop to write and delete;
+  function sends one call at most (`Runtime.passes_one_hop`), its chain hop, passes its row on
+  to that call instead of the call getting a row of its own, for up to MAX_HOPS hops. After a
+  crash the platform delivers the row's hop again together with every hop after it that
+  committed, each built again from its sender's checkpoint (`LocalPlatform._committed_hops`):
+  duplicates whose egress runs again, the last one's sending the first hop that did not
+  commit. No row per hop to write and delete;
 - `recover(workflow)` and `recover_fan_outs(workflow)` load what a dead process left, to be
   delivered again.
 
@@ -263,7 +264,7 @@ class DeliveryQueue(ABC):
 
     def pass_row(self, current: Delivery, successor: Delivery) -> bool:
         """Let `successor`, the one call that `current` sends (its chain hop: the caller has made
-        sure of that, `Runtime.passes_one_hop`), hold `current`'s journal row instead of a row of
+        sure it sends no other, `Runtime.passes_one_hop`), hold `current`'s journal row instead of a row of
         its own: whether it does (a SQLiteQueue: the module docstring, "a chain's row"). Nothing
         to do in memory. To be called before `current` is finished, from its worker."""
         return False
