@@ -10,12 +10,14 @@ build backend), and images install from those folders only.
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import json
 import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import tomllib
 import zipfile
 from collections.abc import Callable, Iterable, Sequence
@@ -83,9 +85,10 @@ def download_wheels(requirements: Sequence[str], *, target: WheelTarget = WheelT
     if (folder / ".complete").is_file():
         return folder
     progress(f"wheelhouse: downloading wheels for {', '.join(requirements)}")
-    partial = folder.with_name(key + ".partial")
-    shutil.rmtree(partial, ignore_errors=True)
-    partial.mkdir(parents=True)
+    # A folder of this call's own: two builds at once (two test workers, two terminals) must not
+    # download into, or delete, each other's; the first to finish puts its folder in place.
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    partial = Path(tempfile.mkdtemp(prefix=key + ".partial-", dir=folder.parent))
     command = [sys.executable, "-m", "pip", "download", "--quiet", "--disable-pip-version-check",
                "--only-binary=:all:", "--python-version", target.python_version,
                "--implementation", target.implementation, "-d", str(partial)]
@@ -98,8 +101,16 @@ def download_wheels(requirements: Sequence[str], *, target: WheelTarget = WheelT
         raise BuildError(f"wheelhouse: pip download of {', '.join(requirements)} failed: {' '.join(errors)}")
     (partial / "requirements.txt").write_text("".join(f"{r}\n" for r in requirements))
     (partial / ".complete").write_text("")
-    shutil.rmtree(folder, ignore_errors=True)
-    partial.rename(folder)
+    try:
+        partial.rename(folder)  # atomic: `folder` is absent or complete, never half-written
+    except OSError:  # it exists: another call's, put in place first (as good as ours), or a stray one
+        if not (folder / ".complete").is_file():
+            shutil.rmtree(folder, ignore_errors=True)
+            with contextlib.suppress(OSError):
+                partial.rename(folder)
+    shutil.rmtree(partial, ignore_errors=True)
+    if not (folder / ".complete").is_file():
+        raise BuildError(f"wheelhouse: {folder} could not be put in place; delete it and build again")
     progress(f"wheelhouse: {sum(1 for _ in folder.glob('*.whl'))} wheels in {folder}")
     return folder
 

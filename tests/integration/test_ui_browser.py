@@ -44,17 +44,21 @@ def test_the_page_lists_draws_and_refreshes(browser, ui):
     # one workflow: its graph (SVG drawn by graphviz, one node per function, coloured) and result
     browser.find_element(By.LINK_TEXT, "wf-map").click()
     wait_for(browser, "#status", "succeeded")
-    svg = wait_for(browser, "#graph svg")
-    titles = {t.get_attribute("textContent") for t in svg.find_elements(By.CSS_SELECTOR, "g.node > title")}
-    assert {"n0", "n1", "n2"} <= titles
-    labels = svg.get_attribute("textContent")
+    wait_for(browser, "#graph svg")
+    # read at once: the graph is drawn again at every refresh, so elements found earlier go stale
+    shown = browser.execute_script(
+        "const svg = document.querySelector('#graph svg');"
+        "return {titles: [...svg.querySelectorAll('g.node > title')].map(t => t.textContent),"
+        " labels: svg.textContent,"
+        " fills: [...svg.querySelectorAll('g.node path, g.node polygon')].map(p => p.getAttribute('fill')),"
+        " results: document.getElementById('results').textContent};")
+    assert {"n0", "n1", "n2"} <= set(shown["titles"])
     for function in ("Split", "Measure", "Summarize"):
-        assert function in labels
-    fills = {p.get_attribute("fill") for p in svg.find_elements(By.CSS_SELECTOR, "g.node path, g.node polygon")}
-    assert "#d9ead3" in fills  # retained: committed, the workflow has ended
+        assert function in shown["labels"]
+    assert "#d9ead3" in shown["fills"]  # retained: committed, the workflow has ended
     expected = (REPO / "images/map-aggregate/expected.json").read_text()
     import json
-    assert json.loads(browser.find_element(By.ID, "results").text) == [json.loads(expected)]
+    assert json.loads(shown["results"]) == [json.loads(expected)]
 
     # live: a workflow that fails while the page is open shows up without a reload, marked failed
     assert cli("run", "images/map-aggregate", "--input", '{"nope": 1}', "--store", store,

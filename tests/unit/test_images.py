@@ -79,3 +79,43 @@ def test_function_folder_takes_its_workflow_name_from_the_parent(tmp_path: Path)
 def test_repository_names_are_valid() -> None:
     assert image_repository("unum/", "IoT Pipeline", "Detect_Anomaly") == "unum/iot-pipeline-detect_anomaly"
     assert json.dumps(image_repository("", "a", "B")) == '"a-b"'
+
+
+def test_two_wheelhouse_downloads_at_once_both_get_the_complete_folder(tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two builds of the same requirements at once (two e2e test workers, two terminals): each
+    downloads into a folder of its own and the first to finish puts it in place, so neither
+    deletes or fills the other's (one shared `.partial` folder failed both: FileExistsError,
+    FileNotFoundError, a pip download whose folder vanished)."""
+    import subprocess
+    import threading
+    import time
+
+    from builder.image import wheelhouse
+
+    def fake_pip(command: list[str], **_: object) -> subprocess.CompletedProcess[str]:
+        target = Path(command[command.index("-d") + 1])
+        time.sleep(0.2)  # both downloads overlap
+        (target / "msgpack-1.0.0-py3-none-any.whl").write_bytes(b"wheel")
+        return subprocess.CompletedProcess(command, 0, "", "")
+
+    monkeypatch.setenv("UNUM_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(wheelhouse.subprocess, "run", fake_pip)
+    found: list[Path | BaseException] = []
+
+    def download() -> None:
+        try:
+            found.append(wheelhouse.download_wheels(["msgpack>=1.0"]))
+        except BaseException as exc:  # reported below
+            found.append(exc)
+
+    threads = [threading.Thread(target=download) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+    assert len(found) == 2 and found[0] == found[1], found
+    folder = found[0]
+    assert isinstance(folder, Path)
+    assert sorted(p.name for p in folder.iterdir()) == [".complete", "msgpack-1.0.0-py3-none-any.whl", "requirements.txt"]
+    assert [p.name for p in folder.parent.iterdir()] == [folder.name]  # no partial folder left behind
