@@ -293,16 +293,22 @@ class Runtime:
             self._answer_caller(env.workflow)
         return report
 
-    def fan_out(self, env: Envelope) -> FanOutCalls | None:
-        """The fan-out the committed invocation `env` sent (unum_entry.egress.planned_fan_out),
-        built again from its checkpoint; None when it has no checkpoint (not committed, expired)
-        or sent no fan-out. Reads the store once; raises what its read raises."""
+    def _committed(self, env: Envelope) -> tuple[str, str, bytes] | None:
+        """(invocation, checkpoint, the committed bytes) of the invocation `env`, read from the
+        store once; None when it has no checkpoint (not committed, expired, or none kept)."""
         invocation = naming.checkpoint_key(env.workflow, self.ir.function, env.frames)
         checkpoint = invocation if self._commits_to_invocation else commit_key(self.ir, env, invocation)
         stored = self.store.get(checkpoint) if checkpoint is not None else None
         if checkpoint is None or stored is None:
             return None
-        return planned_fan_out(self._egress, env, invocation, checkpoint, stored)
+        return invocation, checkpoint, stored
+
+    def fan_out(self, env: Envelope) -> FanOutCalls | None:
+        """The fan-out the committed invocation `env` sent (unum_entry.egress.planned_fan_out),
+        built again from its checkpoint; None when it has no checkpoint (not committed, expired)
+        or sent no fan-out. Reads the store once; raises what its read raises."""
+        committed = self._committed(env)
+        return planned_fan_out(self._egress, env, *committed) if committed is not None else None
 
     def passes_one_hop(self, env: Envelope) -> bool:
         """Whether an execution of `env` sends one call at most, an `invoke`'s (its chain hop),
@@ -317,14 +323,12 @@ class Runtime:
         output, built again (unum_entry.egress.planned_hop): None when it did not commit, does
         not pass one hop (`passes_one_hop`) or sent no call. Reads the store once; raises what
         its read raises."""
-        invocation = naming.checkpoint_key(env.workflow, self.ir.function, env.frames)
-        checkpoint = invocation if self._commits_to_invocation else commit_key(self.ir, env, invocation)
-        stored = self.store.get(checkpoint) if checkpoint is not None else None
-        if checkpoint is None or stored is None:
+        committed = self._committed(env)
+        if committed is None:
             return False, None
         if not self.passes_one_hop(env):
             return True, None
-        return True, planned_hop(self._egress, env, invocation, checkpoint, stored)
+        return True, planned_hop(self._egress, env, *committed)
 
     def _may_run(self, env: Envelope, invocation: str) -> bool | bytes:
         """The retention rule's deadline (unum_entry.retention): past `deadline - margin` no

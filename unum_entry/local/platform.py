@@ -108,7 +108,7 @@ class _Hand:
     def __init__(self, *, batching: bool) -> None:
         self.batching = batching  # a worker's hand; not one made for a single `_take` (tests)
         self.current: Delivery | None = None  # the delivery being processed (a fan-out's origin)
-        self.one_hop = False  # ... sends exactly one call, its chain hop's (`Runtime.passes_one_hop`)
+        self.one_hop = False  # ... sends one call at most, its chain hop's (`Runtime.passes_one_hop`)
         self.next: Delivery | None = None
         self.taken: deque[Delivery] = deque()
         self.pushes: list[Delivery | CallRun] = []

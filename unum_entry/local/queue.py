@@ -264,9 +264,9 @@ class DeliveryQueue(ABC):
 
     def pass_row(self, current: Delivery, successor: Delivery) -> bool:
         """Let `successor`, the one call that `current` sends (its chain hop: the caller has made
-        sure it sends no other, `Runtime.passes_one_hop`), hold `current`'s journal row instead of a row of
-        its own: whether it does (a SQLiteQueue: the module docstring, "a chain's row"). Nothing
-        to do in memory. To be called before `current` is finished, from its worker."""
+        sure it sends no other, `Runtime.passes_one_hop`), hold `current`'s journal row instead
+        of a row of its own: whether it does (a SQLiteQueue: the module docstring, "a chain's
+        row"). Nothing to do in memory. To be called before `current` is finished, from its worker."""
         return False
 
     def before_run(self, delivery: Delivery) -> None:
