@@ -68,3 +68,67 @@ def test_a_handler_that_raises_leaves_its_worker_pinned() -> None:
         return os.sched_getaffinity(0)
 
     assert len(in_thread(worker)) == 1
+
+
+
+class FakeClock:
+    """`time` for unum_entry.local.cpu: `perf_counter` moves only when a test says (no timing noise)."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def perf_counter(self) -> float:
+        return self.now
+
+
+@several
+def test_a_brief_handler_runs_on_the_engines_cpu_after_a_streak_and_is_measured_again_now_and_then(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from unum_entry.local import cpu as cpu_module
+    from unum_entry.local.cpu import BRIEF_STREAK, RESAMPLE
+
+    monkeypatch.setattr(cpu_module, "time", FakeClock())  # every call takes no time: brief
+    cpu, everything = OneCpu(enabled=True), os.sched_getaffinity(0)
+    seen = cpu.handler(lambda event, context: os.sched_getaffinity(0))
+
+    def worker() -> list[set[int]]:
+        cpu.pin()
+        return [seen(None, None) for _ in range(BRIEF_STREAK + 2 * RESAMPLE)]
+
+    masks = in_thread(worker)
+    unpinned = [i for i, mask in enumerate(masks) if mask == everything]
+    assert unpinned[:BRIEF_STREAK] == list(range(BRIEF_STREAK))  # measured while the streak builds
+    # then on one CPU, but for each RESAMPLE-th call
+    assert unpinned[BRIEF_STREAK:] == [BRIEF_STREAK + RESAMPLE - 1, BRIEF_STREAK + 2 * RESAMPLE - 1]
+    assert all(len(masks[i]) == 1 for i in range(len(masks)) if i not in unpinned)
+
+
+@several
+def test_a_handler_that_is_not_brief_keeps_every_cpu_and_a_slow_call_ends_a_streak(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from unum_entry.local import cpu as cpu_module
+    from unum_entry.local.cpu import BRIEF, BRIEF_STREAK, RESAMPLE
+
+    clock = FakeClock()
+    monkeypatch.setattr(cpu_module, "time", clock)
+    cpu, everything = OneCpu(enabled=True), os.sched_getaffinity(0)
+    streak_from = 2 * BRIEF_STREAK  # the first calls never make a streak: every BRIEF_STREAK-th one is slow
+    resample = streak_from + BRIEF_STREAK + RESAMPLE - 1  # the first call measured again once pinned
+    slow = {BRIEF_STREAK - 1, 2 * BRIEF_STREAK - 1, resample}  # the resample finds it slow: the streak ends
+    calls = [0]
+
+    def handler(event: Any, context: Any) -> set[int]:
+        if calls[0] in slow:
+            clock.now += BRIEF * 2
+        calls[0] += 1
+        return os.sched_getaffinity(0)
+
+    wrapped = cpu.handler(handler)
+
+    def worker() -> list[set[int]]:
+        cpu.pin()
+        return [wrapped(None, None) for _ in range(2 * BRIEF_STREAK + 2 * RESAMPLE)]
+
+    masks = in_thread(worker)
+    unpinned = [i for i, mask in enumerate(masks) if mask == everything]
+    assert unpinned == [*range(streak_from + BRIEF_STREAK), *range(resample, resample + BRIEF_STREAK + 1)]
