@@ -23,9 +23,9 @@ from concurrent.futures import ThreadPoolExecutor
 from types import TracebackType
 from typing import Any, Protocol, Self
 
-from builder.local_stack.lambda_containers import LambdaContainerConfig, lambda_container_config, wait_for_port
+from builder.local_stack.lambda_containers import LambdaContainerConfig, lambda_container_config, wait_for_rie
 from builder.local_stack.lambda_endpoint import AsyncInvokeEndpoint
-from builder.local_stack.process import Service
+from builder.local_stack.process import ExitedEarlyError, Service
 from builder.local_stack.scheduler_loop import SchedulerFiringLoop
 from unum_entry.errors import InvokeError
 from unum_entry.outcome import RunResult, WorkflowStatus, read_outcome
@@ -48,7 +48,7 @@ class DockerSdkContainer:
         self.config = config
         self.container = client.containers.run(detach=True, **config.run_kwargs())
         try:
-            wait_for_port(config.ports.invoke, 60, what=f"RIE of {config.image}")
+            wait_for_rie(self.container, config)
         except Exception:
             self.stop()
             raise
@@ -91,10 +91,20 @@ class LocalLambdaStack(Service):
 
             client = docker_client()
             start = lambda config: DockerSdkContainer(client, config)  # noqa: E731
-        configs = {name: lambda_container_config(self.images[name], function_name=name, environment=self.environment)
-                   for name in sorted(self.workflow.functions)}
+        def config_of(name: str) -> LambdaContainerConfig:
+            return lambda_container_config(self.images[name], function_name=name, environment=self.environment)
+
+        configs = {name: config_of(name) for name in sorted(self.workflow.functions)}
+
+        def start_one(name: str) -> Any:
+            try:
+                return start(configs[name])
+            except ExitedEarlyError:  # its ports were free when picked, not reserved: once more, with others
+                configs[name] = config_of(name)
+                return start(configs[name])
+
         with ThreadPoolExecutor(4) as pool:
-            futures = {name: pool.submit(start, config) for name, config in configs.items()}
+            futures = {name: pool.submit(start_one, name) for name in configs}
         errors = []
         for name, future in futures.items():
             try:

@@ -26,10 +26,10 @@ from typing import Any
 
 from builder.image.wheelhouse import cache_dir
 from builder.local_stack.process import (DIRECT_HTTP, LOOPBACK, LocalStackError, ManagedProcess, free_port, http_answers,
-                                         port_open, wait_for_port)
+                                         port_open, wait_for_port, wait_until)
 
 __all__ = ["HostLambdaFunction", "LambdaContainerConfig", "LambdaPorts", "LocalRegistry", "lambda_container_config",
-           "manifest_digest", "registry_config", "rie_binary", "wait_for_port"]
+           "manifest_digest", "registry_config", "rie_binary", "wait_for_port", "wait_for_rie"]
 
 RIE_IN_WHEEL = "samcli/local/rapid/aws-lambda-rie-x86_64"
 RIE_IN_CONTAINER = "/usr/local/bin/aws-lambda-rie"
@@ -91,6 +91,32 @@ class LambdaContainerConfig:
     def run_kwargs(self) -> dict[str, Any]:
         return {"image": self.image, "entrypoint": self.entrypoint, "environment": self.environment,
                 "volumes": self.volumes, "network_mode": self.network_mode}
+
+
+def wait_for_rie(container: Any, config: LambdaContainerConfig, timeout: float = 60) -> None:
+    """Until the RIE in `container` (a docker SDK container running `config`) accepts
+    connections on its invoke port. ExitedEarlyError as soon as the container has exited (one
+    of its ports taken meanwhile: they were free when picked, not reserved), LocalStackError
+    after `timeout` seconds; both end with the tail of its log."""
+
+    def exited() -> str | None:
+        try:
+            container.reload()
+        except Exception:  # (the daemon is busy: ask again at the next poll)
+            return None
+        if container.status in ("exited", "dead"):
+            return f"exited with code {container.attrs.get('State', {}).get('ExitCode')}"
+        return None
+
+    def log_tail() -> str:
+        try:
+            tail = container.logs(tail=5).decode(errors="replace").strip()
+        except Exception:
+            return ""
+        return f"its log ends: {' | '.join(tail.splitlines())}" if tail else "its log is empty"
+
+    wait_until(lambda: port_open(config.ports.invoke), timeout=timeout,
+               what=f"RIE of {config.image} on {LOOPBACK}:{config.ports.invoke}", gone=exited, describe=log_tail)
 
 
 def lambda_container_config(image: str, *, function_name: str, environment: Mapping[str, str],

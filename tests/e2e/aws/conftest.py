@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from testcontainers.core.container import DockerContainer
 
-from builder.local_stack.lambda_containers import LambdaContainerConfig, wait_for_port
+from builder.local_stack.lambda_containers import LambdaContainerConfig, wait_for_rie
 from builder.local_stack.aws_stack import LocalLambdaStack
 from builder.local_stack.lambda_endpoint import AsyncInvokeEndpoint, LambdaRetry
 from builder.local_stack.process import MotoServer
@@ -53,13 +53,17 @@ class LambdaFunctionContainer(DockerContainer):
 
     def start(self) -> LambdaFunctionContainer:
         super().start()
-        wait_for_port(self.config.ports.invoke, 60, what=f"RIE of {self.image}")
+        try:
+            wait_for_rie(self.get_wrapped_container(), self.config)
+        except Exception:
+            self.stop()
+            raise
         return self
 
     def restart(self) -> None:
         """Start the stopped container again (same ports, same configuration)."""
         self.get_wrapped_container().start()
-        wait_for_port(self.config.ports.invoke, 60, what=f"RIE of {self.image}")
+        wait_for_rie(self.get_wrapped_container(), self.config)
 
 
 @pytest.fixture(scope="session")
