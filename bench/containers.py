@@ -33,7 +33,7 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from builder.local_stack.lambda_containers import lambda_container_config, wait_for_port  # noqa: E402
+from builder.local_stack.lambda_containers import lambda_container_config, wait_for_rie  # noqa: E402
 from builder.image.build import build_images, docker_client, ensure_base  # noqa: E402
 from builder.local_stack.lambda_endpoint import AsyncInvokeEndpoint  # noqa: E402
 from builder.local_stack.process import MotoServer  # noqa: E402
@@ -100,7 +100,7 @@ def warm_transitions(client, tags: dict[str, str], runs: int) -> dict[str, float
             for name in workflow.functions:
                 config = lambda_container_config(tags[name], function_name=name, environment=env)
                 containers.append(client.containers.run(detach=True, **config.run_kwargs()))
-                wait_for_port(config.ports.invoke, 60)
+                wait_for_rie(containers[-1], config)
                 endpoint.register(name, config.ports.invoke_url)
             lam = build_client(endpoint=endpoint.endpoint, region="us-east-1")
 

@@ -26,10 +26,10 @@ from typing import Any
 
 from builder.image.wheelhouse import cache_dir
 from builder.local_stack.process import (DIRECT_HTTP, LOOPBACK, LocalStackError, ManagedProcess, free_port, http_answers,
-                                         port_open, wait_for_port, wait_until)
+                                         port_open, wait_until)
 
 __all__ = ["HostLambdaFunction", "LambdaContainerConfig", "LambdaPorts", "LocalRegistry", "lambda_container_config",
-           "manifest_digest", "registry_config", "rie_binary", "wait_for_port", "wait_for_rie"]
+           "manifest_digest", "registry_config", "rie_binary", "wait_for_rie"]
 
 RIE_IN_WHEEL = "samcli/local/rapid/aws-lambda-rie-x86_64"
 RIE_IN_CONTAINER = "/usr/local/bin/aws-lambda-rie"

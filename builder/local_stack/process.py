@@ -122,11 +122,6 @@ def wait_until(ready: Callable[[], bool], *, timeout: float, what: str,
         delay = min(delay * 2, 0.5)
 
 
-def wait_for_port(port: int, timeout: float, *, what: str = "service") -> None:
-    """Until something accepts TCP connections on 127.0.0.1:port."""
-    wait_until(lambda: port_open(port), timeout=timeout, what=f"{what} on {LOOPBACK}:{port}")
-
-
 def kill_group(process: subprocess.Popen[bytes], sig: int) -> None:
     """Signal the process group of a child started with `start_new_session` (its group id is
     its pid): children such as gcloud's java go with it."""

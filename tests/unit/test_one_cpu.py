@@ -70,7 +70,6 @@ def test_a_handler_that_raises_leaves_its_worker_pinned() -> None:
     assert len(in_thread(worker)) == 1
 
 
-
 class FakeClock:
     """`time` for unum_entry.local.cpu: `perf_counter` moves only when a test says (no timing noise)."""
 
