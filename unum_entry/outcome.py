@@ -231,12 +231,11 @@ def read_outcome(store: Store, workflow_id: str) -> RunResult:
     """Scan the store for one workflow's objects (O(table) on DynamoDB: for tools, not runtime)."""
     results: list[dict[str, Any]] = []
     failure = None
-    pending: Counter[str] = Counter()
-    retained_until: int | None = None
     root = Ending.of(workflow_id).result
     claim = None  # a claim (end_workflow): the failure record of an ending that died half-way
-    for record in store.records(workflow_id):
-        retained_until = max(retained_until or 0, record.expires_at)
+    tally = store.tally(workflow_id, (Kind.RESULT, Kind.FAILURE), (root,))
+    pending: Counter[str] = Counter({kind.value: count for kind, count in tally.counts.items()})
+    for record in tally.records:  # in the order they were made, where the store knows it
         if record.kind is Kind.RESULT and record.value is not None:
             results.append(decode(record.value))
         elif record.kind is Kind.FAILURE and record.value is not None:
@@ -244,7 +243,10 @@ def read_outcome(store: Store, workflow_id: str) -> RunResult:
         elif record.key == root and record.value is not None and is_claim(found := decode(record.value)):
             claim = {k: v for k, v in found.items() if k not in ("at", "of", "value")}
         else:
-            pending[record.kind.value] += 1
+            continue
+        pending[record.kind.value] -= 1  # counted as what it is, not as pending
+    pending = +pending  # (kinds whose every record was a result, failure or claim: left out)
+    retained_until = tally.latest_expiry
     if failure is None:
         failure = claim
     results.sort(key=lambda r: r["at"])

@@ -491,6 +491,34 @@ def test_records_lists_live_objects_and_filters_by_workflow(store: Store) -> Non
     assert {record.key for record in store.records()} == {"c-a1", "r-a", "f-a", "s-a", "c-b1"}
 
 
+def test_tally_reads_the_records_asked_for_and_counts_every_live_record_by_kind(store: Store) -> None:
+    """What a workflow's outcome is read from (`read_outcome`): the same on every backend, whether
+    it scans (the default) or counts and filters on its side (SQLite)."""
+    limit = limited(store)
+    now = int(time.time())
+    big = os.urandom(limit + 1)  # a result stored by reference: returned resolved, its chunks counted
+    store.create("c-1", b"1", workflow="wf", expires_at=now + 300)
+    store.create("c-old", b"2", workflow="wf", expires_at=now + 100)
+    store.create("root", b"claim", workflow="wf", expires_at=now + 300)
+    store.create("r-big", big, workflow="wf", kind=Kind.RESULT, expires_at=now + 400)
+    store.create("f-1", b"failure", workflow="wf", kind=Kind.FAILURE, expires_at=now + 300)
+    store.create("r-old", b"gone", workflow="wf", kind=Kind.RESULT, expires_at=now + 100)
+    add(store, "s-1", 0, "c-1", workflow="wf", expires_at=now + 300)
+    store.create("r-other", b"other", workflow="wf-other", kind=Kind.RESULT, expires_at=now + 300)
+
+    tally = at(store, now + 200).tally("wf", (Kind.RESULT, Kind.FAILURE), ("root", "c-missing"))
+    assert {record.key: record.value for record in tally.records} == {"root": b"claim", "r-big": big,
+                                                                      "f-1": b"failure"}
+    chunks = sum(1 for record in store.records("wf") if record.kind is Kind.CHUNK)
+    assert chunks >= 1
+    assert dict(tally.counts) == {Kind.CHECKPOINT: 2, Kind.RESULT: 1, Kind.FAILURE: 1, Kind.SET: 1,
+                                  Kind.CHUNK: chunks}
+    assert tally.latest_expiry == now + 400
+    assert dict(at(store, now + 200).tally("wf-none", (Kind.RESULT,)).counts) == {}
+    assert at(store, now + 200).tally("wf-none", (Kind.RESULT,)).latest_expiry is None
+    assert at(store, now + 500).tally("wf", (Kind.RESULT,)) == ([], {}, None)
+
+
 # ---- workflows (listing: `python -m builder list`, the web page) ---------------------------------
 
 def test_workflows_counts_each_workflows_objects_by_kind_with_its_expiries(store: Store) -> None:

@@ -37,7 +37,7 @@ import enum
 import hashlib
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any, NamedTuple, TypeVar
@@ -187,6 +187,15 @@ class SetState:
 
 #: What `Store.create_joining` returns: (stored value, created?, the set right after the add or None).
 Joined = tuple[bytes, bool, SetState | None]
+
+
+class Tally(NamedTuple):
+    """What `Store.tally` read of one workflow: the records asked for, a count of every live
+    record by kind (those included), and the latest expiry among them (None: no live record)."""
+
+    records: list[Record]
+    counts: dict[Kind, int]
+    latest_expiry: int | None
 
 
 @dataclass(frozen=True)
@@ -405,6 +414,32 @@ class Store(ABC):
                 if _is_manifest(record):
                     record = self._resolve({record.key: record})[record.key]
                 yield record
+
+    def tally(self, workflow: str, kinds: Collection[Kind], keys: Collection[str] = ()) -> Tally:
+        """One workflow's live records of `kinds` or named in `keys` (values resolved), with a
+        count of all its live records by kind and the latest expiry among them: what a
+        workflow's outcome is read from (unum_entry.outcome.read_outcome). One consistent pass
+        over the workflow's records (O(records)); a backend that can count and filter on its
+        side reads only the records asked for (`_tally`)."""
+        now = self._clock()
+        kept, counts, latest = self._tally(workflow, frozenset(kinds), frozenset(keys), now)
+        kept = [self._resolve({r.key: r})[r.key] if _is_manifest(r) else r for r in kept]
+        return Tally(kept, counts, latest)
+
+    def _tally(self, workflow: str, kinds: frozenset[Kind], keys: frozenset[str],
+               now: float) -> tuple[list[Record], dict[Kind, int], int | None]:
+        """`tally` over the records live at `now`, values not yet resolved. Default: one `_scan`."""
+        kept: list[Record] = []
+        counts: dict[Kind, int] = {}
+        latest: int | None = None
+        for record in self._scan(workflow):
+            if record.expires_at <= now:
+                continue
+            counts[record.kind] = counts.get(record.kind, 0) + 1
+            latest = record.expires_at if latest is None else max(latest, record.expires_at)
+            if record.kind in kinds or record.key in keys:
+                kept.append(record)
+        return kept, counts, latest
 
     # ---- listing workflows (tools: `python -m builder list`, the web page) ---------------
 
@@ -657,6 +692,9 @@ class StoreWrapper(Store):
 
     def records(self, workflow: str | None = None) -> Iterator[Record]:
         return self.inner.records(workflow)
+
+    def tally(self, workflow: str, kinds: Collection[Kind], keys: Collection[str] = ()) -> Tally:
+        return self.inner.tally(workflow, kinds, keys)
 
     def workflows(self) -> list[WorkflowEntry]:
         return self.inner.workflows()
