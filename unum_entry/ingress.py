@@ -21,7 +21,7 @@ from typing import Any
 
 from unum_entry import fanin
 from unum_entry.checkpoint import reads_checkpoint_first
-from unum_entry.codec import decode
+from unum_entry.codec import decode, decode_many
 from unum_entry.conditions import resolve_path
 from unum_entry.envelope import Envelope, Gather
 from unum_entry.errors import EnvelopeError, RetentionExpired
@@ -120,11 +120,13 @@ def _gather(workflow: str, store: Store, gather: Gather, first: list[str]) -> li
             shards = store.read(fanin.leaf_keys(gather.set, gather.width, group))
             members = fanin.members(shards, gather.set, gather.width, group)
         fetched = store.get_many(members)
+        values: list[bytes] = []
         for member in members:
             value = fetched.get(member)
             if value is None:
                 raise RetentionExpired(f"workflow {workflow}: fan-in input {member} is gone (expired)")
-            event.append(decode(value))
+            values.append(value)
+        event += decode_many(values)
     return event
 
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import msgpack
 import pytest
 
-from unum_entry.codec import decode, encode
+from unum_entry import codec
+from unum_entry.codec import decode, decode_many, encode
 from unum_entry.envelope import DataRef, Envelope, Frame, Gather
 from unum_entry.history import History, Step, events, split, stamp
 
@@ -22,6 +23,26 @@ def test_a_stamped_value_decodes_as_the_value_and_splits_back():
     assert meta == {"f": "Item", "p": [[0, 1, 0], [2, 5, 0]], "a": 1, "s": 10000, "c": 10250,
                     "i": [["c-" + "a" * 32, 2, None]]}
 
+
+
+def test_decode_many_decodes_stamped_plain_and_long_values_as_decode_does_and_raises_as_it_does(monkeypatch):
+    env = Envelope(workflow="wf-1", frames=(Frame(), Frame(2, 5, 0)))
+    stamped = [encode(i) + stamp("Item", env, started=1.0, committed=2.0) for i in range(300)]
+    odd = [encode({"k": "v" * 70_000}) + stamp("Item", env, started=None, committed=2.0),  # a 16-bit str and ext
+           encode([1, 2]), encode(None) + msgpack.packb(msgpack.ExtType(72, b"x" * 300)), encode(7) + b"\xd4\x01\x02"]
+    datas = stamped[:100] + odd + stamped[100:]
+    assert decode_many(datas) == [decode(d) for d in datas]
+    assert decode_many(datas)[100:102] == [{"k": "v" * 70_000}, [1, 2]]
+    monkeypatch.setattr(codec, "_BUFFER", 8)  # longer than the Unpacker's buffer: by `decode`
+    assert decode_many(datas[:110]) == [decode(d) for d in datas[:110]]
+    monkeypatch.undo()
+    for bad, raised in ((encode(1) + b"\xc1", msgpack.ExtraData), (encode([1, 2])[:-1], ValueError),
+                        (b"", ValueError)):
+        with pytest.raises(raised):
+            decode(bad)
+        with pytest.raises(raised):  # after good values (the Unpacker's buffer is not reused wrongly)
+            decode_many([stamped[0], bad, stamped[1]])
+        assert decode_many([stamped[0]]) == [0]
 
 def test_the_entry_records_the_workflow_input_and_a_fan_in_its_join_set():
     entry = stamp("A", Envelope(workflow="wf", inputs=(DataRef(value={"x": 1}),), start=True), started=None,

@@ -333,7 +333,28 @@ class Store(ABC):
 
     def get_many(self, keys: Iterable[str]) -> dict[str, bytes]:
         """Values of the keys that exist (strongly consistent); missing keys are left out."""
-        return {key: record.value for key, record in self.read(keys).items() if record.value is not None}
+        wanted = list(dict.fromkeys(keys))
+        if not wanted:
+            return {}
+        values, manifests = self._get_values(wanted, self._clock())
+        if manifests:  # values stored by reference: read whole
+            values.update((key, record.value) for key, record in self.read(manifests).items()
+                          if record.value is not None)
+        return values
+
+    def _get_values(self, keys: list[str], now: float) -> tuple[dict[str, bytes], list[str]]:
+        """(the values of the records among `keys` live at `now`, those holding a manifest
+        left out; the keys holding a manifest): `get_many` before it resolves manifests. Default:
+        `_get_many`. A backend may read the values alone (a fan-in reads every branch's)."""
+        values: dict[str, bytes] = {}
+        manifests: list[str] = []
+        for key, record in self._get_many(keys).items():
+            if record.expires_at > now and record.value is not None:
+                if _is_manifest(record):
+                    manifests.append(key)
+                else:
+                    values[key] = record.value
+        return values, manifests
 
     def read(self, keys: Iterable[str]) -> dict[str, Record]:
         """Live records (values and sets) of the keys that exist, in one consistent batch."""

@@ -30,7 +30,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 import msgpack  # type: ignore[import-untyped]
 
 from unum_entry.errors import GuardFailed, StoreError, TransactionConflict
-from unum_entry.stores.base import AppOp, Guard, Kind, Record, SetState, Store, Versioned
+from unum_entry.stores.base import MANIFEST_TAG, AppOp, Guard, Kind, Record, SetState, Store, Versioned
 from unum_entry.stores.sqlite_database import (DEFAULT_BUSY_TIMEOUT, SCHEMA_VERSION, Database, Durability)
 
 __all__ = ["SCHEMA_VERSION", "Database", "Durability", "SQLiteStore", "is_sqlite_location", "parse_url"]
@@ -53,6 +53,7 @@ _CREATE_VALUE = _CREATE.replace("VALUES (?, ?, ?, ?, ?, ?, ?)", "VALUES (?, ?, ?
 _SELECT_ONE = f"SELECT {_COLUMNS} FROM unum_records WHERE key = ?"
 _SELECT_SET = "SELECT kind, expires_at, size, members FROM unum_records WHERE key = ?"  # what an add reads
 _SET = Kind.SET.value
+_CHUNK = Kind.CHUNK.value
 #: Values up to this many bytes are bound as a bytearray (`_blob`).
 _SMALL_BLOB = 4096
 
@@ -227,6 +228,29 @@ class SQLiteStore(Store):
             conn.execute("UPDATE unum_records SET members = ? WHERE key = ?",
                          (_blob(msgpack.packb(flat, use_bin_type=True)), record.key))
         return states
+
+    def _get_values(self, keys: list[str], now: float) -> tuple[dict[str, bytes], list[str]]:
+        """`_get_many` without a Record per key (a fan-in's gather reads every branch's value)."""
+        def get(conn: sqlite3.Connection) -> list[Any]:
+            batches = [keys[i:i + _IN_BATCH] for i in range(0, len(keys), _IN_BATCH)]
+            if len(batches) > 1:
+                conn.execute("BEGIN")  # one snapshot for every batch
+            try:
+                return [row for batch in batches for row in conn.execute(
+                    f"SELECT key, kind, value FROM unum_records WHERE key IN ({_marks(batch)}) AND expires_at > ? "
+                    "AND value IS NOT NULL", (*batch, now))]
+            finally:
+                if len(batches) > 1:
+                    conn.execute("COMMIT")
+
+        values: dict[str, bytes] = {}
+        manifests: list[str] = []
+        for key, kind, value in self.database.read(get):
+            if value[:1] == MANIFEST_TAG and kind != _CHUNK:
+                manifests.append(key)
+            else:
+                values[key] = bytes(value)  # (a BLOB column reads as bytes; a TEXT one would not)
+        return values, manifests
 
     def _tally(self, workflow: str, kinds: frozenset[Kind], keys: frozenset[str],
                now: float) -> tuple[list[Record], dict[Kind, int], int | None]:
