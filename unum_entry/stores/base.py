@@ -45,6 +45,7 @@ from typing import Any, NamedTuple, TypeVar
 import msgpack  # type: ignore[import-untyped]
 
 from unum_entry.errors import StoreError, StoreMisuse
+from unum_entry.frozen import Frozen, frozen
 
 DEFAULT_TTL_SECONDS = 7 * 24 * 3600
 
@@ -158,8 +159,8 @@ class Guard:
     slot: int | None = None
 
 
-@dataclass(frozen=True)
-class SetState:
+@frozen
+class SetState(Frozen):
     """A coordination set right after an add: full when every slot `0..size-1` has a member."""
 
     size: int
@@ -168,6 +169,9 @@ class SetState:
     # sees (`Store.ordered_sets`); None where that order is unknown (DynamoDB's map of slots).
     # Not compared: two states with the same members are the same set.
     completed_by: int | None = field(default=None, compare=False)
+
+    def __init__(self, size: int, members: Mapping[int, str], completed_by: int | None = None) -> None:
+        self.__dict__.update(size=size, members=members, completed_by=completed_by)  # (every add returns one)
 
     def has_slot(self, slot: int) -> bool:
         """False when `slot` lies outside the set: the adder belongs to a different (late,

@@ -212,15 +212,15 @@ class SQLiteStore(Store):
             flat = _unpack_flat(record.key, packed)
         else:
             size, flat = record.size or 0, []
-        taken = flat[::2]
+        members = dict(zip(flat[::2], flat[1::2], strict=True))
         states: list[SetState] = []
         changed = False
         for slot, member in adds:
-            if slot not in taken:  # a slot keeps its first member
-                taken.append(slot)
+            if slot not in members:  # a slot keeps its first member
+                members[slot] = member
                 flat += (slot, member)
                 changed = True
-            states.append(SetState(size=size, members=dict(zip(flat[::2], flat[1::2], strict=True))))
+            states.append(SetState(size, members.copy()))
         if not exists:
             conn.execute(_PUT, (record.key, _SET, record.workflow, record.expires_at, None, size,
                                 _blob(msgpack.packb(flat, use_bin_type=True))))
