@@ -125,7 +125,7 @@ class AppOp:
     value: bytes | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class SetAdd:
     """An `add_to_set` that `Store.create_joining` makes with a create: `member` into `slot` of
     the set `key` (`size` slots), the set expiring at `expires_at`."""
@@ -135,6 +135,17 @@ class SetAdd:
     member: str
     size: int
     expires_at: int
+
+    def __init__(self, key: str, slot: int, member: str, size: int, expires_at: int) -> None:
+        _set_add_key(self, key)  # (written out as Record's is: every fan-in branch builds one)
+        _set_add_slot(self, slot)
+        _set_add_member(self, member)
+        _set_add_size(self, size)
+        _set_add_expires_at(self, expires_at)
+
+
+_set_add_key, _set_add_slot, _set_add_member, _set_add_size, _set_add_expires_at = (
+    vars(SetAdd)[name].__set__ for name in ("key", "slot", "member", "size", "expires_at"))
 
 
 class Joining(NamedTuple):
