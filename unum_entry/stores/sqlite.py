@@ -30,7 +30,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 import msgpack  # type: ignore[import-untyped]
 
 from unum_entry.errors import GuardFailed, StoreError, TransactionConflict
-from unum_entry.stores.base import MANIFEST_TAG, AppOp, Guard, Kind, Record, SetState, Store, Versioned
+from unum_entry.stores.base import MANIFEST_TAG, AppOp, Guard, Kind, Record, SetState, Store, Versioned, WorkflowEntry
 from unum_entry.stores.sqlite_database import (DEFAULT_BUSY_TIMEOUT, SCHEMA_VERSION, Database, Durability)
 
 __all__ = ["SCHEMA_VERSION", "Database", "Durability", "SQLiteStore", "is_sqlite_location", "parse_url"]
@@ -54,6 +54,7 @@ _SELECT_ONE = f"SELECT {_COLUMNS} FROM unum_records WHERE key = ?"
 _SELECT_SET = "SELECT kind, expires_at, size, members FROM unum_records WHERE key = ?"  # what an add reads
 _SET = Kind.SET.value
 _CHUNK = Kind.CHUNK.value
+_RESULT, _FAILURE = Kind.RESULT.value, Kind.FAILURE.value
 #: Values up to this many bytes are bound as a bytearray (`_blob`).
 _SMALL_BLOB = 4096
 
@@ -285,8 +286,42 @@ class SQLiteStore(Store):
     def _scan(self, workflow: str | None) -> Iterator[Record]:
         return self._paged(_COLUMNS, workflow)
 
-    def _scan_keys(self) -> Iterator[Record]:
-        return self._paged("key, kind, workflow, expires_at, NULL, size, NULL", None)
+    def workflows(self) -> list[WorkflowEntry]:
+        """`Store.workflows`, counted by SQLite in one snapshot instead of a record per row in
+        Python (`python -m builder list` over a million-branch map's store)."""
+        now = self._clock()
+
+        def listing(conn: sqlite3.Connection) -> tuple[list[Any], list[Any]]:
+            conn.execute("BEGIN")  # one snapshot for both reads
+            try:
+                counted = conn.execute("SELECT workflow, kind, count(*), min(expires_at), max(expires_at) "
+                                       "FROM unum_records WHERE expires_at > ? GROUP BY workflow, kind",
+                                       (now,)).fetchall()
+                named = conn.execute("SELECT workflow, kind, key FROM unum_records WHERE expires_at > ? AND "
+                                     "kind IN (?, ?) ORDER BY rowid", (now, _RESULT, _FAILURE)).fetchall()
+            finally:
+                conn.execute("COMMIT")
+            return counted, named
+
+        counted, named = self.database.read(listing)
+        found: dict[str, dict[str, Any]] = {}
+        for workflow, kind, count, first, last in counted:
+            entry = found.setdefault(workflow, {"objects": {}, "results": [], "failure": None,
+                                                "first": first, "last": last})
+            try:
+                entry["objects"][_KINDS[kind]] = count
+            except KeyError:
+                raise StoreError(f"store {self.database.path}: a record of workflow {workflow!r} has an unknown "
+                                 f"kind {kind!r}") from None
+            entry["first"], entry["last"] = min(entry["first"], first), max(entry["last"], last)
+        for workflow, kind, key in named:
+            if kind == _RESULT:
+                found[workflow]["results"].append(key)
+            else:
+                found[workflow]["failure"] = key  # (the last one made, as a scan in rowid order finds it)
+        return [WorkflowEntry(workflow=workflow, objects=e["objects"], results=tuple(sorted(e["results"])),
+                              failure=e["failure"], first_expiry=e["first"], last_expiry=e["last"])
+                for workflow, e in sorted(found.items())]
 
     def _sweep(self, now: float) -> int:
         def sweep_page(conn: sqlite3.Connection) -> int:
