@@ -33,15 +33,21 @@ def joined(store: SQLiteStore, width: int) -> Envelope:
 
 
 def counting(store: SQLiteStore) -> list[int]:
-    """Counts the store's batch reads (`_get_many`: one per `read` or `get_many` call)."""
+    """Counts the store's batch reads (`_get_many` for a `read`, `_get_values` for a `get_many`:
+    one per call)."""
     calls = [0]
-    get_many = store._get_many
+    get_many, get_values = store._get_many, store._get_values
 
     def counted(keys: list[str]) -> Any:
         calls[0] += 1
         return get_many(keys)
 
+    def counted_values(keys: list[str], now: float) -> Any:
+        calls[0] += 1
+        return get_values(keys, now)
+
     store._get_many = counted  # type: ignore[method-assign]
+    store._get_values = counted_values  # type: ignore[method-assign]
     return calls
 
 

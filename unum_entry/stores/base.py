@@ -352,21 +352,21 @@ class Store(ABC):
         if not wanted:
             return {}
         values, manifests = self._get_values(wanted, self._clock())
-        if manifests:  # values stored by reference: read whole
-            values.update((key, record.value) for key, record in self.read(manifests).items()
+        if manifests:  # values stored by reference: their chunks, one batch read
+            values.update((key, record.value) for key, record in self._resolve(manifests).items()
                           if record.value is not None)
         return values
 
-    def _get_values(self, keys: list[str], now: float) -> tuple[dict[str, bytes], list[str]]:
-        """(the values of the records among `keys` live at `now`, those holding a manifest
-        left out; the keys holding a manifest): `get_many` before it resolves manifests. Default:
+    def _get_values(self, keys: list[str], now: float) -> tuple[dict[str, bytes], dict[str, Record]]:
+        """(the values of the records among `keys` live at `now`, but those holding a manifest;
+        the records holding a manifest): `get_many` before it resolves manifests. Default:
         `_get_many`. A backend may read the values alone (a fan-in reads every branch's)."""
         values: dict[str, bytes] = {}
-        manifests: list[str] = []
+        manifests: dict[str, Record] = {}
         for key, record in self._get_many(keys).items():
             if record.expires_at > now and record.value is not None:
                 if _is_manifest(record):
-                    manifests.append(key)
+                    manifests[key] = record
                 else:
                     values[key] = record.value
         return values, manifests

@@ -230,7 +230,7 @@ class SQLiteStore(Store):
                          (_blob(msgpack.packb(flat, use_bin_type=True)), record.key))
         return states
 
-    def _get_values(self, keys: list[str], now: float) -> tuple[dict[str, bytes], list[str]]:
+    def _get_values(self, keys: list[str], now: float) -> tuple[dict[str, bytes], dict[str, Record]]:
         """`_get_many` without a Record per key (a fan-in's gather reads every branch's value)."""
         def get(conn: sqlite3.Connection) -> list[Any]:
             batches = [keys[i:i + _IN_BATCH] for i in range(0, len(keys), _IN_BATCH)]
@@ -238,19 +238,20 @@ class SQLiteStore(Store):
                 conn.execute("BEGIN")  # one snapshot for every batch
             try:
                 return [row for batch in batches for row in conn.execute(
-                    f"SELECT key, kind, value FROM unum_records WHERE key IN ({_marks(batch)}) AND expires_at > ? "
+                    f"SELECT {_COLUMNS} FROM unum_records WHERE key IN ({_marks(batch)}) AND expires_at > ? "
                     "AND value IS NOT NULL", (*batch, now))]
             finally:
                 if len(batches) > 1:
                     conn.execute("COMMIT")
 
         values: dict[str, bytes] = {}
-        manifests: list[str] = []
-        for key, kind, value in self.database.read(get):
-            if value[:1] == MANIFEST_TAG and kind != _CHUNK:
-                manifests.append(key)
+        manifests: dict[str, Record] = {}
+        for row in self.database.read(get):
+            value = row[4]
+            if value[:1] == MANIFEST_TAG and row[1] != _CHUNK:
+                manifests[row[0]] = _record(row)
             else:
-                values[key] = bytes(value)  # (a BLOB column reads as bytes; a TEXT one would not)
+                values[row[0]] = bytes(value)  # (a BLOB column reads as bytes; a TEXT one would not)
         return values, manifests
 
     def _tally(self, workflow: str, kinds: frozenset[Kind], keys: frozenset[str],
