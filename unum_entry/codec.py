@@ -47,7 +47,7 @@ def decode_many(datas: Iterable[bytes]) -> list[Any]:
     costs twice the decode. One Unpacker reads each value and drops what follows; data it
     cannot read that way (malformed, or anything but an ext object after the value) is decoded
     by `decode`, which raises what it always raised."""
-    unpacker = msgpack.Unpacker(raw=False, strict_map_key=False, max_buffer_size=_BUFFER)
+    unpacker = _unpacker()
     values: list[Any] = []
     for data in datas:
         if len(data) > _BUFFER:
@@ -65,7 +65,11 @@ def decode_many(datas: Iterable[bytes]) -> list[Any]:
                 continue
         except Exception:  # noqa: S110 - said again by `decode`, as it always said it
             pass
-        unpacker = msgpack.Unpacker(raw=False, strict_map_key=False, max_buffer_size=_BUFFER)  # (it may hold the rest)
+        unpacker = _unpacker()  # a fresh one: this one may hold the rest of `data`
         values.append(decode(data))
     return values
 
+
+def _unpacker() -> Any:
+    """An Unpacker that reads as `decode` does, buffering up to `_BUFFER` bytes."""
+    return msgpack.Unpacker(raw=False, strict_map_key=False, max_buffer_size=_BUFFER)

@@ -459,8 +459,8 @@ class Store(ABC):
         side reads only the records asked for (`_tally`)."""
         now = self._clock()
         kept, counts, latest = self._tally(workflow, frozenset(kinds), frozenset(keys), now)
-        kept = [self._resolve({r.key: r})[r.key] if _is_manifest(r) else r for r in kept]
-        return Tally(kept, counts, latest)
+        resolved = self._resolve({record.key: record for record in kept})  # (one batch read of any chunks)
+        return Tally([resolved[record.key] for record in kept], counts, latest)
 
     def _tally(self, workflow: str, kinds: frozenset[Kind], keys: frozenset[str],
                now: float) -> tuple[list[Record], dict[Kind, int], int | None]:
@@ -483,23 +483,44 @@ class Store(ABC):
         """Every workflow that has live objects, in one pass over the store (O(records), like
         `records`; values are not read where the backend can leave them out: `_scan_keys`).
         For tools, never the runtime. Sorted by workflow id."""
-        now = self._clock()
+        counted, named = self._workflow_counts(self._clock())
         found: dict[str, dict] = {}
-        for record in self._scan_keys():
-            if record.expires_at <= now:
-                continue
-            entry = found.setdefault(record.workflow, {"objects": {}, "results": [], "failure": None,
-                                                       "first": record.expires_at, "last": record.expires_at})
-            entry["objects"][record.kind] = entry["objects"].get(record.kind, 0) + 1
-            entry["first"] = min(entry["first"], record.expires_at)
-            entry["last"] = max(entry["last"], record.expires_at)
-            if record.kind is Kind.RESULT:
-                entry["results"].append(record.key)
-            elif record.kind is Kind.FAILURE:
-                entry["failure"] = record.key
+        for workflow, kind, count, first, last in counted:
+            entry = found.setdefault(workflow, {"objects": {}, "results": [], "failure": None,
+                                                "first": first, "last": last})
+            entry["objects"][kind] = count
+            entry["first"] = min(entry["first"], first)
+            entry["last"] = max(entry["last"], last)
+        for workflow, kind, key in named:
+            if kind is Kind.RESULT:
+                found[workflow]["results"].append(key)
+            else:
+                found[workflow]["failure"] = key  # (the last one met)
         return [WorkflowEntry(workflow=workflow, objects=e["objects"], results=tuple(sorted(e["results"])),
                               failure=e["failure"], first_expiry=e["first"], last_expiry=e["last"])
                 for workflow, e in sorted(found.items())]
+
+    def _workflow_counts(self, now: float) -> tuple[list[tuple[str, Kind, int, int, int]],
+                                                    list[tuple[str, Kind, str]]]:
+        """What `workflows` is built from, over the records live at `now`: (workflow, kind, how
+        many, earliest expiry, latest expiry) per workflow and kind, and (workflow, kind, key) of
+        every result and failure record, in the order they were made where the backend knows it.
+        Default: one pass over `_scan_keys`; a backend may count on its side."""
+        counts: dict[tuple[str, Kind], list[int]] = {}
+        named: list[tuple[str, Kind, str]] = []
+        for record in self._scan_keys():
+            if record.expires_at <= now:
+                continue
+            counted = counts.get((record.workflow, record.kind))
+            if counted is None:
+                counts[(record.workflow, record.kind)] = [1, record.expires_at, record.expires_at]
+            else:
+                counted[0] += 1
+                counted[1] = min(counted[1], record.expires_at)
+                counted[2] = max(counted[2], record.expires_at)
+            if record.kind is Kind.RESULT or record.kind is Kind.FAILURE:
+                named.append((record.workflow, record.kind, record.key))
+        return [(workflow, kind, n, first, last) for (workflow, kind), (n, first, last) in counts.items()], named
 
     def _scan_keys(self) -> Iterable[Record]:
         """Like `_scan(None)`, except that records may come without their value and set members

@@ -20,17 +20,18 @@ by every reader. Reads run on a per-thread read connection and see every committ
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sqlite3
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import parse_qs, unquote, urlsplit
 
 import msgpack  # type: ignore[import-untyped]
 
 from unum_entry.errors import GuardFailed, StoreError, TransactionConflict
-from unum_entry.stores.base import MANIFEST_TAG, AppOp, Guard, Kind, Record, SetState, Store, Versioned, WorkflowEntry
+from unum_entry.stores.base import MANIFEST_TAG, AppOp, Guard, Kind, Record, SetState, Store, Versioned
 from unum_entry.stores.sqlite_database import (DEFAULT_BUSY_TIMEOUT, SCHEMA_VERSION, Database, Durability)
 
 __all__ = ["SCHEMA_VERSION", "Database", "Durability", "SQLiteStore", "is_sqlite_location", "parse_url"]
@@ -55,6 +56,7 @@ _SELECT_SET = "SELECT kind, expires_at, size, members FROM unum_records WHERE ke
 _SET = Kind.SET.value
 _CHUNK = Kind.CHUNK.value
 _RESULT, _FAILURE = Kind.RESULT.value, Kind.FAILURE.value
+T = TypeVar("T")
 #: Values up to this many bytes are bound as a bytearray (`_blob`).
 _SMALL_BLOB = 4096
 
@@ -122,20 +124,7 @@ class SQLiteStore(Store):
         return self.database.write(create)
 
     def _get_many(self, keys: list[str]) -> dict[str, Record]:
-        def get(conn: sqlite3.Connection) -> dict[str, Record]:
-            batches = [keys[i:i + _IN_BATCH] for i in range(0, len(keys), _IN_BATCH)]
-            if len(batches) == 1:
-                return _fetch(conn, batches[0])
-            conn.execute("BEGIN")  # one snapshot for every batch
-            try:
-                found: dict[str, Record] = {}
-                for batch in batches:
-                    found.update(_fetch(conn, batch))
-                return found
-            finally:
-                conn.execute("COMMIT")
-
-        return self.database.read(get)
+        return dict(self.database.read(lambda conn: _in_batches(conn, keys, lambda batch: _fetch(conn, batch).items())))
 
     def _delete(self, keys: list[str]) -> None:
         def delete(conn: sqlite3.Connection) -> None:
@@ -232,21 +221,13 @@ class SQLiteStore(Store):
 
     def _get_values(self, keys: list[str], now: float) -> tuple[dict[str, bytes], dict[str, Record]]:
         """`_get_many` without a Record per key (a fan-in's gather reads every branch's value)."""
-        def get(conn: sqlite3.Connection) -> list[Any]:
-            batches = [keys[i:i + _IN_BATCH] for i in range(0, len(keys), _IN_BATCH)]
-            if len(batches) > 1:
-                conn.execute("BEGIN")  # one snapshot for every batch
-            try:
-                return [row for batch in batches for row in conn.execute(
-                    f"SELECT {_COLUMNS} FROM unum_records WHERE key IN ({_marks(batch)}) AND expires_at > ? "
-                    "AND value IS NOT NULL", (*batch, now))]
-            finally:
-                if len(batches) > 1:
-                    conn.execute("COMMIT")
+        def select(conn: sqlite3.Connection, batch: list[str]) -> sqlite3.Cursor:
+            return conn.execute(f"SELECT {_COLUMNS} FROM unum_records WHERE key IN ({_marks(batch)}) AND "
+                                "expires_at > ? AND value IS NOT NULL", (*batch, now))
 
         values: dict[str, bytes] = {}
         manifests: dict[str, Record] = {}
-        for row in self.database.read(get):
+        for row in self.database.read(lambda conn: _in_batches(conn, keys, lambda batch: select(conn, batch))):
             value = row[4]
             if value[:1] == MANIFEST_TAG and row[1] != _CHUNK:
                 manifests[row[0]] = _record(row)
@@ -261,68 +242,48 @@ class SQLiteStore(Store):
         wanted = [kind.value for kind in kinds]
         names = list(keys)
 
-        def tally(conn: sqlite3.Connection) -> tuple[list[Record], dict[Kind, int], int | None]:
-            conn.execute("BEGIN")  # one snapshot for both reads
-            try:
+        def tally(conn: sqlite3.Connection) -> tuple[list[Any], list[Any]]:
+            with _snapshot(conn):
                 counted = conn.execute("SELECT kind, count(*), max(expires_at) FROM unum_records "
                                        "WHERE workflow = ? AND expires_at > ? GROUP BY kind", (workflow, now)).fetchall()
                 rows = conn.execute(
                     f"SELECT {_COLUMNS} FROM unum_records WHERE workflow = ? AND expires_at > ? AND "
                     f"(kind IN ({_marks(wanted)}) OR key IN ({_marks(names)})) ORDER BY rowid",
                     (workflow, now, *wanted, *names)).fetchall()
-            finally:
-                conn.execute("COMMIT")
-            counts: dict[Kind, int] = {}
-            for kind, count, _ in counted:
-                try:
-                    counts[_KINDS[kind]] = count
-                except KeyError:
-                    raise StoreError(f"store {self.database.path}: a record of workflow {workflow!r} has an "
-                                     f"unknown kind {kind!r}") from None
-            latest = max((latest for _, _, latest in counted), default=None)
-            return [_record(row) for row in rows], counts, latest
+            return counted, rows
 
-        return self.database.read(tally)
+        counted, rows = self.database.read(tally)
+        counts = {self._kind(kind, workflow): count for kind, count, _ in counted}
+        latest = max((latest for _, _, latest in counted), default=None)
+        return [_record(row) for row in rows], counts, latest
 
-    def _scan(self, workflow: str | None) -> Iterator[Record]:
-        return self._paged(_COLUMNS, workflow)
-
-    def workflows(self) -> list[WorkflowEntry]:
-        """`Store.workflows`, counted by SQLite in one snapshot instead of a record per row in
-        Python (`python -m builder list` over a million-branch map's store)."""
-        now = self._clock()
-
+    def _workflow_counts(self, now: float) -> tuple[list[tuple[str, Kind, int, int, int]],
+                                                    list[tuple[str, Kind, str]]]:
+        """Counted by SQLite in one snapshot instead of a record per row in Python (`python -m
+        builder list` over a million-branch map's store)."""
         def listing(conn: sqlite3.Connection) -> tuple[list[Any], list[Any]]:
-            conn.execute("BEGIN")  # one snapshot for both reads
-            try:
+            with _snapshot(conn):
                 counted = conn.execute("SELECT workflow, kind, count(*), min(expires_at), max(expires_at) "
                                        "FROM unum_records WHERE expires_at > ? GROUP BY workflow, kind",
                                        (now,)).fetchall()
                 named = conn.execute("SELECT workflow, kind, key FROM unum_records WHERE expires_at > ? AND "
                                      "kind IN (?, ?) ORDER BY rowid", (now, _RESULT, _FAILURE)).fetchall()
-            finally:
-                conn.execute("COMMIT")
             return counted, named
 
         counted, named = self.database.read(listing)
-        found: dict[str, dict[str, Any]] = {}
-        for workflow, kind, count, first, last in counted:
-            entry = found.setdefault(workflow, {"objects": {}, "results": [], "failure": None,
-                                                "first": first, "last": last})
-            try:
-                entry["objects"][_KINDS[kind]] = count
-            except KeyError:
-                raise StoreError(f"store {self.database.path}: a record of workflow {workflow!r} has an unknown "
-                                 f"kind {kind!r}") from None
-            entry["first"], entry["last"] = min(entry["first"], first), max(entry["last"], last)
-        for workflow, kind, key in named:
-            if kind == _RESULT:
-                found[workflow]["results"].append(key)
-            else:
-                found[workflow]["failure"] = key  # (the last one made, as a scan in rowid order finds it)
-        return [WorkflowEntry(workflow=workflow, objects=e["objects"], results=tuple(sorted(e["results"])),
-                              failure=e["failure"], first_expiry=e["first"], last_expiry=e["last"])
-                for workflow, e in sorted(found.items())]
+        return ([(workflow, self._kind(kind, workflow), count, first, last) for workflow, kind, count, first, last
+                 in counted], [(workflow, _KINDS[kind], key) for workflow, kind, key in named])
+
+    def _kind(self, kind: str, workflow: str) -> Kind:
+        """The Kind a row's `kind` column names; StoreError naming the row's workflow if none."""
+        try:
+            return _KINDS[kind]
+        except KeyError:
+            raise StoreError(f"store {self.database.path}: a record of workflow {workflow!r} has an unknown "
+                             f"kind {kind!r}") from None
+
+    def _scan(self, workflow: str | None) -> Iterator[Record]:
+        return self._paged(_COLUMNS, workflow)
 
     def _sweep(self, now: float) -> int:
         def sweep_page(conn: sqlite3.Connection) -> int:
@@ -420,6 +381,27 @@ def parse_url(url: str) -> tuple[Path, dict[str, str]]:
 def is_sqlite_location(url: str) -> bool:
     """Does `url` name a SQLite store (`sqlite://…`, or a path ending in `.db`, `.sqlite`, `.sqlite3`)?"""
     return url.startswith("sqlite://") or ("://" not in url and url.endswith((".db", ".sqlite", ".sqlite3")))
+
+
+@contextlib.contextmanager
+def _snapshot(conn: sqlite3.Connection) -> Iterator[None]:
+    """One read snapshot for the statements inside (a read connection is in autocommit)."""
+    conn.execute("BEGIN")
+    try:
+        yield
+    finally:
+        conn.execute("COMMIT")
+
+
+def _in_batches(conn: sqlite3.Connection, keys: list[str],
+                select: Callable[[list[str]], Iterable[T]]) -> list[T]:
+    """What `select` returns for each batch of `keys` (at most _IN_BATCH per `IN (...)`), all
+    batches read in one snapshot."""
+    batches = [keys[i:i + _IN_BATCH] for i in range(0, len(keys), _IN_BATCH)]
+    if len(batches) == 1:
+        return list(select(batches[0]))
+    with _snapshot(conn):
+        return [item for batch in batches for item in select(batch)]
 
 
 def _marks(keys: Sequence[object]) -> str:
