@@ -278,6 +278,48 @@ def test_group_commit_shares_one_fsync_among_concurrent_writers(tmp_path: Path) 
     assert 0 < syncs <= threads * per_thread / 2, syncs
 
 
+JOINING = """
+    import hashlib, os, sys
+    from unum_entry.stores.base import Joining, SetAdd
+    from unum_entry.stores.sqlite import SQLiteStore
+    path, expiry = sys.argv[1], int(sys.argv[2])
+    def name(text):  # a hash, as checkpoint names are: each create lands on a random page of the key index
+        return "c-" + hashlib.sha256(text.encode()).hexdigest()[:32]
+    store = SQLiteStore.open(path, durability="off")
+    for batch in range(20):  # records enough that 16 creates change more than 16 pages (a 64 KiB journal)
+        store.create_joining_many([Joining(name(f"old-{batch}-{i}"), b"v" * 100, "wf", expiry,
+                                           SetAdd(f"s-old-{batch}", 0, "m", 1, expiry)) for i in range(1000)])
+    os.access("/unum-audit-begin", os.F_OK)  # markers in the trace
+    for batch in range(8):  # a worker's batches of fan-in branches: each set's items in a savepoint
+        store.create_joining_many([Joining(name(f"{batch}-{i}"), b"v", "wf", expiry,
+                                           SetAdd(f"s-{batch}", i, name(f"{batch}-{i}"), 16, expiry))
+                                   for i in range(16)])
+    os.access("/unum-audit-end", os.F_OK)
+    print(sum(len(store.get_many([name(f"{batch}-{i}") for i in range(16)])) for batch in range(8)))
+"""
+
+
+def test_a_batch_of_joining_creates_writes_only_the_database_and_its_wal(tmp_path: Path) -> None:
+    """A savepoint's statement journal (the pages `ROLLBACK TO` would restore) stays in memory
+    (`PRAGMA temp_store = MEMORY` on the writer). SQLite spills one over 64 KiB to a temporary
+    file: a savepoint of 16 fan-in branches on a big store changes more than 16 pages, so each
+    batch opened, wrote and deleted a file (docs/embedded-engine.md, round 15)."""
+    if shutil.which("strace") is None:
+        pytest.fail("strace is missing: localstack/setup.d/15-durability-tools.sh installs it")
+    trace, path = tmp_path / "trace-joining.txt", tmp_path / "joining.db"
+    proc = subprocess.run(["strace", "-f", "-y", "-qq", "-e", "trace=openat,write,pwrite64,access,faccessat,faccessat2",
+                           "-o", str(trace), sys.executable, "-c", textwrap.dedent(JOINING), str(path), str(EXPIRY)],
+                          cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["128"]  # every create of the audited batches landed
+    text = trace.read_text()
+    audited = text[text.index("/unum-audit-begin"):text.index("/unum-audit-end")]
+    written = re.findall(r"p?write(?:64)?\(\d+<([^>]*)>", audited)
+    assert any(name.endswith("joining.db-wal") for name in written), written  # (the trace sees the writes)
+    assert {name for name in written if not name.startswith(str(path))} == set()
+    assert "etilqs" not in audited  # (SQLite's temporary files: none opened either)
+
+
 def test_full_durability_presizes_the_wal_so_commits_overwrite_instead_of_growing_it(tmp_path: Path) -> None:
     """With `full`, the first write of a process grows the WAL to WAL_PAGES pages without
     committing anything (Database._presize_wal); the commits after it stay inside that size (the

@@ -64,7 +64,7 @@ FAILURES_SHOWN = 3     # failed attempts `progress()` names
 WAKE_BATCH = 64        # a worker's due pushes that wake idle workers at once (`_enqueue`, `_flush`)
 HOP_BUDGET = 64        # deliveries a worker takes from its own hand in a row before it settles with the queue
 SETTLE_INTERVAL = 0.05  # ... or seconds: its counts reach progress() and wait_idle at least this often
-TAKE_BATCH = 16        # due deliveries a worker takes at once when its deliveries are quick (`_take_shared`)
+TAKE_BATCH = 64        # due deliveries a worker takes at once when its deliveries are quick (`_take_shared`)
 QUICK = 0.005          # seconds per delivery below which a worker's deliveries count as quick
 
 

@@ -418,6 +418,14 @@ class Database:
                     raise StoreError(f"store {self.path}: SQLite refused WAL mode (journal_mode={mode}); the "
                                      "store needs a local file system")
                 conn.execute(f"PRAGMA synchronous={self.durability.value.upper()}")
+                if writer:
+                    # A savepoint's statement journal (the pages `ROLLBACK TO` would restore) in
+                    # memory. SQLite spills one over 64 KiB to a temporary file: 16 fan-in
+                    # branches in a savepoint (`create_joining_many`) on a big store change more
+                    # than 16 pages (names are hashes), so every batch opened, wrote and deleted a
+                    # file. Crash recovery never reads it (the WAL does); it is gone at the
+                    # transaction's end and holds one transaction's changed pages at most.
+                    conn.execute("PRAGMA temp_store = MEMORY")
             except BaseException:
                 conn.close()
                 raise
