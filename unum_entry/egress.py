@@ -94,7 +94,8 @@ def egress(ctx: EgressContext, env: Envelope, invocation: str, checkpoint: str |
         if not created:
             calls = not_yet_committed(ctx.store, calls)
         return EgressReport(value, created, _dispatch(ctx, invocation, calls), False)
-    the_plan = branch_plan if branch_plan is not None else program.plan(  # (a fan-in branch's: `Program.plan` returns it)
+    # A fan-in branch's plan depends on its envelope alone: built before its commit (`branch_plan`).
+    the_plan = branch_plan if branch_plan is not None else program.plan(
         env, Committed(value, len(stored), checkpoint), invocation=invocation, inline_limit=ctx.inline_limit)
     # A lane goes on only past an item that did not fail the workflow: with MaxConcurrency k the
     # next item never starts after a failed one (Step Functions), so the failure reported is that one.
@@ -157,7 +158,7 @@ def _join(ctx: EgressContext, env: Envelope, invocation: str, checkpoint: str, j
           leaf_state: SetState | None = None) -> int:
     """Add our checkpoint to the fan-in set (its leaf shard's add made already when
     `leaf_state` is given); invoke the target if we saw every branch join."""
-    if leaf_state is not None and not leaf_state.full:  # (`fanin.join`'s answer, without its ledger: most branches)
+    if fanin.ends_at_leaf(leaf_state):  # (most branches: no ledger to build)
         return 0
     # The ledger stamps every add of a set with the workflow's deadline and refuses an add past
     # it (unum_entry.fanin.join): a late join fails the workflow instead of recreating its shard.

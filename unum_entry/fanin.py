@@ -84,6 +84,13 @@ def leaf_add(ledger: Ledger, set_key: str, width: int, slot: int, member: str) -
     return SetAdd(shard.key, position, member, shard.size, ledger.expires_at(Kind.SET))
 
 
+def ends_at_leaf(leaf_state: SetState | None) -> bool:
+    """Whether a branch's join ends with the leaf add its store made with its commit
+    (`leaf_state`, as `join` takes it): the add did not fill the shard (15 of every 16
+    branches), so `join` would return False at once; its caller need not build a ledger."""
+    return leaf_state is not None and not leaf_state.full
+
+
 def join(store: Store, ledger: Ledger, set_key: str, width: int, slot: int, member: str, *,
          leaf_state: SetState | None = None) -> bool:
     """Add `member` at `slot` of the join set; True when this call saw every branch joined.
@@ -96,6 +103,8 @@ def join(store: Store, ledger: Ledger, set_key: str, width: int, slot: int, memb
     vanished with it), and an upsert would recreate it with this one member, a join that could
     never fill. The runtime records that failure, so the workflow ends instead of waiting."""
     _check_slot(slot, width)
+    if ends_at_leaf(leaf_state):
+        return False
     index = slot
     for level, level_width in enumerate(_level_widths(width)):
         shard_index, position = divmod(index, SHARD_SLOTS)

@@ -144,24 +144,20 @@ class Program:
         self.branch = self._only if isinstance(self._only, FanIn) else None
         self._set: tuple[Any, str] = ((), "")  # (what names a join set, its name): one tuple, swapped whole
 
-    def plan(self, env: Envelope, out: Committed, *, invocation: str, inline_limit: int,
-             branch_plan: Plan | None = None) -> Plan:
-        """`plan(...)` of the module; `branch_plan`: what `branch_plan(env)` returned for this
-        envelope (a fan-in branch's plan, built once per delivery)."""
+    def plan(self, env: Envelope, out: Committed, *, invocation: str, inline_limit: int) -> Plan:
+        """`plan(...)` of the module."""
         only = self._only
         if only is None:
             return plan(self.ir, env, out, invocation=invocation, inline_limit=inline_limit)
         if isinstance(only, Invoke):
             return Plan(calls=(self.hop_call(env, out.value, out.encoded_size, out.checkpoint, inline_limit),))
-        if branch_plan is not None:
-            return branch_plan
         return _fan_in(only, env, env.frames, self) or Plan(terminal=True)
 
     def branch_plan(self, env: Envelope) -> Plan | None:
         """The plan of a fan-in branch's program (one unconditional `fan_in`), which depends on
         the envelope alone: `plan(...)` of any output, known before the output is (so the
         branch's commit may make its join's first set add: unum_entry.checkpoint.commit_joining),
-        and handed back to `plan`. None for any other program, or a delivery outside a fan-out."""
+        and its egress's plan (`egress.egress`). None for any other program, or a delivery outside a fan-out."""
         branch = self.branch
         if branch is None or len(env.frames) == 1:
             return None

@@ -53,6 +53,28 @@ def test_where_the_store_cannot_tell_who_completed_a_shard_only_its_claimer_carr
     assert all(len(r.members) <= fanin.SHARD_SLOTS + 1 for r in store.records("wf"))  # + the claim
 
 
+def test_a_branch_whose_leaf_add_did_not_fill_its_shard_ends_there_and_the_filler_carries_on() -> None:
+    """`leaf_state`: the add the store made with the branch's commit (`Store.create_joining`).
+    A shard it did not fill ends the branch's join (`ends_at_leaf`) without another write or
+    the ledger (egress then builds none); the add that fills it carries the join on."""
+    from unum_entry.stores.base import SetState
+
+    class Untouchable:  # the ledger and the store: any use is an error here
+        def __getattr__(self, name: str) -> object:
+            raise AssertionError(f"used {name}")
+
+    partial = SetState(16, {slot: f"c-{slot}" for slot in range(5)}, None)
+    assert fanin.ends_at_leaf(partial) and not fanin.ends_at_leaf(None)
+    assert fanin.join(Untouchable(), Untouchable(), SET, 40, 4, "c-4", leaf_state=partial) is False  # type: ignore[arg-type]
+
+    store = MemoryStore()
+    join_all(store, 20, list(range(15)) + list(range(16, 20)))  # every branch but 15: leaf 0 lacks one
+    full = SetState(16, {slot: f"c-{slot}" for slot in range(16)}, 15)
+    assert not fanin.ends_at_leaf(full)
+    store.add_to_set(naming.set_shard_key(SET, 0, 0), 15, "c-15", size=16, workflow="wf", expires_at=2**31)
+    assert fanin.join(store, Ledger("wf", 2**31, store_retention(store)), SET, 20, 15, "c-15", leaf_state=full)
+
+
 def test_a_target_whose_shard_expired_fails_clearly_instead_of_waiting() -> None:
     store = MemoryStore()
     join_all(store, 40, list(range(40)))
