@@ -2,6 +2,7 @@
 
     python bench/engine.py [--chain 1000] [--map 10000] [--store memory|sqlite] [--queue memory|sqlite]
     python bench/engine.py --map 1000000 --chain 0       # the million-branch map + sum
+    python bench/engine.py ... --helpers 0               # the engine alone, no helper process
 
 Runs a chain of no-op functions and a map of no-op branches + a sum (fan-in) on `LocalPlatform`
 in this process, and prints per workload: transitions (invocations committed), wall time, the
@@ -10,7 +11,9 @@ process's CPU time per transition, and the peak RSS growth per map branch. `--qu
 with `--store sqlite` (as `run` does), else in a temporary file; `--store sqlite` the SQLite store
 (durability normal unless --durability). With `--store sqlite` it also prints the raw commit rate
 (one thread creating records one at a time on a fresh store: store work only, same durability,
-same file system) and each workload's transitions/s as a share of it. Not a test: figures only.
+same file system) and each workload's transitions/s as a share of it. With the SQLite store and
+queue, wide fan-outs also run in helper processes (unum_entry.local.helpers), as with `run`:
+their share of the transitions, CPU and peak RSS are printed too. Not a test: figures only.
 """
 
 from __future__ import annotations
@@ -82,6 +85,12 @@ def raw_commit_rate(args: argparse.Namespace, tmp: Path, n: int = 2000) -> float
     return best
 
 
+def _children_cpu() -> float:
+    """CPU seconds of this process's ended children (helper processes)."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def measure(label: str, folder: Path, value: object, args: argparse.Namespace, tmp: Path,
             raw: float | None = None) -> None:
     if args.store == "sqlite":
@@ -93,17 +102,25 @@ def measure(label: str, folder: Path, value: object, args: argparse.Namespace, t
         queue = SQLiteQueue(tmp / f"{label}-queue.db") if args.queue == "sqlite" else MemoryQueue()
     workflow = load_workflow(folder)
     rss_before = rss_mib()
-    with LocalPlatform(workflow, store, workers=args.workers, queue=queue) as platform:
+    helped_cpu = _children_cpu()
+    with LocalPlatform(workflow, store, workers=args.workers, queue=queue,
+                       helpers=getattr(args, "helpers", None)) as platform:
         # Timed from here: the platform's start (importing every handler) is not a transition's cost.
         usage, cpu, wall = resource.getrusage(resource.RUSAGE_SELF), time.process_time(), time.perf_counter()
         result = platform.run(value, timeout=args.timeout)
         cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
         switches = resource.getrusage(resource.RUSAGE_SELF).ru_nvcsw - usage.ru_nvcsw
         committed = platform.stats["committed"]
+        helped = platform.stats["helped"]
+    # Helper processes (unum_entry.local.helpers) are counted once ended, with the platform.
+    helped_cpu = _children_cpu() - helped_cpu
     grown = rss_mib() - rss_before
+    helpers = (f"; helper processes ran {helped / committed:.0%} of them with {helped_cpu / committed * 1e6:.0f} us "
+               f"more CPU/transition, peak RSS {resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024:.0f} "
+               "MiB") if helped else ""
     print(f"{label}: {committed} transitions in {wall:.2f} s ({committed / wall:,.0f}/s); CPU "
           f"{cpu / committed * 1e6:.0f} us/transition; {switches / committed:.1f} voluntary context switches/transition; "
-          f"peak RSS {rss_mib():.0f} MiB (+{grown:.0f}); result {str(result.result)[:40]}", flush=True)
+          f"peak RSS {rss_mib():.0f} MiB (+{grown:.0f}); result {str(result.result)[:40]}{helpers}", flush=True)
     if raw:
         print(f"  {committed / wall / raw:.0%} of the raw commit rate ({raw:,.0f} creates/s)", flush=True)
     if label.startswith("map"):
@@ -120,6 +137,8 @@ def main() -> None:
     parser.add_argument("--queue", choices=("memory", "sqlite"), default="memory")
     parser.add_argument("--workers", type=int, default=8)
     parser.add_argument("--timeout", type=float, default=600)
+    parser.add_argument("--helpers", type=int, default=None,
+                        help="helper processes for wide fan-outs (default: as `run`, one per other CPU; 0: none)")
     args = parser.parse_args()
     print(f"store {args.store}, queue {args.queue}, {args.workers} workers, {os.cpu_count()} CPUs", flush=True)
     with tempfile.TemporaryDirectory() as tmp:

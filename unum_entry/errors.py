@@ -102,6 +102,16 @@ class WorkflowTimeout(UnumError):
     """A local run did not finish within its time limit."""
 
 
+class HelperReported(UnumError):
+    """What a helper process of the embedded engine reported for a call it ran (the type of
+    the error, unum_entry.local.helpers): the error itself stayed in that process, which also
+    logged it."""
+
+    def __init__(self, error_type: str | None) -> None:
+        self.error_type = error_type or "Error"
+        super().__init__(f"{self.error_type} (in a helper process)")
+
+
 class ConditionEvaluationError(UnumError):
     """A valid condition could not be evaluated against this output (e.g. a comparison on a
     path that is not present, as Step Functions' States.Runtime)."""

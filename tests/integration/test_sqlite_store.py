@@ -816,3 +816,48 @@ def test_a_rider_that_raises_in_the_quick_pass_runs_again_in_a_savepoint_and_the
     finally:
         database.remove_rider(rider)
         store.close()
+
+
+def test_shared_writes_wait_for_the_writer_lock_files_holder(tmp_path: Path) -> None:
+    """`Database.share_writes` (the embedded engine with helper processes): once shared, a
+    write takes the lock file next to the database for its transaction, so it waits while
+    another process holds it and goes on at once when it lets go; without sharing, nothing
+    but SQLite's own lock is taken."""
+    import fcntl
+    import threading
+
+    store = SQLiteStore.open(tmp_path / "s.db")
+    expires = int(time.time()) + 3600
+    store.create("before", b"1", workflow="wf", expires_at=expires)
+    lock = tmp_path / "s.db-writers"
+    assert not lock.exists()
+    store.database.share_writes()
+    holder = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
+        import fcntl, os, sys, time
+        fd = os.open({str(lock)!r}, os.O_RDWR)
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        print("held", flush=True)
+        sys.stdin.readline()
+        """)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        done = threading.Event()
+        writer = threading.Thread(target=lambda: (store.create("during", b"2", workflow="wf", expires_at=expires),
+                                                  done.set()))
+        writer.start()
+        assert not done.wait(0.5), "a shared write went on while another process held the lock file"
+        assert holder.stdin is not None
+        holder.stdin.write("\n")
+        holder.stdin.flush()
+        assert done.wait(10)
+        writer.join()
+    finally:
+        holder.kill()
+        holder.wait()
+    assert store.get("during") == b"2"
+    fd = os.open(lock, os.O_RDWR)
+    try:  # free again once the write ended
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    finally:
+        os.close(fd)
+    store.close()

@@ -48,14 +48,20 @@ class OneCpu:
     """Pins the calling worker thread to the engine's CPU (`pin`), and lets handlers run on all
     of the process's CPUs (`handler`). Inactive (every method a no-op) where it cannot help."""
 
-    def __init__(self, enabled: bool | None = None) -> None:
+    def __init__(self, enabled: bool | None = None, *, cpu: int | None = None) -> None:
         if enabled is None:
             enabled = os.environ.get(SWITCH, "1") != "0"
         allowed = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
         self.active = bool(enabled and len(allowed) > 1 and hasattr(os, "sched_setaffinity"))
         self._all = set(allowed)
-        self._one = {allowed[os.getpid() % len(allowed)]} if allowed else set()
+        # `cpu`: the engine's CPU when it is one of the allowed (a helper process's: unum_entry.local.helpers).
+        self._one = {cpu} if cpu in self._all else {allowed[os.getpid() % len(allowed)]} if allowed else set()
         self._local = threading.local()
+
+    @property
+    def cpus(self) -> tuple[list[int], int | None]:
+        """(The process's allowed CPUs, the engine's CPU among them or None when inactive)."""
+        return sorted(self._all), (next(iter(self._one)) if self.active and self._one else None)
 
     def pin(self) -> None:
         """Keep the calling thread (a worker, for the rest of its life) on the engine's CPU."""

@@ -24,6 +24,7 @@ deliveries from the shared queue in small batches and keeps its counts to itself
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from collections import Counter, deque
@@ -36,11 +37,12 @@ from typing import Any
 
 from unum_entry.codec import decode, encode
 from unum_entry.envelope import Envelope, is_watchdog
-from unum_entry.errors import (EnvelopeError, PlanError, RedeliveriesExhausted, StoreError, StoreUnusable,
-                               UnumError, WorkflowTimeout)
+from unum_entry.errors import (EnvelopeError, HelperReported, PlanError, RedeliveriesExhausted, StoreError,
+                               StoreUnusable, UnumError, WorkflowTimeout)
 from unum_entry.invocation_log import InvocationLog, InvocationRecord, error_type, hosted_state
 from unum_entry.local.cpu import OneCpu
 from unum_entry.local.faults import FaultInjector, InjectedCrash
+from unum_entry.local import helpers as helping
 from unum_entry.local.handoff import call_wire, envelope_wire, is_plain, open_call, open_sealed, seal
 from unum_entry.local.queue import MAX_HOPS, CallRun, Delivery, DeliveryQueue, MemoryQueue
 from unum_entry.outcome import Ending, RunResult, read_outcome
@@ -166,7 +168,7 @@ class LocalPlatform:
                  wrap: HandlerWrapper | None = None, invoke_latency: float = 0.0,
                  retry_delay: float = 0.001, max_redeliveries: int = MAX_REDELIVERIES,
                  max_backoff: float = MAX_BACKOFF, queue: DeliveryQueue | None = None,
-                 invocation_log: InvocationLog | None = None) -> None:
+                 invocation_log: InvocationLog | None = None, helpers: int | None = None) -> None:
         self.workflow = workflow
         # One line per delivery, as the function images write them (`run --log-format json`, `-v`).
         self.invocation_log = invocation_log
@@ -223,6 +225,9 @@ class LocalPlatform:
         # (`_batch`): not when each delivery is to be seen on its own (faults picking the order,
         # an invocation log timing each, a simulated invoke latency).
         self._batching = faults is None and invocation_log is None and not invoke_latency
+        # Helper processes that run batches of a wide fan-out's calls on the other CPUs
+        # (unum_entry.local.helpers): None where they cannot run what a worker would.
+        self._helpers = self._helper_pool(helpers, config, wrap) if self._batching else None
         self.runtimes: dict[str, Runtime] = {}
         for name, spec in workflow.functions.items():
             handler = load_handler(spec.folder, spec.ir.handler, function=name)
@@ -235,6 +240,38 @@ class LocalPlatform:
                          for i in range(workers)]
         for thread in self._workers:
             thread.start()
+
+    def _helper_pool(self, helpers: int | None, config: RuntimeConfig | None,
+                     wrap: HandlerWrapper | None) -> helping.HelperPool | None:
+        """The pool of helper processes: `helpers` of them at most (default: UNUM_HELPERS, else
+        one per CPU the engine's workers leave free), on the SQLite store with its own clock and
+        a durable queue, the runtimes' retention the store's, and no handler wrapped (tests): a
+        helper opens the same files and runs the same handlers with the same rules. Else None."""
+        from unum_entry.stores.sqlite import SQLiteStore  # (imported by the queue module already)
+
+        store, config = self.store, config or RuntimeConfig()
+        if (not isinstance(store, SQLiteStore) or store._clock is not time.time or not self.queue.durable
+                or wrap is not None or config.retention is not None):
+            return None
+        allowed, engine = self._cpu.cpus
+        others = [cpu for cpu in allowed if cpu != engine]
+        if helpers is None:
+            try:
+                helpers = int(os.environ.get(helping.SWITCH, len(allowed) - 1))
+            except ValueError:
+                log.warning("local platform: %s=%r is not a number of processes: no helper processes",
+                            helping.SWITCH, os.environ.get(helping.SWITCH))
+                helpers = 0
+        if helpers <= 0:
+            return None
+        database = store.database
+        launch = helping.Launch(
+            workflow=str(self.workflow.folder), database=str(database.path), durability=database.durability.value,
+            busy_timeout=database.busy_timeout, ttl_seconds=store.ttl_seconds, inline_limit=config.inline_limit,
+            watchdog=config.watchdog and self.workflow.watchdog, retry_base=self._backoff.base,
+            retry_cap=self._backoff.cap, cpus=allowed, cpu=others[0] if others else None)
+        # Before the first helper writes, the writers of the file take turns without polling.
+        return helping.HelperPool(launch, helpers, share=database.share_writes)
 
     # ---- running workflows ---------------------------------------------------------------
 
@@ -356,9 +393,9 @@ class LocalPlatform:
         runs: list[CallRun] = []
         for fan_out, pending in self.queue.recover_fan_outs(workflow_id):
             runtime = self.runtimes.get(fan_out.function)
+            fan_out.recovered = True
             try:  # with the deadline it ran with: a workflow's first delivery gets its deadline when it runs
-                calls = runtime.fan_out(replace(Envelope.from_wire(decode(fan_out.payload)), deadline=fan_out.deadline)) \
-                    if runtime else None
+                calls = runtime.fan_out(fan_out.origin()) if runtime else None
             except (EnvelopeError, PlanError, ValueError):  # its delivery fails the same way, and says why
                 calls = None
             if calls is None:
@@ -377,6 +414,8 @@ class LocalPlatform:
             self._stop_taking()
         for thread in self._workers:
             thread.join(timeout=5)
+        if self._helpers is not None:
+            self._helpers.close()
         self._executor.shutdown(wait=True)
         self.queue.close()
 
@@ -406,6 +445,8 @@ class LocalPlatform:
         with self._lock:
             self._cancelled = True
             self._stop_taking()
+        if self._helpers is not None:  # as if their instances crashed too
+            self._helpers.close(kill=True)
         self.queue.close()  # what the journal holds now stays; what abandoned executions do later is redone
 
     def __enter__(self) -> LocalPlatform:
@@ -770,7 +811,11 @@ class LocalPlatform:
 
     def _process_batch(self, deliveries: list[Delivery], runtime: Runtime, hand: _Hand) -> None:
         """`_process` of a batch of one function's deliveries (`_batch`), their commits made
-        together (`deliver_many`)."""
+        together (`deliver_many`): by a helper process when one is free (`_lend`)."""
+        if self._helpers is not None:
+            deliveries = self._lend(deliveries, runtime, hand)
+            if not deliveries:
+                return
         ready: list[tuple[Delivery, Envelope]] = []
         hand.one_hop = False
         for delivery in deliveries:
@@ -780,6 +825,68 @@ class LocalPlatform:
         outcomes = deliver_many(runtime, [env for _, env in ready], retry=self._backoff)
         for (delivery, env), outcome in zip(ready, outcomes, strict=True):
             self._act_on(delivery, runtime, env, outcome, hand)
+
+    def _lend(self, deliveries: list[Delivery], runtime: Runtime, hand: _Hand) -> list[Delivery]:
+        """Have a helper process run `deliveries` (unum_entry.local.helpers) when they are first
+        deliveries of one journaled fan-out's calls, of a workflow that has not failed here, and
+        a helper is free; then do what each outcome asks, as `_act_on` does for the worker's own,
+        and queue what the helper's executions sent. Returns the deliveries left for the worker
+        to run itself: all of them when no helper ran them (or it died meanwhile), those whose
+        outcome asks for a redelivery (they run again here at once: the store struggling, a bug)."""
+        first = deliveries[0]
+        fan_out = first.run.fan_out if first.run is not None else None
+        if (fan_out is None or first.workflow in self._failed_here
+                or any(d.run is None or d.run.fan_out is not fan_out or d.failures for d in deliveries)):
+            return deliveries
+        pool = self._helpers
+        assert pool is not None  # (the caller's check)
+        helper = pool.lend(len(self.queue))
+        if helper is None:
+            return deliveries
+        if len(deliveries) < helping.BATCH:  # a helper's batch is larger: its answer waits for this process's interpreter
+            with self._lock:
+                more = self.queue.pop_calls(fan_out, first.function, helping.BATCH - len(deliveries))
+                for delivery in more:
+                    self._taken(delivery)
+            deliveries += more  # (in place: the caller finishes the batch it passed, these with it)
+        try:
+            runs = {id(d.run): d for d in deliveries}  # each run's row on disk before the helper commits
+            try:
+                for delivery in runs.values():
+                    self.queue.before_run(delivery, elsewhere=True)
+            except StoreError:
+                return deliveries  # (the worker's own attempt redelivers them, saying why)
+            answer = helper.run(helping.Batch(fan_out.id, fan_out.function, fan_out.payload, fan_out.deadline,
+                                              fan_out.recovered, first.function, [d.position for d in deliveries]))
+        finally:
+            pool.give_back(helper)
+        if answer is None or len(answer.outcomes) != len(deliveries):
+            return deliveries
+        hand.stats["helped"] += len(deliveries)
+        for sent in answer.sent:
+            if sent[0] == helping.INVOKE:  # (few: a map's join sends its target once)
+                self.submit(sent[1], decode(sent[2]))
+            else:
+                _, when, function, wire, name = sent
+                self.submit_at(when, function, decode(wire), name=name)
+        again: list[Delivery] = []
+        for delivery, outcome in zip(deliveries, answer.outcomes, strict=True):
+            kind = outcome[0]
+            if kind == helping.DONE:
+                self._count_done(delivery, hand, created=outcome[1], failed=outcome[2])
+            elif kind == helping.AGAIN:
+                again.append(delivery)
+            else:
+                env = self._open(delivery)
+                if kind == helping.DROPPED:
+                    done = DeliveryOutcome(DeliveryStatus.DROPPED)
+                else:
+                    error = HelperReported(outcome[-1])
+                    done = DeliveryOutcome(DeliveryStatus.FAILED, error=error) if kind == helping.FAILED else \
+                        DeliveryOutcome(DeliveryStatus.RETRY_HANDLER, retry=Envelope.from_wire(decode(outcome[1])),
+                                        delay=outcome[2], error=error)
+                self._act_on(delivery, runtime, env, done, hand)
+        return again
 
     def _runnable(self, delivery: Delivery, runtime: Runtime | None) -> Envelope | None:
         """The envelope `delivery` brings, ready to run; None when it must not run (a bad
@@ -822,13 +929,7 @@ class LocalPlatform:
             with self._lock:
                 self._failures.append(f"{where} {error_type(outcome.error) or 'error'}")
         if status is DeliveryStatus.DONE:
-            stats = hand.stats  # added to the platform's by `_settle`
-            stats["deliveries"] += 1
-            if outcome.done_report.created:
-                stats["committed"] += 1
-                hand.committed[delivery.function] += 1
-            else:
-                stats["replayed"] += 1
+            self._count_done(delivery, hand, created=outcome.done_report.created)
         elif status is DeliveryStatus.DROPPED:
             self._count("stale")
         elif status is DeliveryStatus.RETRY_HANDLER:
@@ -840,6 +941,21 @@ class LocalPlatform:
             self._count("failed")
         else:
             self._redeliver(delivery, runtime, env, outcome.cause)
+
+    def _count_done(self, delivery: Delivery, hand: _Hand, *, created: bool, failed: bool = False) -> None:
+        """Count a delivery done (its commit `created` or replayed), in `hand` (`_settle` adds
+        it to the platform's); `failed`: its egress ended the workflow in failure (`_act_on`
+        notes that itself for the worker's own deliveries)."""
+        if failed:
+            with self._lock:
+                self._failed_here.add(delivery.workflow)
+        stats = hand.stats
+        stats["deliveries"] += 1
+        if created:
+            stats["committed"] += 1
+            hand.committed[delivery.function] += 1
+        else:
+            stats["replayed"] += 1
 
     def _ended(self, env: Envelope) -> bool:
         """Whether `env` is a fan-out item or branch (not a timer, not a compensation: those have

@@ -57,9 +57,10 @@ import time
 from abc import ABC, abstractmethod
 from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
+from unum_entry.codec import decode
 from unum_entry.envelope import Envelope
 from unum_entry.errors import StoreError, StoreMisuse, StoreUnusable
 from unum_entry.local.handoff import call_wire, envelope_wire, is_plain
@@ -172,7 +173,8 @@ class FanOut:
     sent it, that delivery's wire form (`payload`) and the workflow deadline it ran with (the
     runtime sets it on the workflow's first delivery, whose wire has none); `id` its row.
     `runs`: its journaled runs not finished yet; `sealed`: every run of it has been journaled.
-    Its row goes when both say nothing is left."""
+    Its row goes when both say nothing is left. `recovered`: a previous process journaled it
+    (its calls are planned again as redeliveries: `FanOutCalls.redelivered`)."""
 
     workflow: str
     function: str
@@ -181,6 +183,12 @@ class FanOut:
     id: int = 0
     runs: int = 0
     sealed: bool = False
+    recovered: bool = False
+
+    def origin(self) -> Envelope:
+        """The origin's envelope as it ran (with its deadline): its checkpoint plans the calls
+        again (`Runtime.fan_out`). Raises EnvelopeError or ValueError for a payload that is no envelope."""
+        return replace(Envelope.from_wire(decode(self.payload)), deadline=self.deadline)
 
 
 @dataclass(slots=True, eq=False)
@@ -269,9 +277,10 @@ class DeliveryQueue(ABC):
         row"). Nothing to do in memory. To be called before `current` is finished, from its worker."""
         return False
 
-    def before_run(self, delivery: Delivery) -> None:
-        """Called by a worker just before `delivery` executes: returns once its row (its run's,
-        for a fan-out's call) is on disk. Raises StoreError when it cannot be written."""
+    def before_run(self, delivery: Delivery, *, elsewhere: bool = False) -> None:
+        """Called by a worker just before `delivery` executes (`elsewhere`: in another process):
+        returns once its row (its run's, for a fan-out's call) is on disk. Raises StoreError
+        when it cannot be written."""
 
     def push_run(self, run: CallRun) -> None:
         """Queue `run`'s calls, due now, accepted before (`journal_run`)."""
@@ -301,6 +310,27 @@ class DeliveryQueue(ABC):
         else:
             due.popleft()
         return head.take()
+
+    def pop_calls(self, fan_out: FanOut, function: str, limit: int) -> list[Delivery]:
+        """Up to `limit` calls to `function` of the journaled `fan_out`, taken in order from the
+        runs at the head of the due queue while they are its (none when another delivery is
+        first): more of a batch a helper process runs (unum_entry.local.helpers). Each stays
+        journaled until `finish`, as `pop_due`'s."""
+        taken: list[Delivery] = []
+        due = self._due
+        while len(taken) < limit and due:
+            head = due[0]
+            if not isinstance(head, CallRun) or head.fan_out is not fan_out or not head.first_id:
+                break
+            functions = head.calls.functions
+            while len(taken) < limit and len(head) and functions[head.positions[head.taken]] == function:
+                if len(head) > 1:
+                    self._in_runs -= 1
+                taken.append(head.take())
+            if len(head):  # another function's call next, or the limit reached
+                break
+            due.popleft()
+        return taken
 
     def next_due(self) -> float | None:
         """When the earliest queued delivery is due (0.0: now), or None if nothing is queued."""
@@ -456,15 +486,17 @@ class SQLiteQueue(DeliveryQueue):
         current.id = 0  # `finish` leaves the row: its chain hop holds it now
         return True
 
-    def before_run(self, delivery: Delivery) -> None:
+    def before_run(self, delivery: Delivery, *, elsewhere: bool = False) -> None:
         """With the SQLite store every store commit carries the pending rows (`_ride`), so a
         delivery's row is on disk no later than its checkpoint. A queue in a file of its own (a
-        file, DynamoDB or Firestore store's) has no such commit: a store write would make the
-        checkpoint of a delivery whose row is still gathering durable, and a crash before its
-        egress finished would leave it committed and undelivered, skipped by its sender's
-        duplicate (`_ride` tells the rest). So its row is written here first, with whatever else
-        is pending, in one commit (`sync=False`: the file's own durability)."""
-        if not self._owns_database:
+        file, DynamoDB or Firestore store's) has no such commit, nor has a store commit of
+        another process (`elsewhere`: a helper's, unum_entry.local.helpers): a store write would
+        make the checkpoint of a delivery whose row is still gathering durable, and a crash
+        before its egress finished would leave it committed and undelivered, skipped by its
+        sender's duplicate (`_ride` tells the rest). So its row is written here first, with
+        whatever else is pending, in one commit (`sync=False`: the file's own durability; in the
+        store's file the other process's synced commit, later in the same WAL, makes it durable)."""
+        if not self._owns_database and not elsewhere:
             return
         run = delivery.run
         accepted = run.accepted if run is not None else delivery.accepted
