@@ -20,6 +20,7 @@ STORE_ENV = "UNUM_STORE"
 DURABILITY_ENV = "UNUM_DURABILITY"
 DURABILITIES = ("full", "normal", "off")
 WORKERS_ENV = "UNUM_WORKERS"
+HELPERS_ENV = "UNUM_HELPERS"  # (unum_entry.local.helpers.SWITCH)
 TIMEOUT_ENV = "UNUM_TIMEOUT"
 
 
@@ -38,6 +39,11 @@ class _FromEnv(str):
 def positive_int(text: str) -> int:
     """A whole number ≥ 1 (argparse type)."""
     return _checked(text, int, lambda value: value >= 1, "a whole number >= 1")
+
+
+def non_negative_int(text: str) -> int:
+    """A whole number ≥ 0 (argparse type)."""
+    return _checked(text, int, lambda value: value >= 0, "a whole number >= 0")
 
 
 def positive_seconds(text: str) -> float:
@@ -74,13 +80,13 @@ def _naming_env(parse: Callable[[str], Any]) -> Callable[[str], Any]:
 
 
 def env_option(parser: argparse.ArgumentParser, flag: str, *, envvar: str, default: Any,
-               type: Callable[[str], Any] = str, help: str) -> None:
+               type: Callable[[str], Any] = str, help: str, default_text: str | None = None) -> None:
     """Add `flag` whose default is `$envvar` when set (parsed and checked as `type`), else
-    `default`; the help says both."""
+    `default`; the help says both (`default_text`: what the default means, when not its value)."""
     raw = os.environ.get(envvar)
     value: Any = _FromEnv(raw, envvar) if raw else default
     parser.add_argument(flag, type=_naming_env(type), default=value,
-                        help=f"{help} (default: ${envvar}, else {default})")
+                        help=f"{help} (default: ${envvar}, else {default if default_text is None else default_text})")
 
 
 def store_location(text: str) -> str:

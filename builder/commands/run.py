@@ -29,8 +29,9 @@ from unum_entry.errors import StoreError, StoreUnusable, UnumError, WorkflowFail
 
 from builder.commands.console import Console
 from builder.commands.io import command_line, parse_input, to_json
-from builder.commands.options import (DEFAULT_STORE, TIMEOUT_ENV, WORKERS_ENV, add_durability_option, add_store_option,
-                                      env_option, positive_int, positive_seconds, store_options)
+from builder.commands.options import (DEFAULT_STORE, HELPERS_ENV, TIMEOUT_ENV, WORKERS_ENV, add_durability_option,
+                                      add_store_option, env_option, non_negative_int, positive_int, positive_seconds,
+                                      store_options)
 from builder.commands.waiting import report_callbacks, report_waiting, resume_command
 
 if TYPE_CHECKING:
@@ -76,7 +77,7 @@ def _run(args: argparse.Namespace, results: TextIO) -> int:
     # Imports every handler before anything is stored: a syntax error or a missing handler is one
     # error line, not a workflow left "running".
     rq = RunQueue.for_store(store)  # deliveries and timers kept in the store's database: a killed run resumes
-    platform = LocalPlatform(workflow, store, workers=args.workers, queue=rq.queue,
+    platform = LocalPlatform(workflow, store, workers=args.workers, queue=rq.queue, helpers=args.helpers,
                              invocation_log=_invocation_log(args, console))
     workflow_id = new_workflow(None, args.workflow_id).workflow
     try:
@@ -289,6 +290,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                                "dynamodb://TABLE?endpoint=http://127.0.0.1:5001")
     add_durability_option(run)
     env_option(run, "--workers", envvar=WORKERS_ENV, default=8, type=positive_int, help="concurrent executions")
+    env_option(run, "--helpers", envvar=HELPERS_ENV, default=None, type=non_negative_int,
+               help="helper processes that run a wide fan-out's calls on the other CPUs, with the SQLite store "
+                    "(docs/embedded-engine.md; 0: none)", default_text="one per CPU but one")
     env_option(run, "--timeout", envvar=TIMEOUT_ENV, default=300.0, type=positive_seconds,
                help="seconds to wait for the workflow")
     run.add_argument("--workflow-id", default=None,

@@ -130,7 +130,9 @@ class Helper:
         # Unbuffered: a read returns what the pipe holds (a buffered one would wait to fill its buffer).
         self._in: IO[bytes] = os.fdopen(parent_reads, "rb", buffering=0)
         self._answers = msgpack.Unpacker(self._in, raw=False, max_buffer_size=1 << 30)
-        self.planned: set[int] = set()  # fan-outs this helper has been sent the origin of (it plans each once)
+        # The fan-outs whose calls the helper keeps planned, least recently sent first: the same
+        # rule on both sides (`_Server.plan`), so the origin is sent exactly when it is needed.
+        self.planned: OrderedDict[int, None] = OrderedDict()
         self.alive = True
         self.lent = 0  # workers it is lent to now (`HelperPool.lend`)
         # Batches are answered in the order they were sent: `_sent` numbers them, `_answered`
@@ -147,11 +149,10 @@ class Helper:
         to LENT_AT_ONCE workers may wait at once: the helper starts on the next batch as soon as
         it answered one, while that answer's worker waits for the interpreter."""
         with self._sending:
-            origin = [] if batch.id in self.planned else [batch.origin_function, batch.origin_payload,
-                                                           batch.deadline, batch.recovered]
+            origin = [] if _kept(self.planned, batch.id) else [batch.origin_function, batch.origin_payload,
+                                                               batch.deadline, batch.recovered]
             if not self._send(["run", batch.id, batch.function, list(batch.positions), *origin]):
                 return None
-            self.planned.add(batch.id)
             ticket = self._sent
             self._sent += 1
         with self._turn:
@@ -263,6 +264,19 @@ class HelperPool:
             helper.close(kill=kill)
 
 
+def _kept(plans: OrderedDict[int, Any], fan_out: int, planned: Any = None) -> bool:
+    """The plan cache's rule, the same in the engine and in the helper: whether `fan_out` is
+    kept (now the most recent), else it is added (`planned`) and the least recent beyond
+    PLANS_KEPT dropped."""
+    if fan_out in plans:
+        plans.move_to_end(fan_out)
+        return True
+    plans[fan_out] = planned
+    while len(plans) > PLANS_KEPT:
+        plans.popitem(last=False)
+    return False
+
+
 def _fields(launch: Launch) -> list[Any]:
     return [getattr(launch, name) for name in Launch.__slots__]
 
@@ -339,18 +353,33 @@ class _Server:
                           self.invoker, config=config, executor=executor, layer=StepsLayer)
             for name, spec in workflow.functions.items()}
         self.retry = RetryPolicy(base=launch.retry_base, cap=launch.retry_cap)
-        self._plans: OrderedDict[int, Any] = OrderedDict()  # fan-out id -> its FanOutCalls
-        self._planning = threading.Lock()
+        self._plans: OrderedDict[int, Any] = OrderedDict()  # fan-out id -> its FanOutCalls (`_kept`)
 
-    def run(self, request: list[Any]) -> list[Any]:
-        """The answer message for one batch message (`Helper.run`)."""
+    def plan(self, request: list[Any]) -> Any:
+        """The calls of a batch message's fan-out (its `FanOutCalls`): planned again from its
+        origin's checkpoint when the message carries the origin (`_kept`: the first batch of a
+        fan-out, or one the cache dropped since). Called in the order the messages came."""
+        from unum_entry.local.queue import FanOut
+
+        _, fan_out_id, _, _, *origin = request
+        if origin:
+            origin_function, payload, deadline, recovered = origin
+            planned = self.runtimes[origin_function].fan_out(FanOut("", origin_function, payload, deadline).origin())
+            if planned is None:
+                raise RuntimeError(f"fan-out {fan_out_id} of {origin_function}: its origin's checkpoint is gone")
+            _kept(self._plans, fan_out_id, planned.redelivered() if recovered else planned)
+        elif not _kept(self._plans, fan_out_id):
+            raise RuntimeError(f"fan-out {fan_out_id}: sent without its origin, and not planned here")
+        return self._plans[fan_out_id]
+
+    def run(self, calls: Any, request: list[Any]) -> list[Any]:
+        """The answer message for one batch message (`Helper.run`) of the fan-out `calls` (`plan`)."""
         from unum_entry.codec import encode
         from unum_entry.invocation_log import error_type
         from unum_entry.local.handoff import open_call
         from unum_entry.platforms.common import DeliveryStatus, deliver_many
 
-        _, fan_out_id, function, positions, *origin = request
-        calls = self._calls(fan_out_id, origin)
+        _, _, function, positions, *_ = request
         runtime = self.runtimes[function]
         envs = [open_call(calls, position) for position in positions]
         self.invoker.clear()
@@ -369,24 +398,6 @@ class _Server:
             else:
                 outcomes.append([AGAIN])
         return ["answer", outcomes, self.invoker.sent]
-
-    def _calls(self, fan_out_id: int, origin: list[Any]) -> Any:
-        """The fan-out's calls, planned again from its origin's checkpoint the first time."""
-        from unum_entry.local.queue import FanOut
-
-        with self._planning:
-            calls = self._plans.get(fan_out_id)
-            if calls is None:
-                origin_function, payload, deadline, recovered = origin
-                planned = self.runtimes[origin_function].fan_out(
-                    FanOut("", origin_function, payload, deadline).origin())
-                if planned is None:
-                    raise RuntimeError(f"fan-out {fan_out_id} of {origin_function}: its origin's checkpoint is gone")
-                calls = planned.redelivered() if recovered else planned
-                self._plans[fan_out_id] = calls
-                while len(self._plans) > PLANS_KEPT:
-                    self._plans.popitem(last=False)
-            return calls
 
 
 def _serve(requests: IO[bytes], answers: IO[bytes]) -> None:
@@ -420,7 +431,14 @@ def _serve(requests: IO[bytes], answers: IO[bytes]) -> None:
     writer.start()
     with ThreadPoolExecutor(LENT_AT_ONCE, thread_name_prefix="unum-helper", initializer=server.cpu.pin) as pool:
         for request in unpacker:
-            running.put(pool.submit(server.run, request))
+            try:
+                calls = server.plan(request)
+            except Exception as exc:  # answered in its turn (`answer`), and the helper ends
+                failed: Future[list[Any]] = Future()
+                failed.set_exception(exc)
+                running.put(failed)
+                break
+            running.put(pool.submit(server.run, calls, request))
         running.put(None)
     writer.join()
 
