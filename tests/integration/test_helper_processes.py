@@ -175,3 +175,25 @@ def test_run_killed_with_sigkill_leaves_no_helper_and_resumes(tmp_path: Path) ->
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout) == {"sum": sum(range(3 * WIDTH)), "n": 3 * WIDTH}
     assert sorted(item_checkpoints(store)) == list(range(3 * WIDTH))
+
+
+def test_a_call_the_helper_must_redeliver_runs_again_in_the_engine(tmp_path: Path) -> None:
+    """A store error inside a handler (unum's own store in a step: transient) asks for a
+    redelivery; a helper answers it as such, and the engine runs the call itself at once."""
+    log = tmp_path / "ran"
+    folder = write_map(tmp_path / "m", f"import os\nfrom unum_entry.errors import StoreError\n\nPARENT = {os.getpid()}\n\n"
+                                       "def handler(event, context):\n"
+                                       "    if event % 50 == 3:\n"
+                                       f"        with open({str(log)!r}, 'a') as f:\n"
+                                       "            f.write(f'{event} {os.getpid() == PARENT}\\n')\n"
+                                       "        if os.getpid() != PARENT:\n"
+                                       "            raise StoreError('the store is struggling')\n"
+                                       "    return event\n")
+    result, platform, _ = run_map(tmp_path, folder, helpers=1)
+    assert result.result == {"sum": sum(range(WIDTH)), "n": WIDTH}
+    runs = [line.split() for line in log.read_text().splitlines()]
+    in_helper = {int(item) for item, here in runs if here == "False"}
+    in_engine = [int(item) for item, here in runs if here == "True"]
+    assert in_helper, "the helper must have met some of them"
+    assert sorted(in_engine) == [i for i in range(WIDTH) if i % 50 == 3]  # each committed once, in the engine
+    assert sorted(item_checkpoints(tmp_path / "s.db")) == list(range(WIDTH))

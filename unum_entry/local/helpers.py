@@ -7,9 +7,9 @@ file (WAL: one writer at a time, each commit a few hundred microseconds of a bat
 milliseconds).
 
 How: a `LocalPlatform` on the SQLite store with its durable queue (what `run` uses) lends a
-worker's batch of a fan-out's calls (one function's, of one journaled fan-out) to an idle
-helper when one is running, and starts one (up to `helpers`) when `HELPER_QUEUED` calls or more
-wait. A helper is `python -m unum_entry.local.helpers`: it opens the same workflow folder and
+worker's batch of a fan-out's calls (up to BATCH of one function's, of one journaled fan-out) to
+a helper (each is lent to LENT_AT_ONCE workers at once), and starts one (up to `helpers`) when
+`HELPER_QUEUED` calls or more wait. A helper is `python -m unum_entry.local.helpers`: it opens the same workflow folder and
 database file, plans the fan-out's calls again from its origin's checkpoint (`Runtime.fan_out`,
 as a resume does), runs the batch with the same delivery policy (`deliver_many`), and answers
 with each call's outcome (`Answer`) and the invokes and timers its executions sent, which the
@@ -22,7 +22,8 @@ of either process at any instant leaves the row, and a resume runs the run again
 that committed are duplicates their checkpoints absorb. A helper that dies (its pipe ends) is
 dropped and the worker runs the batch itself; a call whose outcome is a redelivery (the store
 struggling, a bug, a crash) runs again in the engine itself. A helper exits when its pipe ends
-(the engine closed or died), and at once when its parent dies (Linux: PR_SET_PDEATHSIG).
+(the engine closed or died), and at once when the engine's thread that started it ends (Linux:
+PR_SET_PDEATHSIG; that thread is a worker, which ends with the platform or the process).
 """
 
 from __future__ import annotations
@@ -52,7 +53,7 @@ HELPER_QUEUED = 4096
 BATCH = 256
 #: Workers a helper is lent to at once: it has the next batch in hand when it answers one.
 LENT_AT_ONCE = 2
-#: Fan-outs whose planned calls a helper keeps (each planned once per helper).
+#: Fan-outs whose planned calls a helper keeps (`_kept`: the engine sends an origin only when needed).
 PLANS_KEPT = 8
 #: Seconds `close` waits for a helper to exit before it kills it.
 EXIT_PATIENCE = 2.0
@@ -86,8 +87,8 @@ class Launch:
 class Batch:
     """Calls of one journaled fan-out to one function, by position: the fan-out's `origin`
     (the function that sent it, its wire form and the deadline it ran with) and `id` (its
-    journal row: a helper plans each fan-out once), and whether it was recovered (its calls are
-    redeliveries: `FanOutCalls.redelivered`)."""
+    journal row: a helper plans a fan-out once while it keeps its plan, `_kept`), and whether
+    it was recovered (its calls are redeliveries: `FanOutCalls.redelivered`)."""
 
     id: int
     origin_function: str
@@ -110,7 +111,7 @@ class Answer:
 
 
 class Helper:
-    """One helper process and its pipes; used by one worker at a time (`HelperPool.lend`)."""
+    """One helper process and its pipes, lent to up to LENT_AT_ONCE workers at once (`HelperPool.lend`)."""
 
     def __init__(self, launch: Launch) -> None:
         child_reads, parent_writes = os.pipe()
@@ -212,9 +213,9 @@ class HelperPool:
         self._closed = False
 
     def lend(self, queued: int) -> Helper | None:
-        """An idle helper for one batch, to `give_back`; a new one when none is idle, fewer than
-        `size` run, and `queued` calls wait (at least HELPER_QUEUED); else None (the worker
-        runs its batch itself). Never blocks on a helper."""
+        """A helper for one batch (lent to fewer than LENT_AT_ONCE workers), to `give_back`; a
+        new one when none is free, fewer than `size` run, and `queued` calls wait (at least
+        HELPER_QUEUED); else None (the worker runs its batch itself). Never waits for a batch."""
         with self._lock:
             if self._closed:
                 return None
@@ -248,12 +249,6 @@ class HelperPool:
             if helper.lent:
                 return
         helper.close(kill=True)
-
-    @property
-    def started(self) -> int:
-        """Helpers running now."""
-        with self._lock:
-            return len(self._all)
 
     def close(self, *, kill: bool = False) -> None:
         """End every helper (`Helper.close`). Idempotent."""

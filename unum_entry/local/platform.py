@@ -18,7 +18,9 @@ Egress hands a call's `Envelope` itself to this platform (`submit_envelope`): a 
 successor is its own next delivery, with no wire round trip and no queue (its values sealed:
 unum_entry.local.handoff), the rest of a fan-out is queued in wire form; a worker takes quick
 deliveries from the shared queue in small batches and keeps its counts to itself between them
-(`_Hand`), so the queue's lock is taken about once per batch, not twice per delivery.
+(`_Hand`), so the queue's lock is taken about once per batch, not twice per delivery. On the
+SQLite store with a durable queue, a worker lends a batch of a wide fan-out's calls to a helper
+process on another CPU (`_lend`, unum_entry.local.helpers) and does what each outcome asks.
 """
 
 from __future__ import annotations
