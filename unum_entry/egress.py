@@ -78,12 +78,14 @@ class EgressReport(Frozen):
 
 def egress(ctx: EgressContext, env: Envelope, invocation: str, checkpoint: str | None,
            stored: bytes, created: bool, *, value_end: int | None = None,
-           leaf_state: SetState | None = None, branch_plan: Plan | None = None) -> EgressReport:
+           leaf_state: SetState | None = None, parent_state: SetState | None = None,
+           branch_plan: Plan | None = None) -> EgressReport:
     """Run steps 2-3 over the committed bytes `stored` (`created`: this execution's commit won).
     `value_end`: where the committed value ends in `stored` when the caller knows (its own
     commit, followed by its history stamp): decoded without parsing the stamp. `leaf_state`:
-    the join's leaf shard after the add the commit made with it (`commit_joining`), or None.
-    `branch_plan`: a fan-in branch's plan as `Program.branch_plan` built it for `env`."""
+    the join's leaf shard after the add the commit made with it (`commit_joining`), or None;
+    `parent_state`: with it, the leaf's parent after the join's next add, when that was made
+    with other branches' (`fanin.next_add`), or None. `branch_plan`: a fan-in branch's plan as `Program.branch_plan` built it for `env`."""
     encoded = stored if value_end is None else stored[:value_end]
     if commits_its_result(ctx.ir):  # the commit was the result record: nothing more to do
         return EgressReport(value=decode(encoded)["value"], created=created, invoked=0, terminal=True)
@@ -105,7 +107,7 @@ def egress(ctx: EgressContext, env: Envelope, invocation: str, checkpoint: str |
         calls = not_yet_committed(ctx.store, calls)
     invoked = _dispatch(ctx, invocation, calls)
     if the_plan.join is not None and checkpoint is not None:
-        invoked += _join(ctx, env, invocation, checkpoint, the_plan.join, created, leaf_state)
+        invoked += _join(ctx, env, invocation, checkpoint, the_plan.join, created, leaf_state, parent_state)
     if the_plan.terminal:
         _finish(ctx, env, invocation, value, the_plan)
     return EgressReport(value, created, invoked, the_plan.terminal, the_plan.failure is not None)
@@ -155,15 +157,16 @@ def _finish(ctx: EgressContext, env: Envelope, invocation: str, value: Any, the_
 
 
 def _join(ctx: EgressContext, env: Envelope, invocation: str, checkpoint: str, join: Join, created: bool,
-          leaf_state: SetState | None = None) -> int:
+          leaf_state: SetState | None = None, parent_state: SetState | None = None) -> int:
     """Add our checkpoint to the fan-in set (its leaf shard's add made already when
-    `leaf_state` is given); invoke the target if we saw every branch join."""
+    `leaf_state` is given, and its parent's when `parent_state` is); invoke the target if we
+    saw every branch join."""
     if fanin.ends_at_leaf(leaf_state):  # (most branches: no ledger to build)
         return 0
     # The ledger stamps every add of a set with the workflow's deadline and refuses an add past
     # it (unum_entry.fanin.join): a late join fails the workflow instead of recreating its shard.
     complete = fanin.join(ctx.store, Ledger.of(env, ctx.retention), join.set_key, join.width, join.slot,
-                          checkpoint, leaf_state=leaf_state)
+                          checkpoint, leaf_state=leaf_state, parent_state=parent_state)
     if not complete:
         return 0
     calls = [join.target_call(env)]

@@ -20,6 +20,10 @@ the target again once the shard is full: a target that commits its result (no ch
 a duplicate to see) then ran its ingress once per such execution, reading every leaf shard
 (the wide-map schedules on DynamoDB: ~440 target deliveries for ~40 branches). The claim
 costs one more upsert per shard, by its completer.
+
+`leaf_add` and `next_add` name a branch's first two adds, for a store to make with other writes
+(its checkpoint's create; a batch of branches' next-level adds in one write, `Runtime.handle_many`);
+`join` then goes on from the states they left.
 """
 
 from __future__ import annotations
@@ -91,11 +95,37 @@ def ends_at_leaf(leaf_state: SetState | None) -> bool:
     return leaf_state is not None and not leaf_state.full
 
 
+def next_add(ledger: Ledger, set_key: str, width: int, slot: int, leaf_state: SetState) -> SetAdd | None:
+    """The add `join` makes after the leaf add whose shard is then `leaf_state`, for a store to
+    make with other branches' (`Store.add_to_set_many`; its state then goes to `join` as
+    `parent_state`): the filled leaf's add to its parent, when this branch carries the join on
+    and the store told so (`completed_by`). None when `join` ends at the leaf, the leaf is the
+    root, or this branch must claim the shard first. Raises RetentionExpired as `join` would."""
+    widths = _level_widths(width)
+    shard_index, position = divmod(slot, SHARD_SLOTS)
+    if len(widths) < 2 or not leaf_state.full or _carries_on(leaf_state, position) is not True:
+        return None
+    parent_index, parent_position = divmod(shard_index, SHARD_SLOTS)
+    parent = _shard(set_key, 1, parent_index, widths[1])
+    ledger.check_join(set_key, parent.key)
+    return SetAdd(parent.key, parent_position, _PARENT_MEMBER, parent.size, ledger.expires_at(Kind.SET))
+
+
+def _carries_on(state: SetState, position: int) -> bool | None:
+    """Whether the adder at `position` of the shard it saw full (`state`) carries the join on
+    to the next level: where the store says which add completed the shard, only that adder
+    does (True or False); elsewhere None: it must claim the shard first (the module docstring)."""
+    if state.completed_by is None:
+        return None
+    return state.completed_by == position
+
+
 def join(store: Store, ledger: Ledger, set_key: str, width: int, slot: int, member: str, *,
-         leaf_state: SetState | None = None) -> bool:
+         leaf_state: SetState | None = None, parent_state: SetState | None = None) -> bool:
     """Add `member` at `slot` of the join set; True when this call saw every branch joined.
     `leaf_state`: the leaf shard right after that add, when the store made it already (with the
-    branch's checkpoint: `leaf_add`); the rest of the join goes on from there.
+    branch's checkpoint: `leaf_add`); `parent_state`: with it, the leaf's parent right after the
+    add `next_add` named, when the store made that too; the rest of the join goes on from there.
 
     Every add goes through the workflow's `ledger`: stamped with the deadline (the same expiry
     in every add, so identical adds leave a shard unchanged on every store), and refused with
@@ -111,18 +141,21 @@ def join(store: Store, ledger: Ledger, set_key: str, width: int, slot: int, memb
         shard = _shard(set_key, level, shard_index, level_width)
         if level == 0 and leaf_state is not None:
             state = leaf_state
+        elif level == 1 and parent_state is not None and leaf_state is not None:
+            state = parent_state
         else:
             state = ledger.add_to_set(store, set_key, shard.key, position, member, size=shard.size)
         if not state.full:
             return False
-        if state.completed_by is None:  # the store cannot tell who completed it: claim (module doc)
+        carries_on = _carries_on(state, position)
+        if carries_on is None:  # the store cannot tell who completed it: claim (module doc)
             claim = state.members.get(CLAIM_SLOT)
             if claim is None:
                 claim = ledger.add_to_set(store, set_key, shard.key, CLAIM_SLOT, str(position),
                                           size=shard.size).members.get(CLAIM_SLOT)
             if claim != str(position):
                 return False
-        elif state.completed_by != position:
+        elif not carries_on:
             # The store saw another adder complete this shard: that adder (and its retries)
             # carries the join on; seeing it full as well changes nothing.
             return False

@@ -34,7 +34,7 @@ from unum_entry.invokers import Invoker
 from unum_entry.ir import FanIn, FanOut, FunctionIR, Map
 from unum_entry.outcome import Ending, failure_record, finished, record_failure, user_trace
 from unum_entry.retention import Ledger, Retention, store_retention
-from unum_entry.stores.base import Record, SetAdd, SetState, Store
+from unum_entry.stores.base import Joined, Record, SetAdd, SetState, Store
 from unum_entry.timers import Timers
 from unum_entry.tracing import Tracing
 from unum_entry.watchdog import Watchdog
@@ -188,17 +188,46 @@ class Runtime:
                 for _, staged, ledger, leaf_add in joining])
         except Exception as exc:  # (it returns each item's failure; a bug fails them all)
             made = [exc] * len(joining)
-        for (i, staged, _, _), outcome in zip(joining, made, strict=True):
+        parents = self._next_adds(joining, made)
+        for (i, staged, _, _), outcome, parent in zip(joining, made, parents, strict=True):
             if isinstance(outcome, Exception):  # its commit was not made
                 results[i] = outcome
                 continue
             stored, created, joined = outcome
             try:
                 results[i] = self._egress_over(staged.env, staged.invocation, staged.checkpoint, stored, created,
-                                               staged.history, joined, staged.planned)
+                                               staged.history, joined, staged.planned, parent)
             except Exception as exc:
                 results[i] = exc
         return results
+
+    def _next_adds(self, joining: list[tuple[int, _Staged, Ledger, SetAdd]],
+                   made: list[Joined | Exception]) -> list[SetState | None]:
+        """For each committed branch of `handle_many`'s batch whose leaf add filled its shard
+        and which carries the join on (`fanin.next_add`: one in SHARD_SLOTS), the leaf's parent
+        after that branch's add to it, the batch's such adds made in one write
+        (`Store.add_to_set_many`); None for the others, whose egress makes its own adds as
+        `handle` does (also when its add here failed: egress makes it again, and says why)."""
+        parents: list[SetState | None] = [None] * len(joining)
+        by_workflow: dict[str, tuple[list[SetAdd], list[int]]] = {}  # (a batch may hold several workflows' branches)
+        for k, ((_, staged, ledger, _), outcome) in enumerate(zip(joining, made, strict=True)):
+            if isinstance(outcome, Exception) or outcome[2] is None or not outcome[2].full:
+                continue
+            join = staged.planned.join if staged.planned is not None else None
+            if join is None:
+                continue
+            try:
+                add = fanin.next_add(ledger, join.set_key, join.width, join.slot, outcome[2])
+            except RetentionExpired:  # egress reports it
+                continue
+            if add is not None:
+                adds, where = by_workflow.setdefault(ledger.workflow, ([], []))
+                adds.append(add)
+                where.append(k)
+        for workflow, (adds, where) in by_workflow.items():
+            for k, state in zip(where, self.store.add_to_set_many(adds, workflow=workflow), strict=True):
+                parents[k] = None if isinstance(state, Exception) else state
+        return parents
 
     def _stage(self, env: Envelope) -> _Staged | EgressReport | None:
         """`handle` up to the commit: ingress and the handler. Returns what to commit (`_Staged`),
@@ -274,21 +303,23 @@ class Runtime:
                                  joined, staged.planned)
 
     def _egress_over(self, env: Envelope, invocation: str, checkpoint: str | None, stored: bytes, created: bool,
-                     history: bytes = b"", joined: SetState | None = None, planned: Plan | None = None) -> EgressReport:
+                     history: bytes = b"", joined: SetState | None = None, planned: Plan | None = None,
+                     parent: SetState | None = None) -> EgressReport:
         """Egress over the committed bytes `stored`; `history`: the stamp this execution's own
         commit put after its value (when `created` and `stored` ends with it, the value is
         decoded without parsing the stamp); `joined`: the join's leaf shard, when the commit
-        made its add; `planned`: a fan-in branch's plan, built before its commit."""
+        made its add; `planned`: a fan-in branch's plan, built before its commit; `parent`: the
+        leaf's parent, when the join's next add was made with its batch's (`_next_adds`)."""
         value_end = len(stored) - len(history) if created and history and stored.endswith(history) else None
         if self._hooked:
             self.hooks.at(FaultPoint.AFTER_CHECKPOINT, invocation)
         if self._traced:
             with self.tracing.span("egress"):
                 report = egress(self._egress, env, invocation, checkpoint, stored, created, value_end=value_end,
-                                leaf_state=joined, branch_plan=planned)
+                                leaf_state=joined, parent_state=parent, branch_plan=planned)
         else:
             report = egress(self._egress, env, invocation, checkpoint, stored, created, value_end=value_end,
-                            leaf_state=joined, branch_plan=planned)
+                            leaf_state=joined, parent_state=parent, branch_plan=planned)
         if report.terminal and not report.failed and len(env.frames) <= 1:  # the workflow's root result
             self._answer_caller(env.workflow)
         return report

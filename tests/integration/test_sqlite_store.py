@@ -861,3 +861,29 @@ def test_shared_writes_wait_for_the_writer_lock_files_holder(tmp_path: Path) -> 
     finally:
         os.close(fd)
     store.close()
+
+
+def test_add_to_set_many_makes_every_add_in_one_write_and_a_refused_set_fails_alone(tmp_path: Path) -> None:
+    """`Store.add_to_set_many` (a batch of fan-in branches' next-level adds): each add as
+    `add_to_set` makes it, the states in order; a key that holds a value refuses its adds
+    alone; all in one transaction."""
+    from unum_entry.stores.base import SetAdd
+
+    store = SQLiteStore.open(tmp_path / "s.db")
+    expires = int(time.time()) + 3600
+    store.create("a-value", b"v", workflow="wf", expires_at=expires)
+    store.add_to_set("s1", 0, "x", size=3, workflow="wf", expires_at=expires)
+    commits = []
+    store.database.add_rider(lambda conn, careful: commits.append(1))  # type: ignore[arg-type,func-returns-value]
+    states = store.add_to_set_many([SetAdd("s1", 1, "y", 3, expires), SetAdd("a-value", 0, "z", 2, expires),
+                                    SetAdd("s2", 0, "p", 2, expires), SetAdd("s1", 2, "w", 3, expires),
+                                    SetAdd("s1", 1, "other", 3, expires)], workflow="wf")
+    assert len(commits) == 1  # one transaction
+    first, refused, second, full, again = states
+    assert not isinstance(first, Exception) and dict(first.members) == {0: "x", 1: "y"} and not first.full
+    assert isinstance(refused, StoreError)
+    assert not isinstance(second, Exception) and dict(second.members) == {0: "p"}
+    assert not isinstance(full, Exception) and full.full and full.completed_by == 2
+    assert not isinstance(again, Exception) and again.members[1] == "y"  # a slot keeps its first member
+    assert store.add_to_set("s1", 0, "late", size=3, workflow="wf", expires_at=expires).full
+    store.close()

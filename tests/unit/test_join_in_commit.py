@@ -29,14 +29,16 @@ MAP = map_sum(WIDTH)
 def counted(store: Store, calls: Counter[str]) -> Store:
     """`store` with its create, create-and-add and add primitives counted (a batch of
     creates-and-adds: as one call of `_create_joining_many`, and each of its items as a
-    `_create_joining`)."""
-    for name in ("_create", "_create_joining", "_add_to_set", "_create_joining_many"):
+    `_create_joining`; a batch of adds as one call of `_add_to_set_many`, and each of its items
+    as an `_add_to_set`)."""
+    for name in ("_create", "_create_joining", "_add_to_set", "_create_joining_many", "_add_to_set_many"):
         original = getattr(store, name)
+        items = {"_create_joining_many": "_create_joining", "_add_to_set_many": "_add_to_set"}
 
         def counting(*args: Any, _name: str = name, _original: Any = original) -> Any:
             calls[_name] += 1
-            if _name == "_create_joining_many":
-                calls["_create_joining"] += len(args[0])
+            if _name in items:
+                calls[items[_name]] += len(args[0])
             return _original(*args)
 
         setattr(store, name, counting)
@@ -60,6 +62,7 @@ def test_each_branch_commits_its_checkpoint_and_its_leaf_add_in_one_write(tmp_pa
     assert calls["_add_to_set"] == 3  # only the parent shard's adds, one per leaf that filled
     if kind == "memory":
         assert calls["_create_joining_many"] == 0  # nothing to gain from batches: one lock per write
+        assert calls["_add_to_set_many"] == 0
 
 
 def test_a_store_that_cannot_makes_them_as_two_writes_with_the_same_result(tmp_path: Path) -> None:
@@ -68,3 +71,20 @@ def test_a_store_that_cannot_makes_them_as_two_writes_with_the_same_result(tmp_p
     outcome = run_map(tmp_path, store)
     assert outcome.failure is None and outcome.result == sum(2 * i for i in range(WIDTH))
     assert inner["_create_joining"] == 0 and inner["_add_to_set"] == WIDTH + 3
+
+
+def test_a_batch_of_branches_makes_the_next_level_adds_of_the_leaves_it_filled_in_one_write(tmp_path: Path) -> None:
+    """On SQLite a worker's batch of branches commits together (`create_joining_many`), and the
+    branches whose leaf add filled their shard make their adds to the parent shard together
+    too (`Runtime._next_adds`, `Store.add_to_set_many`): the same adds, fewer writes."""
+    calls: Counter[str] = Counter()
+    store = counted(SQLiteStore.open(tmp_path / "unum.db"), calls)
+    for attempt in range(5):  # (a worker batches once its deliveries have proven quick)
+        calls.clear()
+        outcome = run_map(tmp_path / str(attempt), store, workers=1)
+        assert outcome.failure is None and outcome.result == sum(2 * i for i in range(WIDTH))
+        assert calls["_add_to_set"] == 3  # one per leaf that filled, however made
+        if calls["_add_to_set_many"]:
+            break
+    store.close()
+    assert calls["_add_to_set_many"] >= 1 and calls["_add_to_set_many"] < 3, calls

@@ -335,6 +335,40 @@ class Store(ABC):
                 results[i] = exc
         return results  # type: ignore[return-value]  # every item set above
 
+    def add_to_set_many(self, adds: Sequence[SetAdd], *, workflow: str) -> list[SetState | Exception]:
+        """`add_to_set` of each of `adds` (the next adds of a batch of fan-in branches' joins:
+        unum_entry.runtime), in one atomic write where the store batches joins
+        (`joins_in_batches`), else one by one. Returns, in order, the set right after each add
+        or the exception that failed it; a write that fails fails every add it held."""
+        if not self.joins_in_batches:
+            return [self._added_or_error(add, workflow) for add in adds]
+        results: list[SetState | Exception | None] = [None] * len(adds)
+        records: list[tuple[Record, int, str]] = []
+        where: list[int] = []
+        for i, add in enumerate(adds):
+            try:
+                _check_set_add(add.key, add.slot, add.size)
+                records.append((Record(add.key, Kind.SET, workflow, _expiry(add.key, add.expires_at), None, add.size),
+                                add.slot, add.member))
+            except Exception as exc:  # this add's own (a bad slot, a bad expiry)
+                results[i] = exc
+                continue
+            where.append(i)
+        try:
+            made = self._add_to_set_many(records) if records else []
+        except Exception as exc:  # the write failed: none of its adds was made
+            made = [exc] * len(records)
+        for i, state in zip(where, made, strict=True):
+            results[i] = state if isinstance(state, Exception) else self._completed(state)
+        return results  # type: ignore[return-value]  # every item set above
+
+    def _added_or_error(self, add: SetAdd, workflow: str) -> SetState | Exception:
+        try:
+            return self.add_to_set(add.key, add.slot, add.member, size=add.size, workflow=workflow,
+                                   expires_at=add.expires_at)
+        except Exception as exc:
+            return exc
+
     def _joining_or_error(self, create: Joining) -> Joined | Exception:
         try:
             return self.create_joining(create.key, create.value, workflow=create.workflow,
@@ -547,6 +581,12 @@ class Store(ABC):
                              ) -> list[tuple[Record | None, SetState | None] | Exception]:
         """For a backend with `joins_in_batches`: `_create_joining` of each item, all in one
         atomic write; raises when that write fails (then nothing was made)."""
+        raise NotImplementedError(f"{type(self).__name__} does not join in batches")
+
+    def _add_to_set_many(self, items: list[tuple[Record, int, str]]) -> list[SetState | Exception]:
+        """For a backend with `joins_in_batches`: `_add_to_set` of each (set record, slot,
+        member), all in one atomic write; an item whose set refuses it (a key holding a value)
+        fails alone. Raises when that write fails (then nothing was made)."""
         raise NotImplementedError(f"{type(self).__name__} does not join in batches")
 
     def _create_joining(self, record: Record, set_record: Record, slot: int,

@@ -184,6 +184,26 @@ class SQLiteStore(Store):
     def _add_to_set(self, record: Record, slot: int, member: str) -> SetState:
         return self.database.write(lambda conn: self._add_in(conn, record, slot, member))
 
+    def _add_to_set_many(self, items: list[tuple[Record, int, str]]) -> list[SetState | Exception]:
+        by_set: dict[str, list[int]] = {}  # the adds to each set, in order
+        for i, (record, _, _) in enumerate(items):
+            by_set.setdefault(record.key, []).append(i)
+
+        def add_many(conn: sqlite3.Connection) -> list[SetState | Exception]:
+            made: list[SetState | Exception | None] = [None] * len(items)
+            for indexes in by_set.values():
+                states: list[SetState | Exception]
+                try:  # (one statement reads and one writes the set: nothing to undo when it refuses)
+                    states = list(self._add_many_in(conn, items[indexes[0]][0],
+                                                    [(items[i][1], items[i][2]) for i in indexes]))
+                except StoreError as exc:  # this set's own trouble (not a set): its adds fail, not the others
+                    states = [exc] * len(indexes)
+                for i, state in zip(indexes, states, strict=True):
+                    made[i] = state
+            return made  # type: ignore[return-value]  # every item set above
+
+        return self.database.write(add_many)  # one transaction: all of them or none
+
     def _add_in(self, conn: sqlite3.Connection, record: Record, slot: int, member: str) -> SetState:
         """`_add_to_set` inside the caller's write transaction (`_add_many_in` of one add)."""
         return self._add_many_in(conn, record, ((slot, member),))[0]
