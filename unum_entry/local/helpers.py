@@ -9,11 +9,12 @@ milliseconds).
 How: a `LocalPlatform` on the SQLite store with its durable queue (what `run` uses) lends a
 worker's batch of a fan-out's calls (up to BATCH of one function's, of one journaled fan-out) to
 a helper (each is lent to LENT_AT_ONCE workers at once), and starts one (up to `helpers`) when
-`HELPER_QUEUED` calls or more wait. A helper is `python -m unum_entry.local.helpers`: it opens the same workflow folder and
-database file, plans the fan-out's calls again from its origin's checkpoint (`Runtime.fan_out`,
-as a resume does), runs the batch with the same delivery policy (`deliver_many`), and answers
-with each call's outcome (`Answer`) and the invokes and timers its executions sent, which the
-lending worker queues as its own before it finishes the batch. Nothing else changes hands.
+`HELPER_QUEUED` calls or more wait. A helper is `python -m unum_entry.local.helpers`: it opens
+the same workflow folder and database file, plans the fan-out's calls again from its origin's
+checkpoint (`Runtime.fan_out`, as a resume does), runs the batch with the same delivery policy
+(`deliver_many`), and answers with each call's outcome (`Answer`) and the invokes and timers its
+executions sent, which the lending worker queues as its own before it finishes the batch.
+Nothing else changes hands.
 
 Exactly once, unchanged: the batch's journal row (its run's) is on disk before the helper runs
 it (`DeliveryQueue.before_run(..., elsewhere=True)`: the helper's commits do not carry the

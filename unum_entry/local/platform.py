@@ -845,7 +845,8 @@ class LocalPlatform:
         helper = pool.lend(len(self.queue))
         if helper is None:
             return deliveries
-        if len(deliveries) < helping.BATCH:  # a helper's batch is larger: its answer waits for this process's interpreter
+        # A helper's batch is larger than a worker's: its answer waits for this process's interpreter.
+        if len(deliveries) < helping.BATCH:
             with self._lock:
                 more = self.queue.pop_calls(fan_out, first.function, helping.BATCH - len(deliveries))
                 for delivery in more:

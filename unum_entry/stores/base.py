@@ -227,6 +227,44 @@ class WorkflowEntry:
     last_expiry: int
 
 
+Item = TypeVar("Item")
+Prepared = TypeVar("Prepared")
+Outcome = TypeVar("Outcome")
+Result = TypeVar("Result")
+
+
+def _in_one_write(items: Sequence[Item], prepare: Callable[[Item], Prepared],
+                  write: Callable[[list[Prepared]], Sequence[Outcome | Exception]],
+                  finish: Callable[[Item, Outcome], Result]) -> list[Result | Exception]:
+    """The rule of a store's batches (`create_joining_many`, `add_to_set_many`): each item
+    `prepare`d (a failure there fails that item alone), the prepared ones made in one `write`
+    (which answers each, or fails as a whole: then every item it held fails with its error, none
+    was made), each answer `finish`ed (a failure there fails that item alone). In order."""
+    results: list[Result | Exception | None] = [None] * len(items)
+    prepared: list[Prepared] = []
+    where: list[int] = []
+    for i, item in enumerate(items):
+        try:
+            prepared.append(prepare(item))
+        except Exception as exc:  # this item's own (a bad add, a value that cannot be chunked)
+            results[i] = exc
+            continue
+        where.append(i)
+    try:
+        made: Sequence[Outcome | Exception] = write(prepared) if prepared else []
+    except Exception as exc:  # the write failed: none of its items was made
+        made = [exc] * len(prepared)
+    for i, outcome in zip(where, made, strict=True):
+        if isinstance(outcome, Exception):
+            results[i] = outcome
+            continue
+        try:
+            results[i] = finish(items[i], outcome)
+        except Exception as exc:  # (e.g. a winner's value whose chunks are gone)
+            results[i] = exc
+    return results  # type: ignore[return-value]  # every item set above
+
+
 class Store(ABC):
     """Checkpoints, results and coordination sets over a strongly consistent backend."""
 
@@ -310,30 +348,14 @@ class Store(ABC):
         that fails fails every item it held (none of them was made)."""
         if not self.joins_in_batches:
             return [self._joining_or_error(create) for create in creates]
-        results: list[Joined | Exception | None] = [None] * len(creates)
-        records: list[tuple[Record, Record, int, str]] = []
-        where: list[int] = []
-        for i, (key, value, workflow, expires_at, join) in enumerate(creates):
-            try:
-                record, set_record = self._joining_records(key, value, workflow, Kind.CHECKPOINT, expires_at, join)
-            except Exception as exc:  # this item's own (a bad add, a value that cannot be chunked)
-                results[i] = exc
-                continue
-            records.append((record, set_record, join.slot, join.member))
-            where.append(i)
-        try:
-            made = self._create_joining_many(records) if records else []
-        except Exception as exc:  # the write failed: none of its items was made
-            made = [exc] * len(records)
-        for i, outcome in zip(where, made, strict=True):
-            if isinstance(outcome, Exception):
-                results[i] = outcome
-                continue
-            try:
-                results[i] = self._joined(creates[i].value, *outcome)
-            except Exception as exc:  # (a winner's value whose chunks are gone)
-                results[i] = exc
-        return results  # type: ignore[return-value]  # every item set above
+
+        def prepare(create: Joining) -> tuple[Record, Record, int, str]:
+            record, set_record = self._joining_records(create.key, create.value, create.workflow, Kind.CHECKPOINT,
+                                                       create.expires_at, create.join)
+            return record, set_record, create.join.slot, create.join.member
+
+        return _in_one_write(creates, prepare, self._create_joining_many,
+                             lambda create, outcome: self._joined(create.value, *outcome))
 
     def add_to_set_many(self, adds: Sequence[SetAdd], *, workflow: str) -> list[SetState | Exception]:
         """`add_to_set` of each of `adds` (the next adds of a batch of fan-in branches' joins:
@@ -342,25 +364,13 @@ class Store(ABC):
         or the exception that failed it; a write that fails fails every add it held."""
         if not self.joins_in_batches:
             return [self._added_or_error(add, workflow) for add in adds]
-        results: list[SetState | Exception | None] = [None] * len(adds)
-        records: list[tuple[Record, int, str]] = []
-        where: list[int] = []
-        for i, add in enumerate(adds):
-            try:
-                _check_set_add(add.key, add.slot, add.size)
-                records.append((Record(add.key, Kind.SET, workflow, _expiry(add.key, add.expires_at), None, add.size),
-                                add.slot, add.member))
-            except Exception as exc:  # this add's own (a bad slot, a bad expiry)
-                results[i] = exc
-                continue
-            where.append(i)
-        try:
-            made = self._add_to_set_many(records) if records else []
-        except Exception as exc:  # the write failed: none of its adds was made
-            made = [exc] * len(records)
-        for i, state in zip(where, made, strict=True):
-            results[i] = state if isinstance(state, Exception) else self._completed(state)
-        return results  # type: ignore[return-value]  # every item set above
+
+        def prepare(add: SetAdd) -> tuple[Record, int, str]:
+            _check_set_add(add.key, add.slot, add.size)
+            record = Record(add.key, Kind.SET, workflow, _expiry(add.key, add.expires_at), None, add.size)
+            return record, add.slot, add.member
+
+        return _in_one_write(adds, prepare, self._add_to_set_many, lambda _, state: self._completed(state))
 
     def _added_or_error(self, add: SetAdd, workflow: str) -> SetState | Exception:
         try:
