@@ -19,6 +19,7 @@ from typing import NoReturn
 from unum_entry.errors import UnumError, WorkflowFailed
 
 from builder.commands.console import Console, route_logs
+from builder.commands.interrupts import raised
 from builder.commands.io import program_name
 
 WORKFLOW_FILE = "unum-workflow.json"
@@ -81,7 +82,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         console.message(f"error: {problem}")
         return EXIT_USAGE
     try:
-        code = args.func(args)
+        with raised():  # Ctrl-C as builder.commands.interrupts.Interrupted: the exit code stays 130
+            code = args.func(args)
         sys.stdout.flush()  # a closed pipe shows up here, not at exit
         return code
     except WorkflowFailed as exc:

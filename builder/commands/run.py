@@ -65,7 +65,8 @@ def _run(args: argparse.Namespace, results: TextIO) -> int:
 
     from builder.commands import start_record
     from builder.commands.compile import runnable_workflow
-    from builder.commands.run_queue import RunQueue, Terminated, follow, sigterm_interrupts
+    from builder.commands.interrupts import Terminated, raised
+    from builder.commands.run_queue import RunQueue, follow
 
     if args.resume and not args.workflow_id:
         raise UnumError("--resume needs --workflow-id: the id of the workflow to continue")
@@ -101,7 +102,7 @@ def _run(args: argparse.Namespace, results: TextIO) -> int:
     hint = _hint(args, workflow_id)
     began = time.monotonic()
     try:
-        with sigterm_interrupts():
+        with raised(sigterm=True):
             if rq.runs is not None and (owner := rq.runs.acquire(workflow_id)) is not None:
                 if follow(rq.runs, workflow_id, owner, timeout=args.timeout, message=console.message,
                           ended=lambda: finished(store, workflow_id)):

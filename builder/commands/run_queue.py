@@ -9,18 +9,16 @@ store with no such place (the memory store of the Python API) gets a queue in me
 
 One process drives a workflow at a time (`unum_entry.local.runs`): a second `run` of the same id
 waits for the first one's outcome and prints it (exit 0), or takes over if the first one dies.
-SIGTERM stops a run like Ctrl-C (the queue is flushed; the resume command is printed).
+SIGTERM stops a run like Ctrl-C (the queue is flushed; the resume command is printed;
+builder.commands.interrupts).
 """
 
 from __future__ import annotations
 
-import signal
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any
 
 from unum_entry.errors import WorkflowTimeout
 from unum_entry.local.queue import DeliveryQueue, MemoryQueue, SQLiteQueue
@@ -28,10 +26,6 @@ from unum_entry.local.runs import Owner, Runs, queue_path
 from unum_entry.stores.base import Store
 
 FOLLOW_POLL = 0.2  # seconds between a following run's looks at the store
-
-
-class Terminated(KeyboardInterrupt):
-    """SIGTERM: stop as Ctrl-C does."""
 
 
 @dataclass
@@ -78,20 +72,3 @@ def follow(runs: Runs, workflow_id: str, owner: Owner, *, timeout: float, ended:
 def utc(epoch: float) -> str:
     """An instant as `2026-11-25 13:05:00 UTC`."""
     return datetime.fromtimestamp(epoch, timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
-
-
-@contextmanager
-def sigterm_interrupts() -> Iterator[None]:
-    """Within: SIGTERM raises `Terminated` (a KeyboardInterrupt) in the main thread."""
-    def stop(signum: int, frame: Any) -> None:
-        raise Terminated()
-
-    try:
-        previous = signal.signal(signal.SIGTERM, stop)
-    except ValueError:  # not the main thread (run called from a test's thread): nothing to install
-        yield
-        return
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
