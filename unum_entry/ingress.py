@@ -17,6 +17,7 @@ items read anyway: docs/history.md ("Stop").
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 from unum_entry import fanin
@@ -33,6 +34,10 @@ from unum_entry.stores.base import Store
 #: bounds the shards and records held at once; a join this wide or narrower reads as before, its
 #: leaves with the checkpoint, then its members' checkpoints.
 GATHER_LEAVES = 4096 // fanin.SHARD_SLOTS
+#: Rows `_gather_scanning` keeps that the scan brought before their member's turn: a map's rows
+#: come about in slot order (a few thousand apart at most); past this, members are read by key.
+SCAN_AHEAD = 65536
+_UNSEEN: Any = object()
 
 
 @frozen
@@ -112,8 +117,10 @@ def _gather(workflow: str, store: Store, gather: Gather, first: list[str]) -> li
     and one group's shards and records, not every shard, member name and record at once. Groups
     need no common snapshot: a full leaf and a checkpoint never change. Raises RetentionExpired
     when a leaf or a checkpoint is gone."""
-    event: list[Any] = []
     members, leaves = first, fanin.leaf_count(gather.width)
+    if leaves > GATHER_LEAVES and store.scans_cheaper(workflow, gather.width):
+        return _gather_scanning(workflow, store, gather, first)
+    event: list[Any] = []
     for start in range(0, leaves, GATHER_LEAVES):
         if start:
             group = range(start, min(start + GATHER_LEAVES, leaves))
@@ -127,6 +134,51 @@ def _gather(workflow: str, store: Store, gather: Gather, first: list[str]) -> li
                 raise RetentionExpired(f"workflow {workflow}: fan-in input {member} is gone (expired)")
             values.append(value)
         event += decode_many(values)
+    return event
+
+
+def _gather_scanning(workflow: str, store: Store, gather: Gather, first: list[str]) -> list[Any]:
+    """`_gather` for a store that reads a workflow's records in its own order more cheaply than
+    key by key (`Store.scan_values`; SQLite: the order they were written, which for a map is
+    about its slot order). The members come a group at a time, as in `_gather`; each member's
+    value is the row the scan brought ahead, or the scan goes on until it brings it, keeping
+    the rows it passes (at most SCAN_AHEAD of them). A member the scan did not bring within
+    that - written late, of another workflow, stored by reference, or a workflow whose other
+    rows filled the window - is read by key, as `_gather` reads every one. Same event, same
+    errors; holds one group and the window, not every name or value."""
+    rows: Iterator[tuple[str, bytes | None]] | None = store.scan_values(workflow)
+    ahead: dict[str, bytes | None] = {}  # rows the scan brought before their member's turn
+    read_by_key: set[str] = set()  # members read by key: their rows, if the scan meets them, are not kept
+    event: list[Any] = []
+    members, leaves = first, fanin.leaf_count(gather.width)
+    for start in range(0, leaves, GATHER_LEAVES):
+        if start:
+            group = range(start, min(start + GATHER_LEAVES, leaves))
+            members = fanin.members(store.read(fanin.leaf_keys(gather.set, gather.width, group)), gather.set,
+                                    gather.width, group)
+        values: list[bytes | None] = []
+        for member in members:
+            value = ahead.pop(member, _UNSEEN)
+            while value is _UNSEEN and rows is not None and len(ahead) < SCAN_AHEAD:
+                key, scanned = next(rows, (None, None))
+                if key is None:
+                    rows = None
+                elif key == member:
+                    value = scanned
+                elif key not in read_by_key:
+                    ahead[key] = scanned
+            values.append(None if value is _UNSEEN else value)
+        by_key = [member for member, value in zip(members, values, strict=True) if value is None]
+        if by_key:
+            read_by_key.update(by_key)
+            fetched = store.get_many(by_key)
+            for position, member in enumerate(members):
+                if values[position] is None:
+                    value = fetched.get(member)
+                    if value is None:
+                        raise RetentionExpired(f"workflow {workflow}: fan-in input {member} is gone (expired)")
+                    values[position] = value
+        event += decode_many(values)  # type: ignore[arg-type]  # (every None was filled above)
     return event
 
 

@@ -1,6 +1,9 @@
 """A join's target reads its members a group of leaf shards at a time (unum_entry.ingress._gather)
 on a real SQLite store: every value in slot order across groups, as many store calls as before
-for a join of up to 4,096 branches, and a gone leaf or checkpoint in a later group named."""
+for a join of up to 4,096 branches, and a gone leaf or checkpoint in a later group named. A wider
+join's values come by one scan of the workflow's rows when the store says it is cheaper
+(`Store.scans_cheaper`, `_gather_scanning`), with the same event and the same errors; values
+stored by reference and members of another workflow are read all the same."""
 
 from __future__ import annotations
 
@@ -32,6 +35,23 @@ def joined(store: SQLiteStore, width: int) -> Envelope:
     return Envelope(workflow=WORKFLOW, gathered=True, gather=Gather(SET, width))
 
 
+def point_reads_only(store: SQLiteStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(store, "scans_cheaper", lambda workflow, count: False)
+
+
+def scans(store: SQLiteStore) -> list[int]:
+    """Counts the store's scans of a workflow's values."""
+    calls = [0]
+    scan_values = store.scan_values
+
+    def counted(workflow: str) -> Any:
+        calls[0] += 1
+        return scan_values(workflow)
+
+    store.scan_values = counted  # type: ignore[method-assign]
+    return calls
+
+
 def counting(store: SQLiteStore) -> list[int]:
     """Counts the store's batch reads (`_get_many` for a `read`, `_get_values` for a `get_many`:
     one per call)."""
@@ -51,28 +71,103 @@ def counting(store: SQLiteStore) -> list[int]:
     return calls
 
 
-@pytest.mark.parametrize("width", [40, GATHER_LEAVES * fanin.SHARD_SLOTS, GATHER_LEAVES * fanin.SHARD_SLOTS * 2 + 5])
-def test_a_join_target_gets_every_value_in_slot_order(tmp_path: Path, width: int) -> None:
+WIDE = GATHER_LEAVES * fanin.SHARD_SLOTS * 2 + 5  # three groups of leaves
+
+
+@pytest.mark.parametrize("scanning", [True, False], ids=["scan", "point-reads"])
+@pytest.mark.parametrize("width", [40, GATHER_LEAVES * fanin.SHARD_SLOTS, WIDE])
+def test_a_join_target_gets_every_value_in_slot_order(tmp_path: Path, width: int, scanning: bool,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     store = SQLiteStore.open(tmp_path / "s.db", durability="off")
     env = joined(store, width)
-    calls = counting(store)
+    if not scanning:
+        point_reads_only(store, monkeypatch)
+    calls, scanned = counting(store), scans(store)
     result = ingress(env, store, "c-target")
     assert isinstance(result, Ready) and result.event == [i * 3 for i in range(width)]
     groups = -(-width // (GATHER_LEAVES * fanin.SHARD_SLOTS))
     # Two batch reads per group: its leaves (the first group's with the checkpoint), then its
-    # members' checkpoints. Up to 4,096 branches: the two reads of a join, as before.
-    assert calls == [2 * groups]
+    # members' checkpoints. Up to 4,096 branches: the two reads of a join, as before. Wider,
+    # scanning: each group's leaves, then one scan for every value.
+    wide = groups > 1 and scanning
+    assert (calls, scanned) == ([groups] if wide else [2 * groups], [1] if wide else [0])
     store.close()
 
 
-def test_a_gone_leaf_or_checkpoint_in_a_later_group_is_named(tmp_path: Path) -> None:
+@pytest.mark.parametrize("scanning", [True, False], ids=["scan", "point-reads"])
+def test_a_gone_leaf_or_checkpoint_in_a_later_group_is_named(tmp_path: Path, scanning: bool,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
     width = GATHER_LEAVES * fanin.SHARD_SLOTS + 20
     store = SQLiteStore.open(tmp_path / "s.db", durability="off")
     env = joined(store, width)
+    if not scanning:
+        point_reads_only(store, monkeypatch)
     store.delete([f"c-{width - 3}"])
     with pytest.raises(RetentionExpired, match=f"fan-in input c-{width - 3} is gone"):
         ingress(env, store, "c-target")
     store.delete([naming.set_shard_key(SET, 0, GATHER_LEAVES)])
     with pytest.raises(RetentionExpired, match=f"shard {GATHER_LEAVES} of {width} branches is gone"):
         ingress(env, store, "c-target")
+    store.close()
+
+
+def test_a_scan_reads_values_stored_by_reference_and_members_of_another_workflow(tmp_path: Path) -> None:
+    """The scan hands over what it reads of the workflow's own inline values; the rest (a value
+    in chunks, a member written under another workflow id) comes by point reads, in its slot."""
+    store = SQLiteStore.open(tmp_path / "s.db", durability="off")
+    ledger = Ledger(WORKFLOW, 2**31, store_retention(store))
+    store.max_value_bytes = 512  # values longer than this are stored in chunks, behind a manifest
+    big = {"blob": "x" * 1500}
+    for i in range(WIDE):
+        value = big if i == 7 else i * 3
+        store.create(f"c-{i}", encode(value), workflow="wf-other" if i == 4100 else WORKFLOW, expires_at=2**31)
+        fanin.join(store, ledger, SET, WIDE, i, f"c-{i}")
+    scanned = scans(store)
+    result = ingress(Envelope(workflow=WORKFLOW, gathered=True, gather=Gather(SET, WIDE)), store, "c-target")
+    assert scanned == [1]
+    assert isinstance(result, Ready) and result.event == [big if i == 7 else i * 3 for i in range(WIDE)]
+    store.close()
+
+
+def test_a_workflow_with_many_more_rows_than_the_join_is_read_key_by_key(tmp_path: Path) -> None:
+    """A scan reads every row of the workflow: not when the join's members are fewer than 1 in
+    SCAN_SHARE of them."""
+    from unum_entry.stores.sqlite import SCAN_MIN, SCAN_SHARE
+
+    store = SQLiteStore.open(tmp_path / "s.db", durability="off")
+    for i in range(SCAN_SHARE * SCAN_MIN + 1):
+        store.create(f"c-{i}", encode(i), workflow=WORKFLOW, expires_at=2**31)
+    assert not store.scans_cheaper(WORKFLOW, SCAN_MIN)
+    assert store.scans_cheaper(WORKFLOW, SCAN_MIN + 1)
+    assert not store.scans_cheaper(WORKFLOW, SCAN_MIN - 1)  # too few keys to be worth a scan
+    assert not store.scans_cheaper("wf-absent", SCAN_MIN - 1)
+    store.close()
+
+
+@pytest.mark.parametrize("order", ["shuffled", "others-first"])
+def test_rows_the_scan_brings_out_of_order_or_not_at_all_are_read_by_key(tmp_path: Path, order: str,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """The scan keeps at most SCAN_AHEAD rows ahead of the members' turn: members written in an
+    order far from their slots, or after many rows of the workflow that are not members, are
+    read by key once the window is full - the event is the same."""
+    import random
+
+    from unum_entry import ingress as ingress_module
+
+    monkeypatch.setattr(ingress_module, "SCAN_AHEAD", 50)
+    store = SQLiteStore.open(tmp_path / "s.db", durability="off")
+    ledger = Ledger(WORKFLOW, 2**31, store_retention(store))
+    if order == "others-first":
+        for i in range(200):
+            store.create(f"c-other-{i}", encode(-1), workflow=WORKFLOW, expires_at=2**31)
+    slots = list(range(WIDE))
+    if order == "shuffled":
+        random.Random(7).shuffle(slots)
+    for i in slots:
+        store.create(f"c-{i}", encode(i * 3), workflow=WORKFLOW, expires_at=2**31)
+        fanin.join(store, ledger, SET, WIDE, i, f"c-{i}")
+    calls = counting(store)
+    result = ingress(Envelope(workflow=WORKFLOW, gathered=True, gather=Gather(SET, WIDE)), store, "c-target")
+    assert isinstance(result, Ready) and result.event == [i * 3 for i in range(WIDE)]
+    assert calls[0] > 3  # some members were read by key (beyond the three groups' leaves)
     store.close()

@@ -401,6 +401,19 @@ class Store(ABC):
                           if record.value is not None)
         return values
 
+    def scans_cheaper(self, workflow: str, count: int) -> bool:
+        """Whether `scan_values` reads `count` values of `workflow`'s records more cheaply than
+        `get_many` would (a wide fan-in's gather: unum_entry.ingress). Default: False; a backend
+        that can read a workflow's records in its own order says when (the SQLite store)."""
+        return False
+
+    def scan_values(self, workflow: str) -> Iterator[tuple[str, bytes | None]]:
+        """`workflow`'s live value records (no chunks) as (key, value), in the backend's own
+        order, read a page at a time (no common snapshot: a record written meanwhile may or may
+        not come); None for a value stored by reference (read it with `get_many`). Default:
+        nothing, for a backend without such a scan (`scans_cheaper` is False)."""
+        return iter(())
+
     def _get_values(self, keys: list[str], now: float) -> tuple[dict[str, bytes], dict[str, Record]]:
         """(the values of the records among `keys` live at `now`, but those holding a manifest;
         the records holding a manifest): `get_many` before it resolves manifests. Default:
