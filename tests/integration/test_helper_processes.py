@@ -58,6 +58,7 @@ def run_map(tmp_path: Path, folder: Path, **platform: object) -> tuple[RunResult
                               **platform)  # type: ignore[arg-type]
     with platform_:
         result = platform_.run(None, workflow_id="wf-h", timeout=300)
+        platform_.helper_processes = [helper.process for helper in platform_._helpers._all]  # type: ignore[attr-defined,union-attr]
     return result, platform_, store
 
 
@@ -101,6 +102,8 @@ def test_a_helper_runs_part_of_a_wide_map_and_every_item_commits_once(tmp_path: 
     assert 0 < platform.stats["helped"] < WIDTH
     assert platform.stats["committed"] == WIDTH + 2
     assert helper_pids(os.getpid()) == []  # closed with the platform
+    # ... asked to exit, and it did: not killed when the worker thread that started it ended
+    assert [process.returncode for process in platform.helper_processes] == [0]  # type: ignore[attr-defined]
 
 
 def test_a_retry_in_a_helper_is_the_next_attempt_and_a_failure_fails_the_workflow(tmp_path: Path) -> None:

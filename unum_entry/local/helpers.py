@@ -24,7 +24,8 @@ that committed are duplicates their checkpoints absorb. A helper that dies (its 
 dropped and the worker runs the batch itself; a call whose outcome is a redelivery (the store
 struggling, a bug, a crash) runs again in the engine itself. A helper exits when its pipe ends
 (the engine closed or died), and at once when the engine's thread that started it ends (Linux:
-PR_SET_PDEATHSIG; that thread is a worker, which ends with the platform or the process).
+PR_SET_PDEATHSIG; that thread is a worker, which ends with the platform or the process: the
+platform's `close` ends the helpers before its workers, so they exit on their own).
 """
 
 from __future__ import annotations

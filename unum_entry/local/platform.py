@@ -412,12 +412,12 @@ class LocalPlatform:
     def close(self) -> None:
         if self._cancelled:
             return
+        if self._helpers is not None:  # before the workers end: a helper dies with the thread that started it
+            self._helpers.close()      # (PR_SET_PDEATHSIG); a batch still lent is run by its worker instead
         with self._lock:
             self._stop_taking()
         for thread in self._workers:
             thread.join(timeout=5)
-        if self._helpers is not None:
-            self._helpers.close()
         self._executor.shutdown(wait=True)
         self.queue.close()
 
