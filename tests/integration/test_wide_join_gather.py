@@ -7,6 +7,7 @@ stored by reference and members of another workflow are read all the same."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -171,3 +172,53 @@ def test_rows_the_scan_brings_out_of_order_or_not_at_all_are_read_by_key(tmp_pat
     assert isinstance(result, Ready) and result.event == [i * 3 for i in range(WIDE)]
     assert calls[0] > 3  # some members were read by key (beyond the three groups' leaves)
     store.close()
+
+
+def test_a_store_error_inside_the_scan_fails_the_read_and_a_redelivery_gathers_again(tmp_path: Path,
+                                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """A scan that breaks after some pages raises the store's error (never a short event); on
+    the embedded engine the join's target is delivered again and the workflow gets every
+    value."""
+    from unum_entry.errors import StoreError
+    from unum_entry.local.platform import LocalPlatform
+    from unum_entry.local.queue import SQLiteQueue
+    from unum_entry.workflow import load_workflow
+
+    store = SQLiteStore.open(tmp_path / "s.db", durability="off")
+    env = joined(store, WIDE)
+    scan_values = store.scan_values
+    failures = [1]
+
+    def breaking(workflow: str) -> Any:
+        for i, row in enumerate(scan_values(workflow)):
+            if i == 2500 and failures[0]:
+                failures[0] -= 1
+                raise StoreError("disk I/O error (injected in the middle of a scan)")
+            yield row
+
+    monkeypatch.setattr(store, "scan_values", breaking)
+    with pytest.raises(StoreError, match="injected"):
+        ingress(env, store, "c-target")
+    assert isinstance(result := ingress(env, store, "c-target"), Ready) and result.event == [i * 3 for i in range(WIDE)]
+    store.close()
+
+    folder = tmp_path / "wf"
+    for name, code, instructions in [
+            ("Split", f"def handler(event, context):\n    return list(range({WIDE}))\n",
+             [{"op": "create_set", "function": "Sum", "shape": "aggregate"}, {"op": "map", "function": "Item"}]),
+            ("Item", "def handler(event, context):\n    return event * 3\n", [{"op": "fan_in", "function": "Sum"}]),
+            ("Sum", "def handler(event, context):\n    return event\n", [])]:
+        (folder / name).mkdir(parents=True)
+        (folder / name / "app.py").write_text(code)
+        (folder / name / "unum-ir.json").write_text(json.dumps({"unum_ir": 1, "function": name, "handler": "app.handler",
+                                                                "instructions": instructions}))
+    (folder / "unum-workflow.json").write_text(json.dumps({"unum_workflow": 1, "name": "m", "entry": "Split"}))
+    store = SQLiteStore.open(tmp_path / "engine.db", durability="off")
+    scan_values = store.scan_values
+    failures[0] = 1
+    monkeypatch.setattr(store, "scan_values", breaking)
+    with LocalPlatform(load_workflow(folder), store, workers=4, queue=SQLiteQueue(store.database), helpers=0,
+                       retry_delay=0.001) as platform:
+        result_ = platform.run(None, workflow_id="wf-scan", timeout=120)
+    assert failures == [0]  # the scan broke once
+    assert result_.failure is None and result_.result == [i * 3 for i in range(WIDE)]
