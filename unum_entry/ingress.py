@@ -34,9 +34,11 @@ from unum_entry.stores.base import Store
 #: bounds the shards and records held at once; a join this wide or narrower reads as before, its
 #: leaves with the checkpoint, then its members' checkpoints.
 GATHER_LEAVES = 4096 // fanin.SHARD_SLOTS
-#: Rows `_gather_scanning` keeps that the scan brought before their member's turn: a map's rows
-#: come about in slot order (a few thousand apart at most); past this, members are read by key.
+#: Rows, and bytes of their values, that `_gather_scanning` keeps after the scan brought them
+#: before their member's turn: a map's rows come about in slot order (a few thousand apart at
+#: most); past either bound, members are read by key.
 SCAN_AHEAD = 65536
+SCAN_AHEAD_BYTES = 64 << 20
 _UNSEEN: Any = object()
 
 
@@ -142,12 +144,13 @@ def _gather_scanning(workflow: str, store: Store, gather: Gather, first: list[st
     key by key (`Store.scan_values`; SQLite: the order they were written, which for a map is
     about its slot order). The members come a group at a time, as in `_gather`; each member's
     value is the row the scan brought ahead, or the scan goes on until it brings it, keeping
-    the rows it passes (at most SCAN_AHEAD of them). A member the scan did not bring within
+    the rows it passes (at most SCAN_AHEAD of them, SCAN_AHEAD_BYTES of values). A member the scan did not bring within
     that - written late, of another workflow, stored by reference, or a workflow whose other
     rows filled the window - is read by key, as `_gather` reads every one. Same event, same
     errors; holds one group and the window, not every name or value."""
     rows: Iterator[tuple[str, bytes | None]] | None = store.scan_values(workflow)
     ahead: dict[str, bytes | None] = {}  # rows the scan brought before their member's turn
+    ahead_bytes = 0  # ... the length of their values
     read_by_key: set[str] = set()  # members read by key: their rows, if the scan meets them, are not kept
     event: list[Any] = []
     members, leaves = first, fanin.leaf_count(gather.width)
@@ -159,7 +162,9 @@ def _gather_scanning(workflow: str, store: Store, gather: Gather, first: list[st
         values: list[bytes | None] = []
         for member in members:
             value = ahead.pop(member, _UNSEEN)
-            while value is _UNSEEN and rows is not None and len(ahead) < SCAN_AHEAD:
+            if value is not _UNSEEN:
+                ahead_bytes -= len(value or b"")
+            while value is _UNSEEN and rows is not None and len(ahead) < SCAN_AHEAD and ahead_bytes < SCAN_AHEAD_BYTES:
                 key, scanned = next(rows, (None, None))
                 if key is None:
                     rows = None
@@ -167,6 +172,7 @@ def _gather_scanning(workflow: str, store: Store, gather: Gather, first: list[st
                     value = scanned
                 elif key not in read_by_key:
                     ahead[key] = scanned
+                    ahead_bytes += len(scanned or b"")
             values.append(None if value is _UNSEEN else value)
         by_key = [member for member, value in zip(members, values, strict=True) if value is None]
         if by_key:

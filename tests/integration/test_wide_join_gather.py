@@ -145,24 +145,27 @@ def test_a_workflow_with_many_more_rows_than_the_join_is_read_key_by_key(tmp_pat
     store.close()
 
 
-@pytest.mark.parametrize("order", ["shuffled", "others-first"])
+@pytest.mark.parametrize("order", ["shuffled", "others-first", "shuffled-bytes"])
 def test_rows_the_scan_brings_out_of_order_or_not_at_all_are_read_by_key(tmp_path: Path, order: str,
                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
-    """The scan keeps at most SCAN_AHEAD rows ahead of the members' turn: members written in an
-    order far from their slots, or after many rows of the workflow that are not members, are
-    read by key once the window is full - the event is the same."""
+    """The scan keeps at most SCAN_AHEAD rows (SCAN_AHEAD_BYTES of values) ahead of the members'
+    turn: members written in an order far from their slots, or after many rows of the workflow
+    that are not members, are read by key once the window is full - the event is the same."""
     import random
 
     from unum_entry import ingress as ingress_module
 
-    monkeypatch.setattr(ingress_module, "SCAN_AHEAD", 50)
+    if order == "shuffled-bytes":  # the window full by its values' bytes (~5 values), not its rows
+        monkeypatch.setattr(ingress_module, "SCAN_AHEAD_BYTES", 5 * len(encode(WIDE * 3)))
+    else:
+        monkeypatch.setattr(ingress_module, "SCAN_AHEAD", 50)
     store = SQLiteStore.open(tmp_path / "s.db", durability="off")
     ledger = Ledger(WORKFLOW, 2**31, store_retention(store))
     if order == "others-first":
         for i in range(200):
             store.create(f"c-other-{i}", encode(-1), workflow=WORKFLOW, expires_at=2**31)
     slots = list(range(WIDE))
-    if order == "shuffled":
+    if order.startswith("shuffled"):
         random.Random(7).shuffle(slots)
     for i in slots:
         store.create(f"c-{i}", encode(i * 3), workflow=WORKFLOW, expires_at=2**31)
@@ -174,8 +177,8 @@ def test_rows_the_scan_brings_out_of_order_or_not_at_all_are_read_by_key(tmp_pat
     store.close()
 
 
-def test_a_store_error_inside_the_scan_fails_the_read_and_a_redelivery_gathers_again(tmp_path: Path,
-                                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_store_error_inside_the_scan_fails_the_read_and_a_redelivery_gathers_again(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A scan that breaks after some pages raises the store's error (never a short event); on
     the embedded engine the join's target is delivered again and the workflow gets every
     value."""
@@ -210,8 +213,8 @@ def test_a_store_error_inside_the_scan_fails_the_read_and_a_redelivery_gathers_a
             ("Sum", "def handler(event, context):\n    return event\n", [])]:
         (folder / name).mkdir(parents=True)
         (folder / name / "app.py").write_text(code)
-        (folder / name / "unum-ir.json").write_text(json.dumps({"unum_ir": 1, "function": name, "handler": "app.handler",
-                                                                "instructions": instructions}))
+        (folder / name / "unum-ir.json").write_text(json.dumps(
+            {"unum_ir": 1, "function": name, "handler": "app.handler", "instructions": instructions}))
     (folder / "unum-workflow.json").write_text(json.dumps({"unum_workflow": 1, "name": "m", "entry": "Split"}))
     store = SQLiteStore.open(tmp_path / "engine.db", durability="off")
     scan_values = store.scan_values
