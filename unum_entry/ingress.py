@@ -144,10 +144,11 @@ def _gather_scanning(workflow: str, store: Store, gather: Gather, first: list[st
     key by key (`Store.scan_values`; SQLite: the order they were written, which for a map is
     about its slot order). The members come a group at a time, as in `_gather`; each member's
     value is the row the scan brought ahead, or the scan goes on until it brings it, keeping
-    the rows it passes (at most SCAN_AHEAD of them, SCAN_AHEAD_BYTES of values). A member the scan did not bring within
-    that - written late, of another workflow, stored by reference, or a workflow whose other
-    rows filled the window - is read by key, as `_gather` reads every one. Same event, same
-    errors; holds one group and the window, not every name or value."""
+    the rows it passes (at most SCAN_AHEAD of them and SCAN_AHEAD_BYTES of their values). A
+    member the scan did not bring within that - written late, of another workflow, stored by
+    reference, or a workflow whose other rows filled the window - is read by key, as `_gather`
+    reads every one. Same event, same errors; holds one group and the window, not every name
+    or value."""
     rows: Iterator[tuple[str, bytes | None]] | None = store.scan_values(workflow)
     ahead: dict[str, bytes | None] = {}  # rows the scan brought before their member's turn
     ahead_bytes = 0  # ... the length of their values
@@ -164,7 +165,8 @@ def _gather_scanning(workflow: str, store: Store, gather: Gather, first: list[st
             value = ahead.pop(member, _UNSEEN)
             if value is not _UNSEEN:
                 ahead_bytes -= len(value or b"")
-            while value is _UNSEEN and rows is not None and len(ahead) < SCAN_AHEAD and ahead_bytes < SCAN_AHEAD_BYTES:
+            while (value is _UNSEEN and rows is not None and len(ahead) < SCAN_AHEAD
+                   and ahead_bytes < SCAN_AHEAD_BYTES):
                 key, scanned = next(rows, (None, None))
                 if key is None:
                     rows = None

@@ -277,10 +277,10 @@ class SQLiteStore(Store):
         now, after = self._clock(), 0
         while True:
             rows = self.database.read(lambda conn, after=after: conn.execute(  # type: ignore[misc]
-                "SELECT rowid, key, kind, value FROM unum_records WHERE workflow = ? AND rowid > ? AND "
+                "SELECT rowid, key, value FROM unum_records WHERE workflow = ? AND rowid > ? AND "
                 "expires_at > ? AND value IS NOT NULL AND kind != ? ORDER BY rowid LIMIT ?",
                 (workflow, after, now, _CHUNK, _PAGE)).fetchall())
-            for _, key, _, value in rows:
+            for _, key, value in rows:
                 yield key, None if value[:1] == MANIFEST_TAG else value
             if len(rows) < _PAGE:
                 return
