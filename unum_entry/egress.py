@@ -85,7 +85,8 @@ def egress(ctx: EgressContext, env: Envelope, invocation: str, checkpoint: str |
     commit, followed by its history stamp): decoded without parsing the stamp. `leaf_state`:
     the join's leaf shard after the add the commit made with it (`commit_joining`), or None;
     `parent_state`: with it, the leaf's parent after the join's next add, when that was made
-    with other branches' (`fanin.next_add`), or None. `branch_plan`: a fan-in branch's plan as `Program.branch_plan` built it for `env`."""
+    with other branches' (`fanin.next_add`), or None. `branch_plan`: a fan-in branch's plan as
+    `Program.branch_plan` built it for `env`."""
     encoded = stored if value_end is None else stored[:value_end]
     if commits_its_result(ctx.ir):  # the commit was the result record: nothing more to do
         return EgressReport(value=decode(encoded)["value"], created=created, invoked=0, terminal=True)

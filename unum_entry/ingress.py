@@ -119,23 +119,11 @@ def _gather(workflow: str, store: Store, gather: Gather, first: list[str]) -> li
     and one group's shards and records, not every shard, member name and record at once. Groups
     need no common snapshot: a full leaf and a checkpoint never change. Raises RetentionExpired
     when a leaf or a checkpoint is gone."""
-    members, leaves = first, fanin.leaf_count(gather.width)
-    if leaves > GATHER_LEAVES and store.scans_cheaper(workflow, gather.width):
+    if fanin.leaf_count(gather.width) > GATHER_LEAVES and store.scans_cheaper(workflow, gather.width):
         return _gather_scanning(workflow, store, gather, first)
     event: list[Any] = []
-    for start in range(0, leaves, GATHER_LEAVES):
-        if start:
-            group = range(start, min(start + GATHER_LEAVES, leaves))
-            shards = store.read(fanin.leaf_keys(gather.set, gather.width, group))
-            members = fanin.members(shards, gather.set, gather.width, group)
-        fetched = store.get_many(members)
-        values: list[bytes] = []
-        for member in members:
-            value = fetched.get(member)
-            if value is None:
-                raise RetentionExpired(f"workflow {workflow}: fan-in input {member} is gone (expired)")
-            values.append(value)
-        event += decode_many(values)
+    for members in _member_groups(store, gather, first):
+        event += decode_many(_read_by_key(workflow, store, members, [None] * len(members)))
     return event
 
 
@@ -154,12 +142,7 @@ def _gather_scanning(workflow: str, store: Store, gather: Gather, first: list[st
     ahead_bytes = 0  # ... the length of their values
     read_by_key: set[str] = set()  # members read by key: their rows, if the scan meets them, are not kept
     event: list[Any] = []
-    members, leaves = first, fanin.leaf_count(gather.width)
-    for start in range(0, leaves, GATHER_LEAVES):
-        if start:
-            group = range(start, min(start + GATHER_LEAVES, leaves))
-            members = fanin.members(store.read(fanin.leaf_keys(gather.set, gather.width, group)), gather.set,
-                                    gather.width, group)
+    for members in _member_groups(store, gather, first):
         values: list[bytes | None] = []
         for member in members:
             value = ahead.pop(member, _UNSEEN)
@@ -176,18 +159,36 @@ def _gather_scanning(workflow: str, store: Store, gather: Gather, first: list[st
                     ahead[key] = scanned
                     ahead_bytes += len(scanned or b"")
             values.append(None if value is _UNSEEN else value)
-        by_key = [member for member, value in zip(members, values, strict=True) if value is None]
-        if by_key:
-            read_by_key.update(by_key)
-            fetched = store.get_many(by_key)
-            for position, member in enumerate(members):
-                if values[position] is None:
-                    value = fetched.get(member)
-                    if value is None:
-                        raise RetentionExpired(f"workflow {workflow}: fan-in input {member} is gone (expired)")
-                    values[position] = value
-        event += decode_many(values)  # type: ignore[arg-type]  # (every None was filled above)
+        read_by_key.update(member for member, value in zip(members, values, strict=True) if value is None)
+        event += decode_many(_read_by_key(workflow, store, members, values))
     return event
+
+
+def _member_groups(store: Store, gather: Gather, first: list[str]) -> Iterator[list[str]]:
+    """A join's members in slot order, a group of GATHER_LEAVES leaf shards at a time: `first`
+    (the first group's, read with the checkpoint), then each later group's, its leaves read
+    here. Raises RetentionExpired when a leaf is gone or not full (`fanin.members`)."""
+    yield first
+    leaves = fanin.leaf_count(gather.width)
+    for start in range(GATHER_LEAVES, leaves, GATHER_LEAVES):
+        group = range(start, min(start + GATHER_LEAVES, leaves))
+        yield fanin.members(store.read(fanin.leaf_keys(gather.set, gather.width, group)), gather.set, gather.width,
+                            group)
+
+
+def _read_by_key(workflow: str, store: Store, members: list[str], values: list[bytes | None]) -> list[bytes]:
+    """`values` (one per member, in order) with each None filled by the member's checkpoint,
+    read in one `get_many`. Raises RetentionExpired when one is gone."""
+    missing = [member for member, value in zip(members, values, strict=True) if value is None]
+    if missing:
+        fetched = store.get_many(missing)
+        for position, member in enumerate(members):
+            if values[position] is None:
+                value = fetched.get(member)
+                if value is None:
+                    raise RetentionExpired(f"workflow {workflow}: fan-in input {member} is gone (expired)")
+                values[position] = value
+    return values  # type: ignore[return-value]  # (every None was filled above)
 
 
 def resolve_inputs(env: Envelope, fetched: dict[str, bytes]) -> Any:

@@ -327,12 +327,10 @@ class Store(ABC):
         """The record a joining create writes (its value by reference when too long: chunks
         written here first) and the set record its add upserts; StoreMisuse for a bad add or
         expiry, before anything is written."""
-        _check_set_add(join.key, join.slot, join.size)
+        set_record = _set_record(join.key, join.slot, join.size, workflow, join.expires_at)
         expiry = _expiry(key, expires_at)
-        set_expiry = _expiry(join.key, join.expires_at)
         stored = self._by_reference(key, bytes(value), workflow, expiry)
-        return Record(key, kind, workflow, expiry, stored), Record(join.key, Kind.SET, workflow, set_expiry, None,
-                                                                   join.size)
+        return Record(key, kind, workflow, expiry, stored), set_record
 
     def _joined(self, value: bytes, existing: Record | None, state: SetState | None) -> Joined:
         """What a joining create of `value` returns, from what `_create_joining` answered."""
@@ -366,9 +364,7 @@ class Store(ABC):
             return [self._added_or_error(add, workflow) for add in adds]
 
         def prepare(add: SetAdd) -> tuple[Record, int, str]:
-            _check_set_add(add.key, add.slot, add.size)
-            record = Record(add.key, Kind.SET, workflow, _expiry(add.key, add.expires_at), None, add.size)
-            return record, add.slot, add.member
+            return _set_record(add.key, add.slot, add.size, workflow, add.expires_at), add.slot, add.member
 
         return _in_one_write(adds, prepare, self._add_to_set_many, lambda _, state: self._completed(state))
 
@@ -454,9 +450,7 @@ class Store(ABC):
         A slot outside the set is stored but never counted (see SetState.has_slot). Raises
         StoreError when `key` holds a value.
         """
-        _check_set_add(key, slot, size)
-        expiry = _expiry(key, expires_at)
-        return self._completed(self._add_to_set(Record(key, Kind.SET, workflow, expiry, None, size), slot, member))
+        return self._completed(self._add_to_set(_set_record(key, slot, size, workflow, expires_at), slot, member))
 
     def _completed(self, state: SetState) -> SetState:
         """`state` as an add returns it: on a store with ordered sets, a full set says which
@@ -848,6 +842,13 @@ def chunk_key_of(key: str, digest: bytes, expires_at: int, index: int) -> str:
     manifest: a writer with another expiry writes chunks of its own)."""
     payload = msgpack.packb(["chunk", key, digest, expires_at, index], use_bin_type=True)
     return CHUNK_PREFIX + hashlib.blake2b(payload, digest_size=16).hexdigest()
+
+
+def _set_record(key: str, slot: int, size: int, workflow: str, expires_at: int) -> Record:
+    """The set record an add at `slot` upserts (`Store.add_to_set`); StoreMisuse for a bad add
+    or expiry, before anything is written."""
+    _check_set_add(key, slot, size)
+    return Record(key, Kind.SET, workflow, _expiry(key, expires_at), None, size)
 
 
 def _check_set_add(key: str, slot: int, size: int) -> None:
