@@ -276,3 +276,26 @@ def test_deliveries_are_taken_earliest_due_first(tmp_path):
         order = [platform._take().function for _ in range(4)]
         assert order == ["first", "second", "soon", "late"]
         assert time.monotonic() - began >= 0.045  # the delayed ones were not taken early
+
+
+def test_wait_idle_does_not_scan_the_deadline_watchdogs_of_every_workflow_started(tmp_path):
+    """Each workflow started queues its deadline watchdog (a timer due at its retention's end),
+    which `wait_idle` never waits for. A platform that has run many workflows must not scan all
+    of those timers whenever it checks for idleness: O(workflows) per check, O(n²) over a
+    process that runs n workflows and waits for each (the benchmarks do)."""
+    folder = write(tmp_path / "wf", {"A": ("return event", [])})
+    with local_platform(load_workflow(folder), FileStore(tmp_path / "store")) as platform:
+        for n in range(40):
+            platform.run(n, timeout=30)
+        watchdogs = [d for _, d in platform.queue.snapshot() if d.background]
+        assert len(watchdogs) == 40  # one per workflow started, still queued
+        scans = []
+        snapshot = platform.queue.snapshot
+        platform.queue.snapshot = lambda: scans.append(1) or snapshot()  # type: ignore[method-assign]
+        for n in range(40, 50):
+            platform.run(n, timeout=30)
+        assert scans == []
+        assert platform.next_timer() is None  # (a watchdog's is not a timer anyone waits for)
+        platform.submit_at(time.time() + 3600, "A", new_workflow(1, "wf-later").to_wire(), name="m-" + "3" * 32)
+        assert platform.next_timer() == pytest.approx(time.time() + 3600, abs=5)
+        assert scans  # a timer wait_idle may wait for is looked up in the queue

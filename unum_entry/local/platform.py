@@ -203,6 +203,7 @@ class LocalPlatform:
         # it gives up, never for a deadline watchdog's (`Delivery.background`).
         self._outstanding = 0
         self._timer_names: set[str] = set()  # timers queued: one armed twice is queued once
+        self._waited_timers: set[str] = set()  # ... of them, those `wait_idle` waits for (not a watchdog's)
         self._lock = YieldingLock()  # many workers take it in turn (unum_entry.yielding_lock: why)
         self._work_cv = threading.Condition(self._lock)  # type: ignore[arg-type]  # workers: a delivery was queued, or stop
         # Per worker thread: its `_Hand` (`hand`); absent on any other thread.
@@ -308,8 +309,8 @@ class LocalPlatform:
         """Nothing running or queued, but timers due after `deadline` or a watchdog's (lock held)."""
         if self._outstanding:
             return False
-        if not self._timer_names and not self._ready:  # the common case: nothing queued at all
-            return True
+        if not self._waited_timers and not self._ready:  # the common case: no timer queued but watchdogs
+            return True  # (each workflow started has one: a scan of them at every wake-up would cost O(workflows))
         due = self.next_timer(lock=False)
         return not self._ready and (due is None or due > deadline)
 
@@ -326,7 +327,7 @@ class LocalPlatform:
 
     def _queued_timers(self) -> list[tuple[float, Delivery]]:
         """(due, timer) of every queued timer but a deadline watchdog's (lock held)."""
-        if not self._timer_names:
+        if not self._waited_timers:
             return []
         return [(at, d) for at, d in self.queue.snapshot() if d.timer is not None and not d.background]
 
@@ -715,6 +716,8 @@ class LocalPlatform:
             self._in_flight[delivery.function] += 1
         else:
             self._timer_names.add(delivery.timer)
+            if not delivery.background:
+                self._waited_timers.add(delivery.timer)
 
     def _count_run(self, run: CallRun) -> None:
         """Count the calls of a run just queued (lock held), as `_count_queued` counts each."""
@@ -728,6 +731,7 @@ class LocalPlatform:
         self._running += 1
         if delivery.timer is not None:
             self._timer_names.discard(delivery.timer)
+            self._waited_timers.discard(delivery.timer)
             self._outstanding += 1
             self._in_flight[delivery.function] += 1
         return delivery
