@@ -7,6 +7,7 @@ checkpoint for a running one), as the runtime and `run` write them."""
 
 from __future__ import annotations
 
+import json
 import time
 import urllib.error
 import urllib.request
@@ -96,8 +97,13 @@ def test_ten_thousand_runs_paginated_filtered_searched(browser, big_ui):  # noqa
         browser.get(big_ui)
         first = wait_rows(browser, lambda r: len(r) == 50)
         loads.append(time.monotonic() - began)
-    print(f"\nfirst page of {RUNS} runs shown in {', '.join(f'{s:.2f}' for s in loads)} s")
-    assert max(loads) < 1.0, loads  # the server pages its kept list of runs (builder.ui.run_index): ~10 ms
+    print(f"\nfirst page of {RUNS} runs shown in {', '.join(f'{s:.2f}' for s in loads)} s")  # a figure, not a rule
+    # Paged by the server (builder.ui.run_index): the page asks for one page of runs, not all of them.
+    body = urllib.request.urlopen(big_ui + "api/workflows", timeout=60).read()
+    page = json.loads(body)
+    assert (len(page["rows"]), page["total"], page["pages"]) == (50, RUNS, RUNS // 50)
+    print(f"one page of runs: {len(body):,} bytes")
+    assert len(body) < 64 * 1024, len(body)  # (all 10,000 rows: 200 times that)
     assert first[0][0] == "wf-09999" and [r[0] for r in first] == [f"wf-{i:05d}" for i in range(9999, 9949, -1)]
     workflow, name, status, started, duration, _ = first[0]
     assert (name, status, duration) == ("map-aggregate", "succeeded", "250 ms") and started.endswith("Z")
