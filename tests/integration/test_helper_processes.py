@@ -106,6 +106,29 @@ def test_a_helper_runs_part_of_a_wide_map_and_every_item_commits_once(tmp_path: 
     assert [process.returncode for process in platform.helper_processes] == [0]  # type: ignore[attr-defined]
 
 
+def test_a_wide_fan_out_checkpoints_a_larger_wal_in_the_engine_and_in_its_helper(tmp_path: Path) -> None:
+    """A fan-out of HELPER_QUEUED calls or more tells the store a long run of writes comes
+    (`Store.expect_bulk_writes`), and a helper does the same: both processes then checkpoint the
+    shared WAL at BULK_WAL_PAGES. Either one left at WAL_PAGES would checkpoint it after its
+    next commit once it passed WAL_PAGES, and SQLite would then write it again from its start:
+    the file would stay near WAL_PAGES pages. A narrow map leaves the setting alone."""
+    from unum_entry.stores.sqlite_database import WAL_PAGES
+
+    def wal_pages(folder: Path) -> int:
+        return Path(f"{folder / 's.db'}-wal").stat().st_size // 4096
+
+    item = "def handler(event, context):\n    return event\n"
+    narrow, _, store = run_map(tmp_path / "narrow", write_map(tmp_path / "narrow" / "m", item, width=1500), helpers=1)
+    assert narrow.result == {"sum": sum(range(1500)), "n": 1500}
+    assert wal_pages(tmp_path / "narrow") < 2 * WAL_PAGES
+    store.close()
+    wide, platform, store = run_map(tmp_path / "wide", write_map(tmp_path / "wide" / "m", item), helpers=1)
+    assert wide.result == {"sum": sum(range(WIDTH)), "n": WIDTH}
+    assert 0 < platform.stats["helped"] < WIDTH  # the helper committed part of it
+    assert wal_pages(tmp_path / "wide") > 4 * WAL_PAGES, wal_pages(tmp_path / "wide")
+    store.close()
+
+
 def test_a_retry_in_a_helper_is_the_next_attempt_and_a_failure_fails_the_workflow(tmp_path: Path) -> None:
     log = tmp_path / "attempts"
     flaky = write_map(tmp_path / "flaky", "def handler(event, context):\n"

@@ -104,8 +104,10 @@ def test_processes_opening_a_new_file_at_once_all_get_the_store(tmp_path: Path) 
 WRITER = """
     import os, sys, threading
     from unum_entry.stores.sqlite import SQLiteStore
-    path, durability, tag, expiry = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+    path, (durability, _, bulk), tag, expiry = sys.argv[1], sys.argv[2].partition("+"), sys.argv[3], int(sys.argv[4])
     store = SQLiteStore.open(path, durability=durability)
+    if bulk:  # "full+bulk": checkpoints at BULK_WAL_PAGES (a wide fan-out's setting)
+        store.expect_bulk_writes()
     log = os.open(sys.argv[5], os.O_WRONLY | os.O_APPEND)
     def work(thread):
         for i in range(1_000_000):
@@ -119,7 +121,7 @@ WRITER = """
 """
 
 
-@pytest.mark.parametrize("durability", ["full", "off"])
+@pytest.mark.parametrize("durability", ["full", "off", "full+bulk"])
 def test_kill_9_at_random_instants_never_loses_a_write_that_returned(tmp_path: Path, durability: str) -> None:
     """kill -9 survives with every durability (the page cache outlives the process); only power
     loss tells `full` from `off` (module docstring)."""
@@ -186,7 +188,7 @@ def power_cut(image: Path, tmp_path: Path, name: str) -> Path:
     return mountpoint
 
 
-@pytest.mark.parametrize("durability", ["full", "off"])
+@pytest.mark.parametrize("durability", ["full", "off", "full+bulk"])
 def test_a_power_loss_keeps_every_write_that_returned_with_full(loop_disk: tuple[Path, Path], tmp_path: Path,
                                                                  durability: str) -> None:
     """The writer runs on an ext4 image; at a random instant it is killed and the image copied
@@ -217,7 +219,7 @@ def test_a_power_loss_keeps_every_write_that_returned_with_full(loop_disk: tuple
             finally:
                 store.close()
             missing = [key for key in keys if found.get(key) != key.encode()]
-            if durability == "full":
+            if durability.startswith("full"):
                 assert not missing, f"{len(missing)} of {len(keys)} returned writes lost: {missing[:3]}"
             else:
                 lost_with_off.append((len(missing), len(keys)))
@@ -318,6 +320,36 @@ def test_a_batch_of_joining_creates_writes_only_the_database_and_its_wal(tmp_pat
     assert any(name.endswith("joining.db-wal") for name in written), written  # (the trace sees the writes)
     assert {name for name in written if not name.startswith(str(path))} == set()
     assert "etilqs" not in audited  # (SQLite's temporary files: none opened either)
+
+
+def test_bulk_writes_checkpoint_a_larger_wal_and_keep_every_record(tmp_path: Path) -> None:
+    """After `expect_bulk_writes` the WAL is checkpointed at BULK_WAL_PAGES, not WAL_PAGES: it
+    grows past WAL_PAGES (no checkpoint copied it back into the file meanwhile), every record is
+    there after a reopen, and the file is intact. Before it, the same writes keep the WAL within
+    about WAL_PAGES."""
+    from unum_entry.stores.sqlite_database import BULK_WAL_PAGES, WAL_PAGES
+
+    def wal_pages(path: Path) -> int:
+        return Path(f"{path}-wal").stat().st_size // 4096
+
+    for bulk in (False, True):
+        path = tmp_path / f"bulk-{bulk}.db"
+        store = SQLiteStore.open(path, durability="full")
+        if bulk:
+            store.expect_bulk_writes()
+        for i in range(3 * WAL_PAGES):
+            store.create(f"c-{i}", b"v" * 200, workflow="wf", expires_at=EXPIRY)
+        setting = store.database.write(lambda conn: conn.execute("PRAGMA wal_autocheckpoint").fetchone()[0])
+        assert setting == (BULK_WAL_PAGES if bulk else WAL_PAGES)
+        if bulk:
+            assert wal_pages(path) > 2 * WAL_PAGES, wal_pages(path)
+        else:
+            assert wal_pages(path) < 2 * WAL_PAGES, wal_pages(path)
+        store.close()
+        again = SQLiteStore.open(path, durability="full")
+        assert len(list(again.records("wf"))) == 3 * WAL_PAGES
+        assert again.database.read(lambda conn: conn.execute("PRAGMA integrity_check").fetchone()[0]) == "ok"
+        again.close()
 
 
 def test_full_durability_presizes_the_wal_so_commits_overwrite_instead_of_growing_it(tmp_path: Path) -> None:

@@ -342,6 +342,7 @@ class _Server:
         store = SQLiteStore.open(launch.database, durability=launch.durability, busy_timeout=launch.busy_timeout,
                                  ttl_seconds=launch.ttl_seconds)
         store.database.share_writes()
+        store.expect_bulk_writes()  # a helper runs only while a wide fan-out does
         self.invoker = _Sending(set(workflow.functions))
         config = RuntimeConfig(inline_limit=launch.inline_limit, dispatch_workers=1, watchdog=launch.watchdog)
         executor = ThreadPoolExecutor(1, thread_name_prefix="unum-dispatch")

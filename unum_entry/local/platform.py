@@ -231,6 +231,7 @@ class LocalPlatform:
         # Helper processes that run batches of a wide fan-out's calls on the other CPUs
         # (unum_entry.local.helpers): None where they cannot run what a worker would.
         self._helpers = self._helper_pool(helpers, config, wrap) if self._batching else None
+        self._bulk_expected = False  # told the store that a long run of writes comes (`_process_batch`)
         self.runtimes: dict[str, Runtime] = {}
         for name, spec in workflow.functions.items():
             handler = load_handler(spec.folder, spec.ir.handler, function=name)
@@ -818,6 +819,9 @@ class LocalPlatform:
     def _process_batch(self, deliveries: list[Delivery], runtime: Runtime, hand: _Hand) -> None:
         """`_process` of a batch of one function's deliveries (`_batch`), their commits made
         together (`deliver_many`): by a helper process when one is free (`_lend`)."""
+        if not self._bulk_expected and len(self.queue) >= helping.HELPER_QUEUED:  # a wide fan-out runs
+            self._bulk_expected = True  # (once per platform: a hint, raced harmlessly)
+            self.store.expect_bulk_writes()
         if self._helpers is not None:
             deliveries = self._lend(deliveries, runtime, hand)
             if not deliveries:

@@ -403,6 +403,11 @@ class Store(ABC):
         that can read a workflow's records in its own order says when (the SQLite store)."""
         return False
 
+    def expect_bulk_writes(self) -> None:
+        """A hint: a long run of writes comes (a wide fan-out: unum_entry.local.platform), so the
+        store may trade a little of each commit's latency for throughput. Changes nothing any
+        write does or guarantees. Default: nothing (the SQLite store: `Database.expect_bulk_writes`)."""
+
     def scan_values(self, workflow: str) -> Iterator[tuple[str, bytes | None]]:
         """`workflow`'s live value records (no chunks) as (key, value), in the backend's own
         order, read a page at a time (no common snapshot: a record written meanwhile may or may

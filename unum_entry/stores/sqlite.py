@@ -272,6 +272,9 @@ class SQLiteStore(Store):
             (workflow, limit + 1)).fetchone()[0])
         return int(rows) <= limit
 
+    def expect_bulk_writes(self) -> None:
+        self.database.expect_bulk_writes()
+
     def scan_values(self, workflow: str) -> Iterator[tuple[str, bytes | None]]:
         """In the order the rows were written (rowid), by the workflow index, _PAGE rows a read."""
         now, after = self._clock(), 0
