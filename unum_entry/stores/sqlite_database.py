@@ -33,7 +33,8 @@ after the commit that holds it is durable (a `sync=False` write - the delivery q
 only after it is committed, in order: `Database.write`). Riders (`Database.add_rider`: the
 delivery queue's journal) add their pending changes to whichever batch commits next, in its
 transaction: no transaction, and no writer waiting, of their own. With durability full the WAL is
-presized (`_presize_wal`) so that commits overwrite allocated blocks instead of growing the file.
+presized (`_presize_wal`) so that commits overwrite allocated blocks instead of growing the file;
+a long run of writes (a wide fan-out) checkpoints a larger one (`expect_bulk_writes`).
 Processes sharing the file serialise on SQLite's lock; SQLITE_BUSY is retried with
 sub-millisecond pauses (bounded by `busy_timeout`) and then raised as StoreError. Every sqlite3
 error leaves as a one-line StoreError naming the file and what to do (read-only, disk full,
@@ -340,8 +341,8 @@ class Database:
         thousands of commits, so a page that several of them touched is copied once, and there
         are 64 times fewer checkpoints. Measured with a million-item durable map + sum and one
         helper: 129.2 s with 512 pages, 109.1 s with 32,768 (docs/embedded-engine.md, "Round 18").
-        Costs: the WAL grows to ~128 MiB, growing as commits append to it; a checkpoint then takes
-        longer (its writes are the file's next ones); a crash leaves more WAL for the next open to
+        Costs: the WAL grows to ~128 MiB, growing as commits append to it; each checkpoint takes
+        longer, and holds the writer's turn longer; a crash leaves more WAL for the next open to
         read. Nothing a commit guarantees changes: `full` still syncs the WAL at every commit.
         Not the default: a short run's commits would each pay for growing the WAL (about twice
         the fsync), and only a long run of writes gains."""
