@@ -156,11 +156,15 @@ def test_a_retry_in_a_helper_is_the_next_attempt_and_a_failure_fails_the_workflo
 
 
 def test_a_helper_killed_mid_batch_leaves_its_batch_to_the_engine(tmp_path: Path) -> None:
-    started = tmp_path / "helper-started"
+    started, hold = tmp_path / "helper-started", tmp_path / "hold"
+    hold.touch()  # the helper's handlers wait while it exists: the kill always lands before its first commit
     folder = write_map(tmp_path / "m", f"import os, time\n\nPARENT = {os.getpid()}\n\n"
                                        "def handler(event, context):\n"
                                        "    if os.getpid() != PARENT:\n"
-                                       f"        open({str(started)!r}, 'a').close()\n        time.sleep(0.002)\n"
+                                       f"        open({str(started)!r}, 'a').close()\n"
+                                       "        deadline = time.monotonic() + 60\n"
+                                       f"        while os.path.exists({str(hold)!r}) and time.monotonic() < deadline:\n"
+                                       "            time.sleep(0.005)\n"
                                        "    return event\n")
     store = SQLiteStore.open(tmp_path / "s.db")
     with LocalPlatform(load_workflow(folder), store, workers=4, queue=SQLiteQueue(store.database),
@@ -170,7 +174,8 @@ def test_a_helper_killed_mid_batch_leaves_its_batch_to_the_engine(tmp_path: Path
         while not started.exists() and time.monotonic() < deadline:
             time.sleep(0.01)
         [pid] = helper_pids(os.getpid())
-        os.kill(pid, signal.SIGKILL)  # inside a batch: it sleeps in every handler
+        os.kill(pid, signal.SIGKILL)  # inside a batch: its handlers wait for `hold`
+        hold.unlink()  # (a helper started after it runs freely)
         platform.wait_idle(300)
         result = platform.outcome(workflow)
     assert result.result == {"sum": sum(range(WIDTH)), "n": WIDTH}
