@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.ui import browser, needs_browser, running_ui, wait_for  # noqa: F401 - browser: a fixture
+from tests.support.ui import browser, click, needs_browser, running_ui, wait_for  # noqa: F401 - browser: a fixture
 
 pytestmark = pytest.mark.integration
 
@@ -34,15 +34,13 @@ def ui(tmp_path):
 
 @needs_browser
 def test_the_page_lists_draws_and_refreshes(browser, ui):
-    from selenium.webdriver.common.by import By
-
     url, store = ui
     browser.get(url)
     table = wait_for(browser, "#workflows", "wf-map")
     assert "succeeded" in table.text
 
     # one workflow: its graph (SVG drawn by graphviz, one node per function, coloured) and result
-    browser.find_element(By.LINK_TEXT, "wf-map").click()
+    click(browser, "#workflows a", "wf-map")
     wait_for(browser, "#status", "succeeded")
     wait_for(browser, "#graph svg")
     # read at once: the graph is drawn again at every refresh, so elements found earlier go stale
@@ -75,13 +73,11 @@ def test_the_history_tab_shows_every_invocation_in_order(browser, ui):
     screenshot of it is what README shows (docs/ui-history.png)."""
     import json
 
-    from selenium.webdriver.common.by import By
-
     url, store = ui
     browser.set_window_size(1400, 1000)
     browser.get(url + "?w=wf-map")
     wait_for(browser, "#status", "succeeded")
-    browser.find_element(By.ID, "tab-history").click()
+    click(browser, "#tab-history")
     wait_for(browser, "#history", "ExecutionSucceeded")
     expected = json.loads(cli("inspect", "wf-map", "--store", store, "--history", "--json").stdout)
     # read at once: the pane is redrawn every second, so elements found earlier go stale
@@ -103,8 +99,6 @@ def test_the_redrive_button_reruns_a_failed_workflow(browser, tmp_path):
     """A failed run's page has a Redrive button (a POST with the page's token); after the cause is
     fixed, clicking it re-runs the failed item and the page turns succeeded."""
     import json
-
-    from selenium.webdriver.common.by import By
 
     fixed = tmp_path / "fixed"
     folder = tmp_path / "wf"

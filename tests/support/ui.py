@@ -91,3 +91,16 @@ def wait_for(driver: Any, css: str, text: str | None = None, timeout: float = 20
         return wait.until(ec.presence_of_element_located((By.CSS_SELECTOR, css)))
     wait.until(ec.text_to_be_present_in_element((By.CSS_SELECTOR, css), text))
     return driver.find_element(By.CSS_SELECTOR, css)
+
+
+def click(driver: Any, css: str, text: str | None = None, timeout: float = 20) -> None:
+    """Click the first element matching `css` (and, with `text`, whose text is exactly `text`),
+    found and clicked in one script: the page redraws its list and detail panes every second,
+    so an element found by one webdriver call can be stale by the next (a StaleElementReference
+    in CI between a `find_element` and its `click`)."""
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    script = ("const hit = [...document.querySelectorAll(arguments[0])]"
+              ".find(e => arguments[1] === null || e.textContent.trim() === arguments[1]);"
+              "if (hit) hit.click(); return !!hit;")
+    WebDriverWait(driver, timeout).until(lambda d: d.execute_script(script, css, text))
