@@ -13,6 +13,7 @@ import enum
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
+from unum_entry.context import DeliveryContext
 from unum_entry.frozen import Frozen, frozen
 
 if TYPE_CHECKING:
@@ -76,7 +77,17 @@ class FunctionParts(Frozen):
 
 
 class Layer(Protocol):
-    """A layer the runtime calls at its fixed points (one per Runtime, built by a LayerFactory)."""
+    """A layer the runtime calls at its fixed points (one per Runtime, built by a LayerFactory).
+
+    Two facts about the function, fixed when the layer is built, let the runtime leave the
+    layer out of a delivery's path where it would add nothing (decided once per Runtime)."""
+
+    #: The context class the runtime builds for every delivery (called with DeliveryContext's
+    #: fields; its `timers` may be a builder) instead of calling `context`; None: call `context`.
+    plain_context: type[InvocationContext] | None
+    #: Whether the handler must run through `call`; False: it has no escape to turn back, and
+    #: the runtime calls it directly.
+    wraps_calls: bool
 
     def intercept(self, env: Envelope) -> bool:
         """Handle a delivery that belongs to the layer rather than to the function (e.g. a
@@ -100,6 +111,9 @@ LayerFactory = Callable[[FunctionParts], Layer]
 
 class NoLayer:
     """No layer: plain handlers, nothing to intercept or undo."""
+
+    plain_context: type[InvocationContext] | None = DeliveryContext
+    wraps_calls = False
 
     def __init__(self, parts: FunctionParts | None = None) -> None:
         return None

@@ -110,6 +110,10 @@ class Runtime:
                                      dispatch_workers=self.config.dispatch_workers)
         self.layer = layer(FunctionParts(function=ir.function, handler=handler, store=store, invoker=invoker,
                                          hooks=self.hooks))
+        # Decided once per function by the layer (hooks.Layer): the context class built without
+        # the layer (None: the layer extends a DeliveryContext), and whether the handler runs through it.
+        self._plain_context = self.layer.plain_context
+        self._wraps_calls = self.layer.wraps_calls
         self.watchdog = Watchdog(ir.function, store, invoker, self.retention, enabled=self.config.watchdog,
                                  timeout_seconds=ir.timeout_seconds)
         # Decided once, not per delivery: whether spans and hooks do anything at all, and whether
@@ -262,14 +266,16 @@ class Runtime:
             return self._egress_over(env, invocation, checkpoint, before.stored, False)
         if self._hooked:
             self.hooks.at(FaultPoint.BEFORE_HANDLER, invocation)
-        context = self.layer.context(self._context(env, invocation), env, checkpoint)
+        context = self._context(env, invocation)
+        if self._plain_context is None:
+            context = self.layer.context(context, env, checkpoint)
         started = self.retention.clock()
         try:
             if self._traced:
                 with self.tracing.span("handler"):
-                    output = self.layer.call(partial(self._call_handler, before.event, context))
+                    output = self._run_handler(before.event, context)
             else:
-                output = self.layer.call(partial(self._call_handler, before.event, context))
+                output = self._run_handler(before.event, context)
         except WorkflowAborted as abort:
             self._give_up(env, abort, invocation)
             return None
@@ -449,10 +455,19 @@ class Runtime:
             self.executor.shutdown(wait=False)
 
     def _context(self, env: Envelope, invocation: str) -> InvocationContext:
+        """The handler's context: the layer's plain context class, or a DeliveryContext for the
+        layer to extend (`Layer.plain_context`)."""
         top = env.frames[-1]
         # `timers` as a builder: built when the handler first reads `context.timers`.
-        return DeliveryContext(env.workflow, self.ir.function, invocation, env.attempt, top.index, top.size,
-                               top.iteration, env.deadline, partial(self._timers, env))
+        return (self._plain_context or DeliveryContext)(env.workflow, self.ir.function, invocation, env.attempt,
+                                                         top.index, top.size, top.iteration, env.deadline,
+                                                         partial(self._timers, env))  # type: ignore[arg-type]  # (TimersOnFirstUse)
+
+    def _run_handler(self, event: Any, context: InvocationContext) -> Any:
+        """The handler on `event`, through the layer when it wraps calls (`Layer.wraps_calls`)."""
+        if self._wraps_calls:
+            return self.layer.call(partial(self._call_handler, event, context))
+        return self._call_handler(event, context)
 
     def _timers(self, env: Envelope) -> Timers:
         """The handler's durable timers (unum_entry.timers); no I/O until one is armed."""

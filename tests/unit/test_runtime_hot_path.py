@@ -140,3 +140,38 @@ def test_a_record_is_built_as_the_dataclass_built_it() -> None:
                                                  size=3, members={})
     with pytest.raises(AttributeError):
         record.key = "other"  # type: ignore[misc]
+
+
+def test_a_plain_handler_under_the_steps_layer_gets_the_context_the_layer_would_build() -> None:
+    """The runtime builds a plain handler's step context itself (`Layer.plain_context`) and calls
+    the handler directly (`Layer.wraps_calls`): the context is the one `StepsLayer.context`
+    builds (same class, same fields, no journal), and a step in it still explains itself."""
+    from unum_entry.context import DeliveryContext
+    from unum_entry.errors import StepError
+
+    seen: list[Any] = []
+    rt, _ = runtime(lambda event, ctx: seen.append(ctx) or event, layer=StepsLayer)
+    try:
+        rt.handle(new_workflow(1, "wf-plain"))
+        [ctx] = seen
+        fields = (ctx.workflow_id, ctx.function_name, ctx.invocation, ctx.attempt, ctx.index, ctx.size, ctx.iteration,
+                  ctx.deadline, ctx.timers)
+        built = rt.layer.context(DeliveryContext(*fields), new_workflow(1, "wf-plain"), ctx.invocation)
+        assert (rt.layer.plain_context, rt.layer.wraps_calls) == (type(built), False)
+        assert type(ctx) is type(built) and ctx == built and ctx.__dict__["_journal"] is None
+        with pytest.raises(StepError, match="steps need the handler declared with @unum_entry.steps.durable"):
+            ctx.step("a", lambda: 1)
+    finally:
+        rt.close()
+
+
+def test_a_durable_handler_runs_through_the_layer() -> None:
+    @durable
+    def handler(event: Any, ctx: StepContext) -> Any:
+        return event
+
+    rt, _ = runtime(handler, layer=StepsLayer)
+    try:
+        assert (rt.layer.plain_context, rt.layer.wraps_calls) == (None, True)
+    finally:
+        rt.close()

@@ -16,7 +16,7 @@ from unum_entry.context import InvocationContext
 from unum_entry.envelope import Envelope
 from unum_entry.errors import UnumError
 from unum_entry.hooks import FunctionParts, StepPoint
-from unum_entry.steps.api import StepContext
+from unum_entry.steps.api import DeliveryStepContext, StepContext
 from unum_entry.steps.journal import HookRaised, Journal, StepEnv, _at
 from unum_entry.steps.saga import CompensationRequest, advance, compensation_request, start_compensations
 
@@ -33,6 +33,11 @@ class StepsLayer:
         # Decided once per function, here, not at its first delivery: a chain of n functions
         # run once each would pay for it (inspecting the handler) n times per run.
         self._durable = self.env.durable
+        # A plain handler gets a step context without a journal (a step explains why it cannot
+        # run) and raises no HookRaised (only a journal's steps do): the runtime builds the one
+        # and calls the handler itself, with nothing of this layer on the path.
+        self.plain_context: type[InvocationContext] | None = None if self._durable else DeliveryStepContext
+        self.wraps_calls = self._durable
 
     def intercept(self, env: Envelope) -> bool:
         """A compensation request (saga.compensation_request) runs one compensation."""
