@@ -169,6 +169,23 @@ def test_add_to_set_creates_the_set_keeps_each_slots_first_member_and_reports_fu
     assert add(store, "s-1", 2, "c", size=3).full  # a retried last add still sees it full
 
 
+def test_what_an_add_or_a_read_returned_never_sees_later_adds(store: Store) -> None:
+    """A set state an add returns and a set record a read returns are the set as it was then
+    (the memory store adds in place to its own members: each answer carries a copy)."""
+    expires = ttl_from_now(store)
+    first = add(store, "s-copy", 0, "a", size=3)
+    [read] = store.read(["s-copy"]).values()
+    joined = store.create_joining("c-copy", b"v", workflow="wf", expires_at=expires,
+                                  join=SetAdd("s-copy", 1, "b", 3, expires))[2]
+    if joined is None:
+        add(store, "s-copy", 1, "b", size=3)
+    add(store, "s-copy", 2, "c", size=3)
+    assert dict(first.members) == {0: "a"} and dict(read.members) == {0: "a"}
+    if joined is not None:  # (a store that joins in its creates)
+        assert dict(joined.members) == {0: "a", 1: "b"}
+    assert dict(store.read(["s-copy"])["s-copy"].members) == {0: "a", 1: "b", 2: "c"}
+
+
 def test_a_set_keeps_the_size_of_its_first_add(store: Store) -> None:
     # (All adders of one set belong to one workflow: set names hash the workflow id.)
     expiry = int(time.time()) + 3600

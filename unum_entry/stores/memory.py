@@ -2,9 +2,10 @@
 (bench) and gives unit tests a store without a file system. Objects live as long as the store
 (or until they expire: an expired object counts as absent everywhere, `sweep` drops them).
 
-Sets are kept as a `Record(kind=SET, size, members)` whose members dict is private to the store;
-every record handed out carries a copy, so callers never see later adds. `max_value_bytes` is
-None (no limit); tests set it on an instance to exercise values stored by reference.
+Sets are kept as a `Record(kind=SET, size, members)` whose members dict is private to the store
+(an add puts its member in it in place); every record and set state handed out carries a copy,
+so callers never see later adds. `max_value_bytes` is None (no limit); tests set it on an
+instance to exercise values stored by reference.
 """
 
 from __future__ import annotations
@@ -68,12 +69,14 @@ class MemoryStore(Store):
             self._records[record.key] = current
         elif current.kind is not Kind.SET or current.size is None:
             raise StoreError(f"store key {record.key!r} holds a {current.kind.value}, not a set")
-        if slot not in current.members:  # a slot keeps its first member (idempotent add)
-            # A new record, not an update in place (a record handed out never changes);
-            # built directly: `dataclasses.replace` costs several times more.
-            current = Record(current.key, current.kind, current.workflow, current.expires_at, current.value,
-                             current.size, {**current.members, slot: member})
-            self._records[record.key] = current
+        members = current.members
+        if slot not in members:  # a slot keeps its first member (idempotent add)
+            if type(members) is dict:  # the store's own (made here): no record handed out holds it (`_snapshot`)
+                members[slot] = member
+            else:
+                current = Record(current.key, current.kind, current.workflow, current.expires_at, current.value,
+                                 current.size, {**members, slot: member})
+                self._records[record.key] = current
         return SetState(current.size if current.size is not None else record.size or 0, dict(current.members))
 
     def _sweep(self, now: float) -> int:
