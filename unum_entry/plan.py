@@ -203,7 +203,10 @@ def _transition(ins, ir: FunctionIR, env: Envelope, out: Committed, frames: tupl
         checkpoint, path = out.checkpoint, ins.items
 
         def item_ref(i: int) -> DataRef:  # built when the call is sent: a wide map is not all in memory at once
-            return DataRef(ref=checkpoint, item=i, path=path, **_small(items[i], inline_limit))
+            item = items[i]
+            if _small(item, inline_limit):
+                return DataRef(checkpoint, item, i, path)
+            return DataRef(checkpoint, item=i, path=path)
 
         fanned = _fan_out(env, out, frames, [ins.function] * len(items), item_ref, pending_sets)
         lanes = _lanes(ins, ir, out.value)
@@ -407,8 +410,9 @@ def _inline_if_small(out: Committed, inline_limit: int) -> dict[str, Any]:
 _FIXED_WIDTH = frozenset((int, float, bool, type(None)))
 
 
-def _small(item: Any, inline_limit: int) -> dict[str, Any]:
+def _small(item: Any, inline_limit: int) -> bool:
+    """Whether a map item travels inline (its encoding within `inline_limit`) besides by reference."""
     kind = type(item)
     if kind in _FIXED_WIDTH and inline_limit >= 9 and (kind is not int or item in MSGPACK_INTS):
-        return {"value": item}
-    return {"value": item} if len(encode(item)) <= inline_limit else {}
+        return True
+    return len(encode(item)) <= inline_limit
