@@ -49,8 +49,8 @@ from unum_entry.local.handoff import call_wire, envelope_wire, is_plain, open_ca
 from unum_entry.local.queue import MAX_HOPS, CallRun, Delivery, DeliveryQueue, MemoryQueue
 from unum_entry.outcome import Ending, RunResult, read_outcome
 from unum_entry.plan import Call, FanOutCalls
-from unum_entry.platforms.common import (DeliveryOutcome, DeliveryStatus, RetryPolicy, deliver, deliver_many,
-                                        record_failure)
+from unum_entry.platforms.common import (STATUS_DONE, DeliveryOutcome, DeliveryStatus, RetryPolicy, deliver,
+                                        deliver_many, record_failure)
 from unum_entry.runtime import Handler, Runtime, RuntimeConfig, load_handler, new_workflow
 from unum_entry.steps.layer import StepsLayer
 from unum_entry.stores.base import Store
@@ -927,21 +927,21 @@ class LocalPlatform:
     def _act_on(self, delivery: Delivery, runtime: Runtime, env: Envelope, outcome: DeliveryOutcome,
                 hand: _Hand) -> None:
         """Count `delivery`'s outcome and do what it asks (a retry, a redelivery)."""
-        if outcome.status is not DeliveryStatus.DONE:  # a delivery done is counted with its commit below
-            self._count("deliveries")
-        if outcome.status is DeliveryStatus.FAILED or (outcome.status is DeliveryStatus.DONE
-                                                       and outcome.done_report.failed):
+        status = outcome.status
+        if status is STATUS_DONE:  # (first and alone: nearly every delivery)
+            report = outcome.done_report
+            self._count_done(delivery, hand, created=report.created, failed=report.failed)
+            return
+        self._count("deliveries")
+        if status is DeliveryStatus.FAILED:
             with self._lock:
                 self._failed_here.add(env.workflow)
-        status = outcome.status
         if status in (DeliveryStatus.RETRY_HANDLER, DeliveryStatus.FAILED):  # named by `run`'s progress line
             top = env.top
             where = f"{delivery.function}[{top.index}]" if top.size > 1 else delivery.function
             with self._lock:
                 self._failures.append(f"{where} {error_type(outcome.error) or 'error'}")
-        if status is DeliveryStatus.DONE:
-            self._count_done(delivery, hand, created=outcome.done_report.created)
-        elif status is DeliveryStatus.DROPPED:
+        if status is DeliveryStatus.DROPPED:
             self._count("stale")
         elif status is DeliveryStatus.RETRY_HANDLER:
             # The next attempt gets the input this delivery brought, not what the handler left of it.
@@ -955,8 +955,7 @@ class LocalPlatform:
 
     def _count_done(self, delivery: Delivery, hand: _Hand, *, created: bool, failed: bool = False) -> None:
         """Count a delivery done (its commit `created` or replayed), in `hand` (`_settle` adds
-        it to the platform's); `failed`: its egress ended the workflow in failure (`_act_on`
-        notes that itself for the worker's own deliveries)."""
+        it to the platform's); `failed`: its egress ended the workflow in failure."""
         if failed:
             with self._lock:
                 self._failed_here.add(delivery.workflow)
