@@ -110,9 +110,10 @@ class Runtime:
                                      dispatch_workers=self.config.dispatch_workers)
         self.layer = layer(FunctionParts(function=ir.function, handler=handler, store=store, invoker=invoker,
                                          hooks=self.hooks))
-        # Decided once per function by the layer (hooks.Layer): the context class built without
-        # the layer (None: the layer extends a DeliveryContext), and whether the handler runs through it.
-        self._plain_context = self.layer.plain_context
+        # Decided once per function by the layer (hooks.Layer): the context class the runtime
+        # builds, whether the layer extends it, and whether the handler runs through the layer.
+        self._extends_context = self.layer.plain_context is None
+        self._context_class = self.layer.plain_context or DeliveryContext
         self._wraps_calls = self.layer.wraps_calls
         self.watchdog = Watchdog(ir.function, store, invoker, self.retention, enabled=self.config.watchdog,
                                  timeout_seconds=ir.timeout_seconds)
@@ -267,7 +268,7 @@ class Runtime:
         if self._hooked:
             self.hooks.at(FaultPoint.BEFORE_HANDLER, invocation)
         context = self._context(env, invocation)
-        if self._plain_context is None:
+        if self._extends_context:
             context = self.layer.context(context, env, checkpoint)
         started = self.retention.clock()
         try:
@@ -459,9 +460,9 @@ class Runtime:
         layer to extend (`Layer.plain_context`)."""
         top = env.frames[-1]
         # `timers` as a builder: built when the handler first reads `context.timers`.
-        return (self._plain_context or DeliveryContext)(env.workflow, self.ir.function, invocation, env.attempt,
-                                                         top.index, top.size, top.iteration, env.deadline,
-                                                         partial(self._timers, env))  # type: ignore[arg-type]  # (TimersOnFirstUse)
+        return self._context_class(env.workflow, self.ir.function, invocation, env.attempt, top.index, top.size,
+                                   top.iteration, env.deadline,
+                                   partial(self._timers, env))  # type: ignore[arg-type]  # (TimersOnFirstUse)
 
     def _run_handler(self, event: Any, context: InvocationContext) -> Any:
         """The handler on `event`, through the layer when it wraps calls (`Layer.wraps_calls`)."""

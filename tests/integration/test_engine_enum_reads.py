@@ -2,8 +2,7 @@
 Python 3.11 such a read goes through `EnumType.__getattr__`'s slot hook, ~1,100 instructions
 each (unum_entry.stores.base, at KIND_SET), and nine of them per map transition were ~4 % of
 it. Counted through the real platform (memory and SQLite stores, one worker) on a chain and a
-map + sum;
-what a workflow's start and end read is divided out by running several."""
+map + sum; what a workflow's start and end read is divided out by running several."""
 
 from __future__ import annotations
 
@@ -14,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.maps import map_sum
 from unum_entry.local.platform import LocalPlatform
 from unum_entry.local.queue import MemoryQueue, SQLiteQueue
 from unum_entry.stores.memory import MemoryStore
@@ -33,18 +33,6 @@ def chain(root: Path) -> Path:
     return root
 
 
-def map_sum(root: Path) -> Path:
-    sources = {
-        "Split": FunctionSource("def handler(event, context):\n    return list(range(event))\n",
-                                [{"op": "create_set", "function": "Sum", "shape": "aggregate"},
-                                 {"op": "map", "function": "Item"}]),
-        "Item": FunctionSource("def handler(event, context):\n    return event\n", [{"op": "fan_in", "function": "Sum"}]),
-        "Sum": FunctionSource("def handler(event, context):\n    return sum(event)\n", []),
-    }
-    write_workflow(root, name="m", entry="Split", functions=sources)
-    return root
-
-
 @pytest.mark.parametrize("store_kind", ["memory", "sqlite"])
 @pytest.mark.parametrize("shape", ["chain", "map"])
 def test_a_transition_reads_no_enum_member_off_its_class(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
@@ -59,8 +47,11 @@ def test_a_transition_reads_no_enum_member_off_its_class(tmp_path: Path, monkeyp
             reads[f"{cls.__name__}.{name} in {Path(caller.co_filename).name}:{caller.co_name}"] += 1
         return plain(cls, name)
 
-    workflow = load_workflow(chain(tmp_path / "w") if shape == "chain" else map_sum(tmp_path / "w"))
     runs, items = (10, 0) if shape == "chain" else (4, 500)
+    if shape == "chain":
+        workflow = load_workflow(chain(tmp_path / "w"))
+    else:
+        workflow = write_workflow(tmp_path / "w", name="m", entry="Split", functions=map_sum(items))
     transitions = runs * (CHAIN if shape == "chain" else items + 2)
     store = SQLiteStore.open(tmp_path / "s.db") if store_kind == "sqlite" else MemoryStore()
     queue = SQLiteQueue(store.database) if isinstance(store, SQLiteStore) else MemoryQueue()  # as `run` does
@@ -69,7 +60,7 @@ def test_a_transition_reads_no_enum_member_off_its_class(tmp_path: Path, monkeyp
         with LocalPlatform(workflow, store, workers=1, queue=queue, helpers=0) as platform:
             counting[0] = True
             for _ in range(runs):
-                platform.start(items if shape == "map" else 0)
+                platform.start(None)
                 platform.wait_idle(60)
             counting[0] = False
     finally:
