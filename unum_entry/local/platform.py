@@ -43,6 +43,7 @@ from unum_entry.errors import (EnvelopeError, HelperReported, PlanError, Redeliv
                                StoreUnusable, UnumError, WorkflowTimeout)
 from unum_entry.invocation_log import InvocationLog, InvocationRecord, error_type, hosted_state
 from unum_entry.local.cpu import OneCpu
+from unum_entry.local.saturation import Saturation
 from unum_entry.local.faults import FaultInjector, InjectedCrash
 from unum_entry.local import helpers as helping
 from unum_entry.local.handoff import call_wire, envelope_wire, is_plain, open_call, open_sealed, seal
@@ -163,14 +164,18 @@ class LocalPlatform:
 
     `queue` holds the deliveries accepted and not yet done (default: a `MemoryQueue`; a
     `SQLiteQueue` keeps them across processes and `recover` re-drives what a killed process
-    left). A delivery leaves it only once its processing ended, after whatever it re-queued."""
+    left). A delivery leaves it only once its processing ended, after whatever it re-queued.
+
+    `saturation`: how the platform measures whether its process uses a whole CPU, on a store
+    that never lets go of the GIL (`_crowded`; default: unum_entry.local.saturation's clocks)."""
 
     def __init__(self, workflow: Workflow, store: Store, *, workers: int = 4,
                  faults: FaultInjector | None = None, config: RuntimeConfig | None = None,
                  wrap: HandlerWrapper | None = None, invoke_latency: float = 0.0,
                  retry_delay: float = 0.001, max_redeliveries: int = MAX_REDELIVERIES,
                  max_backoff: float = MAX_BACKOFF, queue: DeliveryQueue | None = None,
-                 invocation_log: InvocationLog | None = None, helpers: int | None = None) -> None:
+                 invocation_log: InvocationLog | None = None, helpers: int | None = None,
+                 saturation: Saturation | None = None) -> None:
         self.workflow = workflow
         # One line per delivery, as the function images write them (`run --log-format json`, `-v`).
         self.invocation_log = invocation_log
@@ -224,6 +229,11 @@ class LocalPlatform:
         # The workers run unum's code on one CPU, handlers on all (unum_entry.local.cpu): with a
         # store whose calls are brief and let go of the GIL (SQLite), not one with client threads.
         self._cpu = OneCpu(enabled=None if store.one_cpu else False)
+        # On a store that never lets go of the GIL, whether the process already uses a whole
+        # CPU: then an extra worker with quick deliveries stands aside (`_crowded`).
+        self._saturation = (saturation or Saturation()) if store.holds_gil and faults is None else None
+        self._quick = False  # the last restarted worker's deliveries were quick (`_restart`)
+        self._restarted = 0.0  # ... and when (time.monotonic())
         # Whether a worker may run a batch of fan-in branches with their commits together
         # (`_batch`): not when each delivery is to be seen on its own (faults picking the order,
         # an invocation log timing each, a simulated invoke latency).
@@ -645,15 +655,19 @@ class LocalPlatform:
                     self._restart(hand)
                     return hand.taken.popleft()
                 now = time.time()
+                crowded = False
                 if self.faults is None:
-                    if (delivery := queue.pop_due(now)) is not None:
+                    crowded = self._crowded(hand)
+                    if not crowded and (delivery := queue.pop_due(now)) is not None:
                         self._taken(delivery)
                         if hand.quick and hand.batching:
                             for _ in range(min(TAKE_BATCH - 1, len(queue) // len(self._workers))):
                                 if (more := queue.pop_due(now)) is None:
                                     break
                                 hand.taken.append(self._taken(more))
-                        if self._idle_workers and (due := queue.next_due()) is not None and due <= now:
+                        if self._idle_workers and (due := queue.next_due()) is not None and due <= now \
+                                and not (self._quick and self._saturation is not None
+                                         and self._saturation.saturated()):
                             self._work_cv.notify(1)  # more is due: an idle worker takes the next (the baton)
                         self._restart(hand)
                         return delivery
@@ -667,7 +681,7 @@ class LocalPlatform:
                         self._restart(hand)
                         return self._taken(ready.pop())
                 due = queue.next_due()
-                wait = due - now if due is not None else 0.05
+                wait = due - now if due is not None and not crowded else 0.05
                 self._idle_workers += 1
                 try:
                     self._work_cv.wait(max(0.0005, min(wait, 0.05)))
@@ -675,10 +689,24 @@ class LocalPlatform:
                     self._idle_workers -= 1
             return None
 
+    def _crowded(self, hand: _Hand) -> bool:
+        """Whether `hand`'s worker would add nothing by taking a delivery now (lock held): on
+        a store that never lets go of the GIL, the deliveries are quick, the process already
+        uses a whole CPU (unum_entry.local.saturation) and another worker is at work, so what
+        is due gets taken: a worker took a delivery within the last two SETTLE_INTERVALs (one
+        whose delivery runs longer, CPU-bound or not, keeps no one waiting beyond that). It
+        then waits as an idle worker does (polling every 50 ms); a handler that blocks lowers
+        the CPU use, and the workers spread again."""
+        return (self._saturation is not None and self._quick and hand.batching
+                and len(self._workers) - self._idle_workers > 1
+                and time.monotonic() - self._restarted < 2 * SETTLE_INTERVAL
+                and self._saturation.saturated())
+
     def _restart(self, hand: _Hand) -> None:
         """A new budget for `hand`; were its deliveries since the last one quick?"""
         now = time.monotonic()
-        hand.quick = now - hand.since < QUICK * (hand.hops + 1)
+        hand.quick = self._quick = now - hand.since < QUICK * (hand.hops + 1)
+        self._restarted = now
         hand.hops = 0
         hand.since = now
         hand.settle_by = now + SETTLE_INTERVAL

@@ -287,6 +287,9 @@ class Store(ABC):
     #: Whether the embedded engine's workers should share one CPU on this store (unum_entry.local.cpu):
     #: its calls are brief and let go of the GIL, and it starts no threads of its own (SQLite).
     one_cpu: bool = False
+    #: Whether its calls never let go of the GIL (no I/O, no waits: the memory store), so the
+    #: engine's workers cannot run them side by side (unum_entry.local.saturation).
+    holds_gil: bool = False
 
     def __init__(self, ttl_seconds: int = DEFAULT_TTL_SECONDS, clock=time.time) -> None:
         # The deployment's TTL (workflow start + TTL = its deadline) and the store's clock, read by
