@@ -666,8 +666,7 @@ class LocalPlatform:
                                     break
                                 hand.taken.append(self._taken(more))
                         if self._idle_workers and (due := queue.next_due()) is not None and due <= now \
-                                and not (self._quick and self._saturation is not None
-                                         and self._saturation.saturated()):
+                                and not self._gil_bound():
                             self._work_cv.notify(1)  # more is due: an idle worker takes the next (the baton)
                         self._restart(hand)
                         return delivery
@@ -689,18 +688,21 @@ class LocalPlatform:
                     self._idle_workers -= 1
             return None
 
+    def _gil_bound(self) -> bool:
+        """Whether one more worker would only contend for the GIL (lock held): the store never
+        lets go of it, the deliveries are quick, and the process already uses a whole CPU
+        (unum_entry.local.saturation). Then no baton is passed on, and `_crowded` applies."""
+        return self._saturation is not None and self._quick and self._saturation.saturated()
+
     def _crowded(self, hand: _Hand) -> bool:
-        """Whether `hand`'s worker would add nothing by taking a delivery now (lock held): on
-        a store that never lets go of the GIL, the deliveries are quick, the process already
-        uses a whole CPU (unum_entry.local.saturation) and another worker is at work, so what
-        is due gets taken: a worker took a delivery within the last two SETTLE_INTERVALs (one
-        whose delivery runs longer, CPU-bound or not, keeps no one waiting beyond that). It
-        then waits as an idle worker does (polling every 50 ms); a handler that blocks lowers
-        the CPU use, and the workers spread again."""
-        return (self._saturation is not None and self._quick and hand.batching
-                and len(self._workers) - self._idle_workers > 1
-                and time.monotonic() - self._restarted < 2 * SETTLE_INTERVAL
-                and self._saturation.saturated())
+        """Whether `hand`'s worker should stand aside instead of taking a delivery (lock held):
+        the work is GIL-bound (`_gil_bound`) and another worker is at work and taking
+        deliveries, one having taken one within the last two SETTLE_INTERVALs (so a delivery
+        that runs longer, CPU-bound or not, keeps no one waiting beyond that). It then waits
+        as an idle worker does (polling every 50 ms); a handler that blocks lowers the CPU
+        use, and the workers spread again."""
+        return (hand.batching and self._gil_bound() and len(self._workers) - self._idle_workers > 1
+                and time.monotonic() - self._restarted < 2 * SETTLE_INTERVAL)
 
     def _restart(self, hand: _Hand) -> None:
         """A new budget for `hand`; were its deliveries since the last one quick?"""
