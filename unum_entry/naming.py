@@ -57,6 +57,40 @@ def checkpoint_key(workflow: str, function: str, frames: Sequence[Frame]) -> str
     return "c-" + h.hexdigest()
 
 
+class CheckpointNames:
+    """`checkpoint_key` of one function's invocations, made faster for a fan-out's branches,
+    whose names share all but their last frame: it keeps a hasher fed everything of the last
+    branch's name but that frame, and feeds it only the frame. The bytes hashed are
+    `checkpoint_key`'s, so the names are too. An invocation outside any fan-out (a chain's:
+    each function names one per workflow) is named as `checkpoint_key` names it. Safe across
+    threads: the kept parts and their hasher are one tuple, read and replaced whole."""
+
+    __slots__ = ("function", "_kept")
+
+    def __init__(self, function: str) -> None:
+        self.function = function
+        self._kept: tuple[str | None, tuple[Frame, ...], Callable[[], Any]] = (None, (), _CHECKPOINT)
+
+    def key(self, workflow: str, frames: Sequence[Frame]) -> str:
+        """`checkpoint_key(workflow, self.function, frames)`."""
+        if len(frames) == 1:
+            return checkpoint_key(workflow, self.function, frames)
+        parent = tuple(frames[:-1])
+        kept_workflow, kept_parent, seeded = self._kept
+        if kept_workflow != workflow or kept_parent != parent:
+            h = _CHECKPOINT()
+            n = len(frames)
+            # The msgpack of `[workflow, function, [frame, …]]`'s elements up to the last frame.
+            h.update(pack(workflow) + pack(self.function) + pack([0] * n)[:-n]
+                     + b"".join(pack([f.index, f.size, f.iteration]) for f in parent))
+            seeded = h.copy
+            self._kept = (workflow, parent, seeded)
+        h = seeded()
+        last = frames[-1]
+        h.update(pack([last.index, last.size, last.iteration]))
+        return "c-" + h.hexdigest()
+
+
 def fan_in_set_key(workflow: str, target: str, target_frames: Sequence[Frame], fan_out_size: int) -> str:
     """The set that the `fan_out_size` branches joining invocation (target, target_frames)
     coordinate through. The size is part of the name: a late re-run of the origin that fans

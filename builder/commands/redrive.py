@@ -35,6 +35,7 @@ class PlatformInvoker:
 
 def cmd_redrive(args: argparse.Namespace) -> int:
     from unum_entry import load_workflow
+    from unum_entry.local.heap import freeze_loaded
     from unum_entry.local.platform import LocalPlatform
     from unum_entry.outcome import WorkflowStatus, read_outcome
     from unum_entry.redrive import redrive
@@ -53,6 +54,7 @@ def cmd_redrive(args: argparse.Namespace) -> int:
                             "workflow folder: --workflow FOLDER")
         workflow = load_workflow(runnable_workflow(folder))
         platform = LocalPlatform(workflow, store, workers=args.workers)
+        freeze_loaded()  # (unum_entry.local.heap)
         try:
             sent = redrive(store, args.workflow_id, PlatformInvoker(platform))
             console.message(f"redrive {sent.number + 1} of workflow {args.workflow_id}: re-running {sent.function} "

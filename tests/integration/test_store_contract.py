@@ -536,6 +536,15 @@ def test_tally_reads_the_records_asked_for_and_counts_every_live_record_by_kind(
     assert at(store, now + 500).tally("wf", (Kind.RESULT,)) == ([], {}, None)
 
 
+def test_a_tallied_set_stays_as_it_was_read(store: Store) -> None:
+    """A set `tally` returns is the set at the read: a later add changes the store's, not it."""
+    add(store, "s-1", 0, "c-0", size=3)
+    [record] = store.tally("wf", (), ("s-1",)).records
+    add(store, "s-1", 1, "c-1", size=3)
+    assert (record.size, dict(record.members)) == (3, {0: "c-0"})
+    assert dict(store.tally("wf", (), ("s-1",)).records[0].members) == {0: "c-0", 1: "c-1"}
+
+
 # ---- workflows (listing: `python -m builder list`, the web page) ---------------------------------
 
 def test_workflows_counts_each_workflows_objects_by_kind_with_its_expiries(store: Store) -> None:

@@ -175,3 +175,27 @@ def test_a_durable_handler_runs_through_the_layer() -> None:
         assert (rt.layer.plain_context, rt.layer.wraps_calls) == (None, True)
     finally:
         rt.close()
+
+
+def test_a_branch_joins_with_its_own_workflows_ledger_after_another_workflows_branch() -> None:
+    """The runtime keeps the last fan-in branch's ledger (`_leaf_join`): a branch of another
+    workflow, or of the same id with another deadline, joins with a ledger of its own."""
+    clock = lambda: T0  # noqa: E731
+    ir = parse_ir({"unum_ir": 1, "function": "F", "handler": "app.handler",
+                   "instructions": [{"op": "fan_in", "function": "Sum"}]}, source="ir")
+    config = RuntimeConfig(retention=Retention(ttl_seconds=TTL, margin_seconds=MARGIN, clock=clock), watchdog=False)
+    store = MemoryStore(ttl_seconds=TTL, clock=clock)
+    rt = Runtime(ir, lambda event, ctx: event, store, Recording(), config=config)
+    branches = [("wf-a", 1), ("wf-a", 2), ("wf-b", 1), ("wf-a", 3), ("wf-c", 4), ("wf-c", 20)]  # (20: a shard of its own)
+    deadlines = {"wf-a": int(T0) + 500, "wf-b": int(T0) + 700, "wf-c": int(T0) + 900}
+    try:
+        for workflow, index in branches:
+            deadline = deadlines[workflow] + (index if workflow == "wf-c" else 0)  # wf-c: a deadline per branch
+            rt.handle(Envelope(workflow=workflow, frames=(*ROOT, Frame(index, 40, 0)), deadline=deadline,
+                               inputs=(DataRef(value=index),)))
+    finally:
+        rt.close()
+    shards = {(record.workflow, record.expires_at, tuple(sorted(record.members)))
+              for record in store.records() if record.kind is Kind.SET}
+    assert shards == {("wf-a", deadlines["wf-a"], (1, 2, 3)), ("wf-b", deadlines["wf-b"], (1,)),
+                      ("wf-c", deadlines["wf-c"] + 4, (4,)), ("wf-c", deadlines["wf-c"] + 20, (4,))}

