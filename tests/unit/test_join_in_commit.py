@@ -88,3 +88,31 @@ def test_a_batch_of_branches_makes_the_next_level_adds_of_the_leaves_it_filled_i
             break
     store.close()
     assert calls["_add_to_set_many"] >= 1 and calls["_add_to_set_many"] < 3, calls
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite"])
+def test_a_joining_create_upserts_the_set_its_own_add_names(tmp_path: Path, kind: str) -> None:
+    """The store builds a shard's record once for the branches that join it in a row
+    (`Store._joining_records`): a create that names another set, size, workflow or expiry
+    creates that set, and a bad add is refused as ever, after a good one to the same shard."""
+    from unum_entry.errors import StoreMisuse
+    from unum_entry.stores.base import Kind, SetAdd
+
+    store = MemoryStore() if kind == "memory" else SQLiteStore.open(tmp_path / "s.db")
+    t = 2_000_000_000
+    joins = [("c-1", "wf", SetAdd("s-1", 0, "c-1", 2, t)), ("c-2", "wf", SetAdd("s-1", 1, "c-2", 2, t)),
+             ("c-3", "wf", SetAdd("s-2", 0, "c-3", 3, t)), ("c-4", "wf", SetAdd("s-3", 0, "c-4", 3, t)),
+             ("c-5", "wf", SetAdd("s-4", 0, "c-5", 3, t + 1)), ("c-6", "wf-b", SetAdd("s-5", 0, "c-6", 3, t + 1)),
+             ("c-7", "wf-b", SetAdd("s-6", 0, "c-7", 4, t + 1))]
+    for key, workflow, join in joins:
+        assert store.create_joining(key, b"v", workflow=workflow, expires_at=t, join=join)[1]
+    sets = {r.key: (r.workflow, r.size, r.expires_at, dict(r.members)) for r in store.records() if r.kind is Kind.SET}
+    assert sets == {"s-1": ("wf", 2, t, {0: "c-1", 1: "c-2"}), "s-2": ("wf", 3, t, {0: "c-3"}),
+                    "s-3": ("wf", 3, t, {0: "c-4"}), "s-4": ("wf", 3, t + 1, {0: "c-5"}),
+                    "s-5": ("wf-b", 3, t + 1, {0: "c-6"}), "s-6": ("wf-b", 4, t + 1, {0: "c-7"})}
+    store.create_joining("c-9", b"v", workflow="wf-b", expires_at=t, join=SetAdd("s-7", 0, "c-9", 4, 1))
+    for bad in (SetAdd("s-7", -1, "c-8", 4, 1), SetAdd("s-7", 1, "c-8", 0, 1),
+                SetAdd("s-7", 1, "c-8", 4, True)):  # type: ignore[arg-type]  # (True == 1: no expiry)
+        with pytest.raises(StoreMisuse):
+            store.create_joining("c-8", b"v", workflow="wf-b", expires_at=t, join=bad)
+    assert "c-8" not in {r.key for r in store.records()}

@@ -288,6 +288,7 @@ class Store(ABC):
     #: Whether its calls never let go of the GIL (no I/O, no waits: the memory store), so the
     #: engine's workers cannot run them side by side (unum_entry.local.saturation).
     holds_gil: bool = False
+    _last_shard: Record | None = None  # the set record `_joining_records` built last (immutable: shared)
 
     def __init__(self, ttl_seconds: int = DEFAULT_TTL_SECONDS, clock=time.time) -> None:
         # The deployment's TTL (workflow start + TTL = its deadline) and the store's clock, read by
@@ -334,7 +335,14 @@ class Store(ABC):
         """The record a joining create writes (its value by reference when too long: chunks
         written here first) and the set record its add upserts; StoreMisuse for a bad add or
         expiry, before anything is written."""
-        set_record = _set_record(join.key, join.slot, join.size, workflow, join.expires_at)
+        # The shard's record is the same for each of its SHARD_SLOTS branches in a row: built once.
+        set_record = self._last_shard
+        if (set_record is None or set_record.key != join.key or set_record.workflow != workflow
+                or set_record.size != join.size or set_record.expires_at != join.expires_at
+                or type(join.expires_at) is not int):
+            set_record = self._last_shard = _set_record(join.key, join.slot, join.size, workflow, join.expires_at)
+        else:
+            _check_set_add(join.key, join.slot, join.size)
         expiry = _expiry(key, expires_at)
         stored = self._by_reference(key, bytes(value), workflow, expiry)
         return Record(key, kind, workflow, expiry, stored), set_record
