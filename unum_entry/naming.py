@@ -79,10 +79,8 @@ class CheckpointNames:
         kept_workflow, kept_parent, seeded = self._kept
         if kept_workflow != workflow or kept_parent != parent:
             h = _CHECKPOINT()
-            n = len(frames)
-            # The msgpack of `[workflow, function, [frame, …]]`'s elements up to the last frame.
-            h.update(pack(workflow) + pack(self.function) + pack([0] * n)[:-n]
-                     + b"".join(pack([f.index, f.size, f.iteration]) for f in parent))
+            # `checkpoint_key`'s bytes up to the last frame: the frame list with a one-byte stand-in for it, dropped.
+            h.update(_parts(workflow, self.function, [*_frames(parent), 0])[:-1])
             seeded = h.copy
             self._kept = (workflow, parent, seeded)
         h = seeded()

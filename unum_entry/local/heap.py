@@ -1,4 +1,4 @@
-"""What a process that runs workflows loaded first stays out of the cycle collector's full passes.
+"""Keeping what a process loaded before it runs its workflows out of the cycle collector's full passes.
 
 CPython's cycle collector makes a full pass, over every object it tracks, once the objects that
 reached its oldest generation since the last full pass number a quarter of those it kept then.

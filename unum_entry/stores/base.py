@@ -536,17 +536,7 @@ class Store(ABC):
     def _tally(self, workflow: str, kinds: frozenset[Kind], keys: frozenset[str],
                now: float) -> tuple[list[Record], dict[Kind, int], int | None]:
         """`tally` over the records live at `now`, values not yet resolved. Default: one `_scan`."""
-        kept: list[Record] = []
-        counts: dict[Kind, int] = {}
-        latest: int | None = None
-        for record in self._scan(workflow):
-            if record.expires_at <= now:
-                continue
-            counts[record.kind] = counts.get(record.kind, 0) + 1
-            latest = record.expires_at if latest is None else max(latest, record.expires_at)
-            if record.kind in kinds or record.key in keys:
-                kept.append(record)
-        return kept, counts, latest
+        return tally_records(self._scan(workflow), workflow, kinds, keys, now)
 
     # ---- listing workflows (tools: `python -m builder list`, the web page) ---------------
 
@@ -862,6 +852,25 @@ def chunk_key_of(key: str, digest: bytes, expires_at: int, index: int) -> str:
     manifest: a writer with another expiry writes chunks of its own)."""
     payload = msgpack.packb(["chunk", key, digest, expires_at, index], use_bin_type=True)
     return CHUNK_PREFIX + hashlib.blake2b(payload, digest_size=16).hexdigest()
+
+
+def tally_records(records: Iterable[Record], workflow: str, kinds: frozenset[Kind], keys: frozenset[str],
+                  now: float, keep: Callable[[Record], Record] = lambda record: record
+                  ) -> tuple[list[Record], dict[Kind, int], int | None]:
+    """`Store._tally`'s pass over `records`: those of `workflow` live at `now` counted by kind,
+    their latest expiry, and `keep(record)` of each of `kinds` or named in `keys`."""
+    kept: list[Record] = []
+    counts: dict[Kind, int] = {}
+    latest: int | None = None
+    for record in records:
+        if record.workflow != workflow or record.expires_at <= now:
+            continue
+        counts[record.kind] = counts.get(record.kind, 0) + 1
+        if latest is None or record.expires_at > latest:
+            latest = record.expires_at
+        if record.kind in kinds or record.key in keys:
+            kept.append(keep(record))
+    return kept, counts, latest
 
 
 def _set_record(key: str, slot: int, size: int, workflow: str, expires_at: int) -> Record:
