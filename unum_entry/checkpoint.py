@@ -149,7 +149,7 @@ def not_yet_committed(store: Store, calls: Sequence[Call]) -> list[Call]:
         return []
     names = [naming.checkpoint_key(c.envelope.workflow, c.function, c.envelope.frames) for c in calls]
     committed = store.read(names)
-    return [replace(call, envelope=replace(call.envelope, redelivered=True))
+    return [call.with_envelope(replace(call.envelope, redelivered=True))
             for call, name in zip(calls, names, strict=True) if name not in committed]
 
 

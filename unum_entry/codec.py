@@ -8,6 +8,7 @@ from typing import Any
 import msgpack  # type: ignore[import-untyped]
 
 from unum_entry.errors import UnencodableValue
+from unum_entry.packing import pack_value
 
 __all__ = ["MSGPACK_INTS", "UnencodableValue", "decode", "decode_many", "encode"]
 
@@ -18,8 +19,7 @@ MSGPACK_INTS = range(-2**63, 2**64)
 def encode(value: Any, *, what: str = "value") -> bytes:
     """Encode a JSON-like value (dict/list/str/int/float/bool/None/bytes) as msgpack."""
     try:
-        packed: bytes = msgpack.packb(value, use_bin_type=True, strict_types=False)
-        return packed
+        return pack_value(value)  # `msgpack.packb(value, use_bin_type=True)`, without a Packer per call
     except (TypeError, ValueError, OverflowError) as exc:
         raise UnencodableValue(f"{what} cannot be stored: {exc} (return JSON-like data: dict, list, str, number, bool, None or bytes)") from exc
 

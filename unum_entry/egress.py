@@ -15,7 +15,7 @@ from __future__ import annotations
 import contextvars
 from collections.abc import Callable, Sequence
 from functools import partial
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, Final, cast
 
 from unum_entry import fanin
 from unum_entry.checkpoint import commits_its_result, not_yet_committed, record_result
@@ -62,18 +62,35 @@ class EgressContext(Frozen):
                              dispatch_workers=dispatch_workers, program=program if program is not None else Program(ir))
 
 
-@frozen
-class EgressReport(Frozen):
-    """What one egress did (logs, tests, bench)."""
+class EgressReport:
+    """What one egress did (logs, tests, bench): the committed output (`value`), whether this
+    execution's commit made it (`created`), how many calls it sent (`invoked`), whether it ended
+    its thread (`terminal`), and whether through an IR `fail` (`failed`: the workflow aborted).
+    `value` may come as its encoded bytes (`encoded`), decoded when read: a fan-in branch's
+    egress has no use for it (its target reads it from the store).
 
-    value: Any
-    created: bool
-    invoked: int
-    terminal: bool
-    failed: bool = False  # terminal through an IR `fail`: the workflow aborted
+    Read-only (Final: mypy refuses a write), a plain class rather than a `Frozen` one: one is
+    made per delivery, and a value class's `__init__` costs about twice a plain one's."""
 
-    def __init__(self, value: Any, created: bool, invoked: int, terminal: bool, failed: bool = False) -> None:
-        self.__dict__.update(value=value, created=created, invoked=invoked, terminal=terminal, failed=failed)
+    __slots__ = ("_value", "_encoded", "created", "invoked", "terminal", "failed")
+
+    def __init__(self, value: Any, created: bool, invoked: int, terminal: bool, failed: bool = False, *,
+                 encoded: bytes | None = None) -> None:
+        self._value: Final = value
+        self._encoded: Final = encoded
+        self.created: Final = created
+        self.invoked: Final = invoked
+        self.terminal: Final = terminal
+        self.failed: Final = failed
+
+    @property
+    def value(self) -> Any:
+        """The committed output (a fresh decode of `encoded` at each read, when given so)."""
+        return self._value if self._encoded is None else decode(self._encoded)
+
+    def __repr__(self) -> str:
+        return (f"EgressReport(value={self.value!r}, created={self.created!r}, invoked={self.invoked!r}, "
+                f"terminal={self.terminal!r}, failed={self.failed!r})")
 
 
 def egress(ctx: EgressContext, env: Envelope, invocation: str, checkpoint: str | None,
@@ -90,6 +107,11 @@ def egress(ctx: EgressContext, env: Envelope, invocation: str, checkpoint: str |
     encoded = stored if value_end is None else stored[:value_end]
     if commits_its_result(ctx.ir):  # the commit was the result record: nothing more to do
         return EgressReport(value=decode(encoded)["value"], created=created, invoked=0, terminal=True)
+    if branch_plan is not None and not env.lanes and not branch_plan.terminal:
+        # A fan-in branch: its plan is its join alone, which needs no value (the report decodes it if read).
+        invoked = _join(ctx, env, invocation, checkpoint, branch_plan.join, created, leaf_state, parent_state) \
+            if branch_plan.join is not None and checkpoint is not None else 0
+        return EgressReport(None, created, invoked, False, encoded=encoded)
     value = decode(encoded)
     program: Program = ctx.program  # type: ignore[assignment]
     if program.hop is not None and not env.lanes:  # a chain hop (no lane to pass on): its one call

@@ -18,7 +18,7 @@ items read anyway: docs/history.md ("Stop").
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, Final
 
 from unum_entry import fanin
 from unum_entry.checkpoint import reads_checkpoint_first
@@ -26,7 +26,7 @@ from unum_entry.codec import decode, decode_many
 from unum_entry.conditions import resolve_path
 from unum_entry.envelope import Envelope, Gather
 from unum_entry.errors import EnvelopeError, RetentionExpired
-from unum_entry.frozen import Frozen, frozen
+from unum_entry.frozen import Frozen, ReadOnly, frozen
 from unum_entry.outcome import Ending
 from unum_entry.stores.base import Store
 
@@ -60,14 +60,13 @@ class Ended(Frozen):
         pass
 
 
-@frozen
-class Ready(Frozen):
+class Ready(ReadOnly):
     """No checkpoint seen: run the handler on `event`."""
 
-    event: Any
+    __slots__ = ("event",)
 
     def __init__(self, event: Any) -> None:
-        self.__dict__.update(event=event)
+        self.event: Final = event
 
 
 def ingress(env: Envelope, store: Store, checkpoint: str | None, *,

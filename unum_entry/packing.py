@@ -6,7 +6,9 @@ body))` (names and history stamps are stored: their bytes must never change).
 here each thread keeps one (a Packer is not safe to share between threads). Only for values
 made of builtin types that cannot call back into Python while being packed (names, stamps
 without user values): a callback that packed again on the same thread would interleave with the
-outer pack in the one buffer. User values go through `unum_entry.codec`.
+outer pack in the one buffer. User values go through `unum_entry.codec`, which packs them with
+`pack_value`: the thread's other Packer, taken out of reach while it packs, so a value that
+calls back into Python (a dict subclass's `items()`) and packs again gets one of its own.
 """
 
 from __future__ import annotations
@@ -27,6 +29,21 @@ def pack(value: Any) -> bytes:
     except AttributeError:
         packer = _local.packer = msgpack.Packer(use_bin_type=True)
     packed: bytes = packer.pack(value)
+    return packed
+
+
+def pack_value(value: Any) -> bytes:
+    """`msgpack.packb(value, use_bin_type=True)` for any value, user values included (raises as
+    it does). Reentrant: the thread's kept Packer is taken while it packs, so a nested call
+    (from a callback inside the value) makes its own instead of writing into the same buffer."""
+    kept = _local.__dict__
+    packer = kept.pop("value_packer", None)
+    if packer is None:
+        packer = msgpack.Packer(use_bin_type=True)
+    try:
+        packed: bytes = packer.pack(value)
+    finally:
+        kept["value_packer"] = packer  # (a Packer resets its buffer when packing raises)
     return packed
 
 

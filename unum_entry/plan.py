@@ -8,42 +8,44 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
-from typing import Any, overload
+from typing import Any, Final, overload
 
 from unum_entry import naming
 from unum_entry.codec import MSGPACK_INTS, encode
 from unum_entry.conditions import evaluate, resolve_path
 from unum_entry.envelope import DataRef, Envelope, Frame, Gather
 from unum_entry.errors import PlanError
-from unum_entry.frozen import Frozen, frozen
+from unum_entry.frozen import Frozen, ReadOnly, frozen
 from unum_entry.ir import (SHAPE_AGGREGATE, CreateSet, Fail, FanIn, FanOut, FunctionIR, Invoke, Map, Next, Pop, Shape,
                            Succeed, Suspend)
 
 
-@frozen
-class Call(Frozen):
+class Call(ReadOnly):
     """One asynchronous invocation to dispatch."""
 
-    function: str
-    envelope: Envelope
+    __slots__ = ("function", "envelope")
 
     def __init__(self, function: str, envelope: Envelope) -> None:
-        self.__dict__.update(function=function, envelope=envelope)
+        self.function: Final = function
+        self.envelope: Final = envelope
+
+    def with_envelope(self, envelope: Envelope) -> Call:
+        """This call with `envelope` instead."""
+        return Call(self.function, envelope)
 
 
-@frozen
-class Join(Frozen):
+class Join(ReadOnly):
     """Add this invocation's checkpoint at `slot` of the join set `set_key` of `width` branches
     (unum_entry.fanin); whoever sees every branch joined invokes `target`."""
 
-    set_key: str
-    width: int
-    slot: int
-    target: str
-    target_frames: tuple[Frame, ...]
+    __slots__ = ("set_key", "width", "slot", "target", "target_frames")
 
     def __init__(self, set_key: str, width: int, slot: int, target: str, target_frames: tuple[Frame, ...]) -> None:
-        self.__dict__.update(set_key=set_key, width=width, slot=slot, target=target, target_frames=target_frames)
+        self.set_key: Final = set_key
+        self.width: Final = width
+        self.slot: Final = slot
+        self.target: Final = target
+        self.target_frames: Final = target_frames
 
     def target_call(self, env: Envelope) -> Call:
         """The target's invocation: its inputs are the join set's members (read by its ingress)."""
@@ -61,19 +63,21 @@ class Selected(Frozen):
         self.__dict__.update(value=value)
 
 
-@frozen
-class Plan(Frozen):
-    """What egress does over the committed output: the calls to dispatch, the set to join, the end."""
+class Plan(ReadOnly):
+    """What egress does over the committed output: the calls to dispatch (a tuple, or a
+    fan-out's `FanOutCalls`, built when read), the set to join, the end (`terminal`: with
+    `result`, the workflow result when not the whole output; with `failure`, the workflow fails
+    with this {"Error", "Cause"})."""
 
-    calls: Sequence[Call] = ()             # a tuple, or a fan-out's `FanOutCalls` (built when read)
-    join: Join | None = None
-    terminal: bool = False
-    result: Selected | None = None        # terminal: the workflow result, when not the whole output
-    failure: dict[str, Any] | None = None  # terminal: the workflow fails with this {"Error", "Cause"}
+    __slots__ = ("calls", "join", "terminal", "result", "failure")
 
     def __init__(self, calls: Sequence[Call] = (), join: Join | None = None, terminal: bool = False,
                  result: Selected | None = None, failure: dict[str, Any] | None = None) -> None:
-        self.__dict__.update(calls=calls, join=join, terminal=terminal, result=result, failure=failure)
+        self.calls: Final = calls
+        self.join: Final = join
+        self.terminal: Final = terminal
+        self.result: Final = result
+        self.failure: Final = failure
 
 
 @frozen
@@ -213,8 +217,8 @@ def _transition(ins, ir: FunctionIR, env: Envelope, out: Committed, frames: tupl
         lanes = _lanes(ins, ir, out.value)
         if 0 < lanes < len(items):
             # Only the first `lanes` items now; each passes its lane on (`continuation`).
-            calls = tuple(replace(call, envelope=replace(call.envelope, lanes=lanes)) for call in fanned.calls[:lanes])
-            fanned = replace(fanned, calls=calls)
+            calls = tuple(call.with_envelope(replace(call.envelope, lanes=lanes)) for call in fanned.calls[:lanes])
+            fanned = Plan(calls, fanned.join, fanned.terminal, fanned.result, fanned.failure)
         return fanned
     if isinstance(ins, FanOut):
         whole = _inline_if_small(out, inline_limit)

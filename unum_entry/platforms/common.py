@@ -23,14 +23,14 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from unum_entry.invokers import Invoker
 from unum_entry.codec import decode, encode
 from unum_entry.envelope import Envelope
 from unum_entry.errors import (ConfigurationError, HandlerFailed, IncompleteOutcome, InvokeError, RedeliveriesExhausted,
                                StaleInvocation, StoreError, UnumError)
-from unum_entry.frozen import Frozen, frozen
+from unum_entry.frozen import Frozen, ReadOnly, frozen
 from unum_entry.invocation_log import InvocationLog, InvocationRecord, hosted_state
 from unum_entry.ir import IR_FILE_NAME, FunctionIR, load_ir
 from unum_entry.runtime import Runtime, RuntimeConfig, load_handler
@@ -141,20 +141,19 @@ class DeliveryStatus(enum.Enum):
 STATUS_DONE = DeliveryStatus.DONE  # (read at every delivery: unum_entry.stores.base.KIND_SET says why)
 
 
-@frozen
-class DeliveryOutcome(Frozen):
+class DeliveryOutcome(ReadOnly):
     """The policy's answer for one delivery. `report` is set for DONE; `retry` and `delay` for
     RETRY_HANDLER; `error` (what went wrong) for RETRY_HANDLER, REDELIVER and FAILED."""
 
-    status: DeliveryStatus
-    report: EgressReport | None = None
-    retry: Envelope | None = None
-    delay: float = 0.0
-    error: BaseException | None = None
+    __slots__ = ("status", "report", "retry", "delay", "error")
 
     def __init__(self, status: DeliveryStatus, report: EgressReport | None = None, retry: Envelope | None = None,
                  delay: float = 0.0, error: BaseException | None = None) -> None:
-        self.__dict__.update(status=status, report=report, retry=retry, delay=delay, error=error)
+        self.status: Final = status
+        self.report: Final = report
+        self.retry: Final = retry
+        self.delay: Final = delay
+        self.error: Final = error
 
     # What each status needs, typed as present (IncompleteOutcome when the policy left it out).
 

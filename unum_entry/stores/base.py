@@ -40,12 +40,12 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
+from typing import TYPE_CHECKING, Any, Final, NamedTuple, TypeVar
 
 import msgpack  # type: ignore[import-untyped]
 
 from unum_entry.errors import StoreError, StoreMisuse
-from unum_entry.frozen import Frozen, frozen
+from unum_entry.frozen import Frozen, ReadOnly, frozen
 
 DEFAULT_TTL_SECONDS = 7 * 24 * 3600
 
@@ -78,35 +78,31 @@ KIND_SET = Kind.SET
 NO_MEMBERS: Mapping[int, str] = MappingProxyType({})
 
 
-# slots: a million-branch map keeps a million of them in a MemoryStore. `__init__` is written out:
-# every store operation builds records, and the generated one (an `object.__setattr__` per field)
-# costs half as much again.
-@dataclass(frozen=True, slots=True, init=False)
+# slots: a million-branch map keeps a million of them in a MemoryStore. Read-only by type
+# (Final: mypy refuses a write), not frozen at run time: every store operation builds records,
+# and a frozen dataclass's fields are set through their descriptors (about twice the
+# instructions of the plain stores here: unum_entry.frozen.ReadOnly says why that counts).
+@dataclass(slots=True, init=False)
 class Record:
     """One stored object. `value` for checkpoints/results/failures; `size`/`members` for sets."""
 
-    key: str
-    kind: Kind
-    workflow: str
-    expires_at: int
-    value: bytes | None = None
-    size: int | None = None
-    members: Mapping[int, str] = field(default_factory=dict)
+    key: Final[str]
+    kind: Final[Kind]
+    workflow: Final[str]
+    expires_at: Final[int]
+    value: Final[bytes | None]  # (the defaults are __init__'s)
+    size: Final[int | None]
+    members: Final[Mapping[int, str]]
 
     def __init__(self, key: str, kind: Kind, workflow: str, expires_at: int, value: bytes | None = None,
                  size: int | None = None, members: Mapping[int, str] | None = None) -> None:
-        _set_key(self, key)
-        _set_kind(self, kind)
-        _set_workflow(self, workflow)
-        _set_expires_at(self, expires_at)
-        _set_value(self, value)
-        _set_size(self, size)
-        _set_members(self, NO_MEMBERS if members is None else members)
-
-
-# The slots' own setters (what the frozen dataclass's generated __init__ reaches through object.__setattr__).
-_set_key, _set_kind, _set_workflow, _set_expires_at, _set_value, _set_size, _set_members = (
-    vars(Record)[name].__set__ for name in ("key", "kind", "workflow", "expires_at", "value", "size", "members"))
+        self.key = key
+        self.kind = kind
+        self.workflow = workflow
+        self.expires_at = expires_at
+        self.value = value
+        self.size = size
+        self.members = NO_MEMBERS if members is None else members
 
 
 @dataclass(frozen=True)
@@ -131,27 +127,23 @@ class AppOp:
     value: bytes | None = None
 
 
-@dataclass(frozen=True, slots=True, init=False)
+@dataclass(slots=True, init=False)
 class SetAdd:
     """An `add_to_set` that `Store.create_joining` makes with a create: `member` into `slot` of
-    the set `key` (`size` slots), the set expiring at `expires_at`."""
+    the set `key` (`size` slots), the set expiring at `expires_at`. Read-only by type, as `Record`."""
 
-    key: str
-    slot: int
-    member: str
-    size: int
-    expires_at: int
+    key: Final[str]
+    slot: Final[int]
+    member: Final[str]
+    size: Final[int]
+    expires_at: Final[int]
 
     def __init__(self, key: str, slot: int, member: str, size: int, expires_at: int) -> None:
-        _set_add_key(self, key)  # (written out as Record's is: every fan-in branch builds one)
-        _set_add_slot(self, slot)
-        _set_add_member(self, member)
-        _set_add_size(self, size)
-        _set_add_expires_at(self, expires_at)
-
-
-_set_add_key, _set_add_slot, _set_add_member, _set_add_size, _set_add_expires_at = (
-    vars(SetAdd)[name].__set__ for name in ("key", "slot", "member", "size", "expires_at"))
+        self.key = key  # (written out as Record's is: every fan-in branch builds one)
+        self.slot = slot
+        self.member = member
+        self.size = size
+        self.expires_at = expires_at
 
 
 class Joining(NamedTuple):
@@ -176,23 +168,22 @@ class Guard:
     slot: int | None = None
 
 
-@frozen
-class SetState(Frozen):
-    """A coordination set right after an add: full when every slot `0..size-1` has a member."""
+class SetState(ReadOnly):
+    """A coordination set right after an add (`size` slots, their `members`): `full` when
+    every slot `0..size-1` has a member (decided at init: every add's caller asks, most twice).
+    `completed_by`: the slot whose add completed the set, on stores that apply adds in an order
+    every reader sees (`Store.ordered_sets`); None where that order is unknown (DynamoDB's map
+    of slots). Not compared: two states with the same members are the same set."""
 
-    size: int
-    members: Mapping[int, str]
-    # The slot whose add completed the set, on stores that apply adds in an order every reader
-    # sees (`Store.ordered_sets`); None where that order is unknown (DynamoDB's map of slots).
-    # Not compared: two states with the same members are the same set.
-    completed_by: int | None = field(default=None, compare=False)
-    if TYPE_CHECKING:
-        full: bool  # every slot has a member: not a field, decided at init (every add's caller asks, most twice)
+    __slots__ = ("size", "members", "completed_by", "full")
+    _compared = ("size", "members")
 
     def __init__(self, size: int, members: Mapping[int, str], completed_by: int | None = None) -> None:
+        self.size: Final = size
+        self.members: Final = members
+        self.completed_by: Final = completed_by
         # Fewer members than slots: not full, without walking the slots (most adds of a join).
-        full = len(members) >= size and all(slot in members for slot in range(size))
-        self.__dict__.update(size=size, members=members, completed_by=completed_by, full=full)
+        self.full: Final = len(members) >= size and all(slot in members for slot in range(size))
 
     def has_slot(self, slot: int) -> bool:
         """False when `slot` lies outside the set: the adder belongs to a different (late,
