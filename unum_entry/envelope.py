@@ -30,10 +30,10 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import replace
-from typing import Any, TypeVar
+from typing import Any, Final, TypeVar
 
 from unum_entry.errors import EnvelopeError, UnencodableValue
-from unum_entry.frozen import Frozen, frozen
+from unum_entry.frozen import Frozen, ReadOnly, frozen
 
 T = TypeVar("T")
 
@@ -44,33 +44,31 @@ _TRACEPARENT = re.compile(r"00-(?!0{32})[0-9a-f]{32}-(?!0{16})[0-9a-f]{16}-[0-9a
 _MISSING: Any = object()
 
 
-@frozen
-class Frame(Frozen):
+class Frame(ReadOnly):
     """One level of fan-out: which branch of how many, and the loop iteration at that level."""
 
-    index: int = 0
-    size: int = 1
-    iteration: int = 0
+    __slots__ = ("index", "size", "iteration")
 
     def __init__(self, index: int = 0, size: int = 1, iteration: int = 0) -> None:
-        self.__dict__.update(index=index, size=size, iteration=iteration)
+        self.index: Final = index
+        self.size: Final = size
+        self.iteration: Final = iteration
 
 
 ROOT = (Frame(),)
 
 
-@frozen
-class DataRef(Frozen):
+class DataRef(ReadOnly):
     """One input: a reference to a producer's checkpoint, the value inline, or both."""
 
-    ref: str | None = None
-    value: Any = _MISSING
-    item: int | None = None
-    path: str | None = None
+    __slots__ = ("ref", "value", "item", "path")
 
     def __init__(self, ref: str | None = None, value: Any = _MISSING, item: int | None = None,
                  path: str | None = None) -> None:
-        self.__dict__.update(ref=ref, value=value, item=item, path=path)
+        self.ref: Final = ref
+        self.value: Final = value
+        self.item: Final = item
+        self.path: Final = path
 
     @property
     def inline(self) -> bool:
@@ -88,33 +86,46 @@ class Gather(Frozen):
         self.__dict__.update(set=set, width=width)
 
 
-@frozen
-class Envelope(Frozen):
-    """An unum request: who this invocation is and what it consumes."""
+class Envelope(ReadOnly):
+    """An unum request: who this invocation is and what it consumes (the module docstring).
+    A `ReadOnly` value class (one is built per transition); `dataclasses.replace` works on it."""
 
-    workflow: str
-    frames: tuple[Frame, ...] = ROOT
-    inputs: tuple[DataRef, ...] = ()
-    gathered: bool = False
-    gather: Gather | None = None
-    attempt: int = 0
-    start: bool = False
-    deadline: int = 0
-    redelivered: bool = False
-    lanes: int = 0  # a map item run in lanes: once committed, invoke the item `lanes` further on
-    watchdog: bool = False  # the deadline watchdog's timer (unum_entry.watchdog), not an invocation
-    trace: str | None = None  # W3C traceparent of the sender's span (unum_entry.tracing)
+    __slots__ = ("workflow", "frames", "inputs", "gathered", "gather", "attempt", "start", "deadline", "redelivered",
+                 "lanes", "watchdog", "trace", "failures")
+
+    workflow: Final[str]
+    frames: Final[tuple[Frame, ...]]
+    inputs: Final[tuple[DataRef, ...]]
+    gathered: Final[bool]
+    gather: Final[Gather | None]
+    attempt: Final[int]
+    start: Final[bool]
+    deadline: Final[int]
+    redelivered: Final[bool]
+    lanes: Final[int]  # a map item run in lanes: once committed, invoke the item `lanes` further on
+    watchdog: Final[bool]  # the deadline watchdog's timer (unum_entry.watchdog), not an invocation
+    trace: Final[str | None]  # W3C traceparent of the sender's span (unum_entry.tracing)
     # This invocation's earlier failed attempts, oldest first: (epoch ms, "Error: message"), at most
     # FAILURES_KEPT (the newest), each text at most FAILURE_TEXT characters (unum_entry.history)
-    failures: tuple[tuple[int, str], ...] = ()
+    failures: Final[tuple[tuple[int, str], ...]]
 
     def __init__(self, workflow: str, frames: tuple[Frame, ...] = ROOT, inputs: tuple[DataRef, ...] = (),
                  gathered: bool = False, gather: Gather | None = None, attempt: int = 0, start: bool = False,
                  deadline: int = 0, redelivered: bool = False, lanes: int = 0, watchdog: bool = False,
                  trace: str | None = None, failures: tuple[tuple[int, str], ...] = ()) -> None:
-        self.__dict__.update(workflow=workflow, frames=frames, inputs=inputs, gathered=gathered, gather=gather,
-                             attempt=attempt, start=start, deadline=deadline, redelivered=redelivered, lanes=lanes,
-                             watchdog=watchdog, trace=trace, failures=failures)
+        self.workflow = workflow
+        self.frames = frames
+        self.inputs = inputs
+        self.gathered = gathered
+        self.gather = gather
+        self.attempt = attempt
+        self.start = start
+        self.deadline = deadline
+        self.redelivered = redelivered
+        self.lanes = lanes
+        self.watchdog = watchdog
+        self.trace = trace
+        self.failures = failures
 
     @property
     def top(self) -> Frame:

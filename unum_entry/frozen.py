@@ -165,22 +165,32 @@ class ReadOnly:
     equality and hash over its compared fields (instances of the same class only), a repr, and
     nothing else. Its `__slots__` are its fields, in order; its `__init__` stores each as a plain
     attribute annotated `Final`, so mypy refuses any other write (`unum_entry.egress` shows one).
+    A class that declares its fields in its body instead (`name: Final[type]`, no default: the
+    defaults are `__init__`'s) is a dataclass to `dataclasses.replace`, `fields` and
+    `is_dataclass`, registered on first use as a `Frozen` class is.
 
     Why not `Frozen`: a `Frozen` instance's `__init__` fills its `__dict__`, about twice the
     instructions of plain attribute stores into slots (~4,700 against ~2,300 for five fields,
     counted in the engine's run), and some ten such objects are made per transition. What it
-    gives up is the run-time refusal of a write, and `dataclasses.replace` (build a new one).
+    gives up is the run-time refusal of a write.
     `_compared` (a class attribute): the fields equality and hash cover, when not all of them."""
 
     __slots__ = ()
     _compared: ClassVar[tuple[str, ...]] = ()
     _values: ClassVar[staticmethod[[Any], tuple[Any, ...]]]  # the compared fields' values, as one tuple
+    if TYPE_CHECKING:  # what `dataclasses.replace` expects of a dataclass
+        __dataclass_fields__: ClassVar[dict[str, Field[Any]]]
+    else:
+        __dataclass_fields__ = _Fields()
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         if "_compared" not in cls.__dict__:
             cls._compared = tuple(cls.__dict__.get("__slots__", ()))
         cls._values = staticmethod(_tuple_getter(cls._compared))
+        annotated = tuple(cls.__dict__.get("__annotations__", {}))
+        if annotated:  # its fields declared in the class body (`name: Final[type]`): `dataclasses.replace` works
+            setattr(cls, _MARK, annotated)
 
     def __eq__(self, other: object) -> bool:
         if other.__class__ is not self.__class__:

@@ -240,15 +240,10 @@ def _chain_envelope(env: Envelope, value: Any, encoded_size: int, checkpoint: st
     return _successor(env.workflow, frames, (data,), env.deadline)
 
 
-_DEFAULTS = Envelope(workflow="").__dict__  # every other field of a plain successor's envelope, as __init__ sets it
-
-
 def _successor(workflow: str, frames: tuple[Frame, ...], inputs: tuple[DataRef, ...], deadline: int) -> Envelope:
     """`Envelope(workflow=..., frames=..., inputs=..., deadline=...)` (every other field its
-    default) for the envelopes a plan builds per transition, at about half its cost."""
-    envelope: Envelope = Envelope.__new__(Envelope)
-    envelope.__dict__.update(_DEFAULTS, workflow=workflow, frames=frames, inputs=inputs, deadline=deadline)
-    return envelope
+    default), positionally: the envelopes a plan builds per transition."""
+    return Envelope(workflow, frames, inputs, False, None, 0, False, deadline)
 
 
 def _fan_out(env: Envelope, out: Committed, frames: tuple[Frame, ...], functions: list[str],

@@ -16,7 +16,7 @@ from dataclasses import FrozenInstanceError, dataclass, field
 
 import pytest
 
-from unum_entry.frozen import Frozen, frozen
+from unum_entry.frozen import Frozen, ReadOnly, frozen
 
 pytestmark = pytest.mark.unit
 
@@ -98,8 +98,9 @@ def _value_classes():
     for name in RUNTIME_MODULES:
         module = importlib.import_module(f"unum_entry.{name}")
         for value in vars(module).values():
-            if isinstance(value, type) and value.__module__ == module.__name__ and issubclass(value, Frozen):
-                yield value
+            if isinstance(value, type) and value.__module__ == module.__name__ and (
+                    issubclass(value, Frozen) or (issubclass(value, ReadOnly) and dataclasses.is_dataclass(value))):
+                yield value  # (a ReadOnly class that declares its fields in its body is a dataclass too)
 
 
 @pytest.mark.parametrize("cls", list(_value_classes()), ids=lambda cls: f"{cls.__module__}.{cls.__qualname__}")
@@ -115,6 +116,8 @@ def test_init_matches_the_fields(cls):
     assert [p.name for p in params] == [f.name for f in fields]
     for p, f in zip(params, fields, strict=True):
         assert p.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD
+        if issubclass(cls, ReadOnly):  # (its slots take no default in the body: the defaults are __init__'s)
+            continue
         expected = inspect.Parameter.empty if f.default is dataclasses.MISSING else f.default
         assert p.default == expected, f.name
 
@@ -131,9 +134,10 @@ loaded = set(sys.modules)
 import unum_entry.platforms.aws_lambda
 new = set(sys.modules) - loaded
 import unum_entry.platforms.cloud_run
-from unum_entry.frozen import Frozen
+from unum_entry.frozen import Frozen, ReadOnly
 print(json.dumps({
-    "value_classes_registered": [f"{cls.__module__}.{cls.__qualname__}" for cls in processed if issubclass(cls, Frozen)],
+    "value_classes_registered": [f"{cls.__module__}.{cls.__qualname__}" for cls in processed
+                                 if issubclass(cls, (Frozen, ReadOnly))],
     "rare_path_modules": sorted(m for m in ("uuid", "random", "concurrent.futures", "base64", "jsonpath_ng",
                                             "unum_entry.asl") if m in new),  # of the Lambda adapter
 }))

@@ -212,3 +212,21 @@ def test_a_call_built_by_position_that_no_wire_could_carry_goes_by_reference() -
     assert Envelope.from_wire(decode(call_wire(calls, 1))).inputs == (DataRef(ref="c-x", item=1),)
     with pytest.raises(UnencodableValue):
         call_wire(inline_only, 0)
+
+
+def test_an_opened_envelope_keeps_every_field_but_its_inputs() -> None:
+    """`_with_inputs` names every field positionally: one added to Envelope and left out there
+    would be dropped from every sealed delivery."""
+    import dataclasses
+
+    from unum_entry.envelope import Frame, Gather
+    from unum_entry.local.handoff import _with_inputs
+
+    env = Envelope(workflow="w", frames=(Frame(), Frame(2, 4, 1)), inputs=(DataRef(value=1),), gathered=True,
+                   gather=Gather("s-1", 4), attempt=3, start=True, deadline=99, redelivered=True, lanes=2,
+                   watchdog=True, trace="00-" + "1" * 32 + "-" + "2" * 16 + "-01", failures=((5, "E: m"),))
+    defaults = Envelope(workflow="")
+    assert all(getattr(env, f.name) != getattr(defaults, f.name) for f in dataclasses.fields(Envelope))
+    inputs = (DataRef(ref="c-1", value=[1]),)
+    assert _with_inputs(env, inputs) == dataclasses.replace(env, inputs=inputs)
+    assert _with_inputs(env, inputs).inputs is inputs

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from unum_entry.invokers import Invoker
 from unum_entry.codec import decode, encode
-from unum_entry.envelope import Envelope
+from unum_entry.envelope import DataRef, Envelope
 from unum_entry.errors import (ConfigurationError, HandlerFailed, IncompleteOutcome, InvokeError, RedeliveriesExhausted,
                                StaleInvocation, StoreError, UnumError)
 from unum_entry.frozen import Frozen, ReadOnly, frozen
@@ -305,4 +305,5 @@ def _as_delivered(env: Envelope, delivered: bytes) -> Envelope:
     """`env` with its inline input values replaced, in order, by those `delivered` holds (the
     values before the handler ran, encoded by `run_delivery`)."""
     values = iter(decode(delivered))
-    return replace(env, inputs=tuple(replace(d, value=next(values)) if d.inline else d for d in env.inputs))
+    return replace(env, inputs=tuple(DataRef(d.ref, next(values), d.item, d.path) if d.inline else d
+                                     for d in env.inputs))
