@@ -3,62 +3,81 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
-from unum_entry.frozen import Frozen, frozen
+from unum_entry.frozen import ReadOnly
 
 if TYPE_CHECKING:
     from unum_entry.timers import Timers
 
 
-@frozen
-class InvocationContext(Frozen):
+class InvocationContext(ReadOnly):
     """The invocation's identity, the same in every execution of it except `attempt`.
 
     `invocation` is its checkpoint name; `index`/`size`/`iteration` describe its innermost
     fan-out frame; `deadline` is the workflow's (epoch seconds, unum_entry.retention; 0 when not
     known); `timers` lets the handler arm durable timers (unum_entry.timers; None outside a
     runtime). Handlers declared `@durable` get a `unum_entry.steps.StepContext`, which adds
-    the step API (`step`, `transact`, `now`, `random`, `uuid4`, `abort`). Building one does no I/O."""
+    the step API (`step`, `transact`, `now`, `random`, `uuid4`, `abort`). Building one does no I/O.
 
-    workflow_id: str
-    function_name: str
-    invocation: str
-    attempt: int
-    index: int
-    size: int
-    iteration: int
-    deadline: int = 0
-    timers: Timers | None = field(default=None, repr=False, compare=False)
+    A `ReadOnly` value class (one is built per delivery): `dataclasses.replace` works on it;
+    equality and repr leave the timers out. `timers` may be given as a zero-argument builder
+    of the Timers (the runtime's contexts: `TimersOnFirstUse`), called when the handler first
+    reads `timers`: a delivery whose handler never arms a timer does not build them."""
 
-    def __init__(self, workflow_id: str, function_name: str, invocation: str, attempt: int, index: int, size: int,
-                 iteration: int, deadline: int = 0, timers: Timers | None = None) -> None:
-        self.__dict__.update(workflow_id=workflow_id, function_name=function_name, invocation=invocation,
-                             attempt=attempt, index=index, size=size, iteration=iteration, deadline=deadline,
-                             timers=timers)
+    __slots__ = ("workflow_id", "function_name", "invocation", "attempt", "index", "size", "iteration", "deadline",
+                 "timers", "_timers_builder")
+    _compared = ("workflow_id", "function_name", "invocation", "attempt", "index", "size", "iteration", "deadline")
 
-
-class TimersOnFirstUse:
-    """Mixed into a context class ahead of it: its `timers` field may hold a zero-argument
-    builder of the Timers instead (the runtime's), called when the handler first reads
-    `timers`, so a delivery whose handler never arms a timer does not build them."""
-
-    @property
-    def timers(self) -> Timers | None:
-        fields: dict[str, Any] = self.__dict__
-        timers = fields["timers"]
-        if callable(timers):  # still the builder: build once (threads racing build equal ones)
-            timers = fields["timers"] = timers()
-        return timers  # type: ignore[no-any-return]
-
-
-@frozen
-class DeliveryContext(TimersOnFirstUse, InvocationContext):  # type: ignore[override]  # read-only: it is frozen
-    """The InvocationContext the runtime hands a handler (its timers built on first use)."""
+    workflow_id: Final[str]
+    function_name: Final[str]
+    invocation: Final[str]
+    attempt: Final[int]
+    index: Final[int]
+    size: Final[int]
+    iteration: Final[int]
+    deadline: Final[int]
+    timers: Final[Timers | None]
 
     def __init__(self, workflow_id: str, function_name: str, invocation: str, attempt: int, index: int, size: int,
                  iteration: int, deadline: int = 0, timers: Timers | Callable[[], Timers] | None = None) -> None:
-        self.__dict__.update(workflow_id=workflow_id, function_name=function_name, invocation=invocation,
-                             attempt=attempt, index=index, size=size, iteration=iteration, deadline=deadline,
-                             timers=timers)
+        self.workflow_id = workflow_id
+        self.function_name = function_name
+        self.invocation = invocation
+        self.attempt = attempt
+        self.index = index
+        self.size = size
+        self.iteration = iteration
+        self.deadline = deadline
+        if callable(timers):  # a builder: `timers` stays unset until first read (`__getattr__`)
+            self._timers_builder: Callable[[], Timers] | None = timers
+        else:
+            self.timers = timers
+            self._timers_builder = None
+
+    def __getattr__(self, name: str) -> Any:
+        """`timers` read for the first time, given as a builder: built now, and kept (threads
+        racing build equal ones). Any other missing attribute: AttributeError as usual."""
+        builder = self._timers_builder if name == "timers" else None
+        if builder is None:
+            raise AttributeError(f"{type(self).__qualname__!r} object has no attribute {name!r}")
+        built = builder()
+        setattr(self, "timers", built)  # (the one write after __init__: the field was left unset for it)
+        return built
+
+    def __repr__(self) -> str:
+        shown = ", ".join(f"{name}={getattr(self, name)!r}" for name in self._compared)  # (not the timers)
+        return f"{type(self).__qualname__}({shown})"
+
+
+class TimersOnFirstUse:
+    """Marks the context classes the runtime builds, given a builder of their timers
+    (`InvocationContext` says how it is called)."""
+
+    __slots__ = ()
+
+
+class DeliveryContext(TimersOnFirstUse, InvocationContext):
+    """The InvocationContext the runtime hands a handler (its timers built on first use)."""
+
+    __slots__ = ()

@@ -82,8 +82,12 @@ def test_a_handler_that_never_reads_its_timers_does_not_build_them(layer: Any) -
     finally:
         rt.close()
     [ctx] = seen
-    assert callable(ctx.__dict__["timers"])  # still the builder
-    assert isinstance(ctx.timers, Timers) and not callable(ctx.__dict__["timers"])  # built when read
+    slot = InvocationContext.__dict__["timers"]  # the field's own slot: unset until the timers are built
+    with pytest.raises(AttributeError):
+        slot.__get__(ctx)
+    assert isinstance(ctx.timers, Timers) and slot.__get__(ctx) is ctx.timers  # built when read, once
+    with pytest.raises(AttributeError, match="no attribute 'timerz'"):
+        ctx.timerz  # noqa: B018  # any other missing attribute is missing
 
 
 def test_a_durable_handler_steps_and_sees_the_same_identity() -> None:
@@ -157,7 +161,7 @@ def test_a_plain_handler_under_the_steps_layer_gets_the_context_the_layer_would_
                   ctx.deadline, ctx.timers)
         built = rt.layer.context(DeliveryContext(*fields), new_workflow(1, "wf-plain"), ctx.invocation)
         assert (rt.layer.plain_context, rt.layer.wraps_calls) == (type(built), False)
-        assert type(ctx) is type(built) and ctx == built and ctx.__dict__["_journal"] is None
+        assert type(ctx) is type(built) and ctx == built and ctx._journal is None
         with pytest.raises(StepError, match="steps need the handler declared with @unum_entry.steps.durable"):
             ctx.step("a", lambda: 1)
     finally:

@@ -223,8 +223,9 @@ class CallRun:
     def _delivery(self, k: int) -> Delivery:
         position = self.positions[k]
         calls = self.calls
-        return Delivery(calls.workflow, calls.functions[position], b"", source=calls, position=position,
-                        run=self if self.first_id else None)
+        # (positionally: workflow, function, payload, failures, timer, id, background, envelope, source, position, run)
+        return Delivery(calls.workflow, calls.functions[position], b"", 0, None, 0, False, None, calls, position,
+                        self if self.first_id else None)
 
 
 class DeliveryQueue(ABC):

@@ -14,13 +14,11 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import field
 from typing import TYPE_CHECKING, Any, NoReturn, Protocol
 
 from unum_entry.context import InvocationContext, TimersOnFirstUse
 from unum_entry.errors import StepError
 from unum_entry.errors import WorkflowAborted as Aborted
-from unum_entry.frozen import frozen
 
 if TYPE_CHECKING:
     from unum_entry.timers import Timers
@@ -73,6 +71,7 @@ def _uuid4() -> str:
 class StepsAPI:
     """The step methods of `StepContext` (mixed in; `_journal` is set by the steps layer)."""
 
+    __slots__ = ()
     _journal: Journal | None
 
     def step(self, name: str, fn: Callable[..., Any], /, *args: Any,
@@ -124,41 +123,34 @@ class StepsAPI:
         return self._journal
 
 
-@frozen
 class StepContext(InvocationContext, StepsAPI):
     """The context of a handler under the steps layer: the invocation's identity
     (InvocationContext) and the step API. `_journal` is None for a handler not declared
     `@durable` (a step then explains itself)."""
 
-    _journal: Journal | None = field(default=None, repr=False, compare=False)
+    __slots__ = ("_journal",)
 
     def __init__(self, workflow_id: str, function_name: str, invocation: str, attempt: int, index: int, size: int,
-                 iteration: int, deadline: int = 0, timers: Timers | None = None, _journal: Journal | None = None) -> None:
-        self.__dict__.update(workflow_id=workflow_id, function_name=function_name, invocation=invocation,
-                             attempt=attempt, index=index, size=size, iteration=iteration, deadline=deadline,
-                             timers=timers, _journal=_journal)
+                 iteration: int, deadline: int = 0, timers: Timers | Callable[[], Timers] | None = None,
+                 _journal: Journal | None = None) -> None:
+        InvocationContext.__init__(self, workflow_id, function_name, invocation, attempt, index, size, iteration,
+                                   deadline, timers)
+        self._journal = _journal
 
     @classmethod
     def extending(cls, base: InvocationContext, journal: Journal | None) -> StepContext:
         """`base`'s identity with the step API over `journal`; timers `base` has not built yet
         (a DeliveryContext's) stay unbuilt."""
         kind = DeliveryStepContext if cls is StepContext and isinstance(base, TimersOnFirstUse) else cls
-        context: StepContext = object.__new__(kind)
-        fields = context.__dict__
-        fields.update(base.__dict__)  # the fields as they are: a copy costs less than a re-init
-        fields["_journal"] = journal
-        if kind is not DeliveryStepContext and not issubclass(kind, TimersOnFirstUse):
-            fields["timers"] = base.timers  # built now: `kind` reads the field as it is
-        return context
+        # a context that builds its timers on first use takes the builder as it is; any other, the timers built now
+        builder = base._timers_builder if issubclass(kind, TimersOnFirstUse) else None
+        timers = builder if builder is not None else base.timers
+        return kind(base.workflow_id, base.function_name, base.invocation, base.attempt, base.index, base.size,
+                    base.iteration, base.deadline, timers, journal)  # type: ignore[arg-type]  # (a builder: TimersOnFirstUse)
 
 
-@frozen
-class DeliveryStepContext(TimersOnFirstUse, StepContext):  # type: ignore[override]  # read-only: it is frozen
+class DeliveryStepContext(TimersOnFirstUse, StepContext):
     """The StepContext the steps layer hands a handler (its timers built on first use)."""
 
-    def __init__(self, workflow_id: str, function_name: str, invocation: str, attempt: int, index: int, size: int,
-                 iteration: int, deadline: int = 0, timers: Timers | Callable[[], Timers] | None = None,
-                 _journal: Journal | None = None) -> None:
-        self.__dict__.update(workflow_id=workflow_id, function_name=function_name, invocation=invocation,
-                             attempt=attempt, index=index, size=size, iteration=iteration, deadline=deadline,
-                             timers=timers, _journal=_journal)
+    __slots__ = ()
+    # (StepContext's __init__: `timers` may be the builder)
