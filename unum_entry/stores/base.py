@@ -429,7 +429,7 @@ class Store(ABC):
         manifests: dict[str, Record] = {}
         for key, record in self._get_many(keys).items():
             if record.expires_at > now and record.value is not None:
-                if _is_manifest(record):
+                if is_manifest(record):
                     manifests[key] = record
                 else:
                     values[key] = record.value
@@ -509,7 +509,7 @@ class Store(ABC):
         now = self._clock()
         for record in self._scan(workflow):
             if record.expires_at > now:
-                if _is_manifest(record):
+                if is_manifest(record):
                     record = self._resolve({record.key: record})[record.key]
                 yield record
 
@@ -684,7 +684,7 @@ class Store(ABC):
         """`records` with every manifest replaced by the whole value (one batch read of all the
         chunks). A missing chunk of a live manifest is a StoreError: chunks expire with their
         record, so only a deletion behind the store's back can cause it."""
-        manifests = {key: _manifest(record) for key, record in records.items() if _is_manifest(record)}
+        manifests = {key: _manifest(record) for key, record in records.items() if is_manifest(record)}
         if not manifests:
             return records
         wanted = list(dict.fromkeys(chunk for chunks, _ in manifests.values() for chunk in chunks))
@@ -889,7 +889,7 @@ def _expiry(key: str, expires_at: int) -> int:
     return int(expires_at)
 
 
-def _is_manifest(record: Record) -> bool:
+def is_manifest(record: Record) -> bool:
     """Does `record` hold a manifest? (Chunks hold raw bytes, whatever their first byte.)"""
     return record.value is not None and record.value[:1] == MANIFEST_TAG and record.kind is not Kind.CHUNK
 
