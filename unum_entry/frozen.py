@@ -173,10 +173,14 @@ class ReadOnly:
     instructions of plain attribute stores into slots (~4,700 against ~2,300 for five fields,
     counted in the engine's run), and some ten such objects are made per transition. What it
     gives up is the run-time refusal of a write.
-    `_compared` (a class attribute): the fields equality and hash cover, when not all of them."""
+
+    Its fields are its slots and those of its `ReadOnly` bases (a subclass's added after its
+    base's); equality, hash and repr cover them all, unless a class names the ones equality and
+    hash cover (`_compared`, a class attribute, which its subclasses keep and extend)."""
 
     __slots__ = ()
     _compared: ClassVar[tuple[str, ...]] = ()
+    _shown: ClassVar[tuple[str, ...]] = ()  # what repr shows: every field
     _values: ClassVar[staticmethod[[Any], tuple[Any, ...]]]  # the compared fields' values, as one tuple
     if TYPE_CHECKING:  # what `dataclasses.replace` expects of a dataclass
         __dataclass_fields__: ClassVar[dict[str, Field[Any]]]
@@ -185,8 +189,10 @@ class ReadOnly:
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
+        own = tuple(cls.__dict__.get("__slots__", ()))
+        cls._shown = (*cls._shown, *own)  # (the base's, inherited, then its own)
         if "_compared" not in cls.__dict__:
-            cls._compared = tuple(cls.__dict__.get("__slots__", ()))
+            cls._compared = (*cls._compared, *own)
         cls._values = staticmethod(_tuple_getter(cls._compared))
         annotated = tuple(cls.__dict__.get("__annotations__", {}))
         if annotated:  # its fields declared in the class body (`name: Final[type]`): `dataclasses.replace` works
@@ -204,5 +210,5 @@ class ReadOnly:
     @recursive_repr()
     def __repr__(self) -> str:
         cls = self.__class__
-        shown = ", ".join(f"{name}={getattr(self, name)!r}" for name in cls.__dict__.get("__slots__", ()))
+        shown = ", ".join(f"{name}={getattr(self, name)!r}" for name in cls._shown)
         return f"{cls.__qualname__}({shown})"

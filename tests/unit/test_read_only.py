@@ -81,6 +81,37 @@ def test_a_read_only_value_compares_hashes_and_prints_over_its_fields() -> None:
     assert repr(looped) == "_Other(a=1, b=[...])"
 
 
+class _Wider(_Other):
+    __slots__ = ("c",)
+
+    def __init__(self, a: object, b: object, c: object) -> None:
+        super().__init__(a, b)
+        self.c = c
+
+
+class _Same(_Pair):
+    __slots__ = ()
+
+
+def test_a_subclass_compares_and_prints_its_bases_fields_and_its_own() -> None:
+    assert _Wider(1, 2, 3) == _Wider(1, 2, 3) and _Wider(1, 2, 3) != _Wider(1, 2, 4) != _Wider(9, 2, 4)
+    assert repr(_Wider(1, 2, 3)) == "_Wider(a=1, b=2, c=3)"
+    assert _Same(1, "x", "one") == _Same(1, "x", "two") and _Same(1, "x") != _Same(2, "x")  # `_compared` kept
+    assert repr(_Same(1, "x", "n")) == "_Same(a=1, b='x', note='n')"
+
+
+def test_contexts_compare_over_the_invocation_not_its_timers_or_journal() -> None:
+    from unum_entry.context import DeliveryContext, InvocationContext
+    from unum_entry.steps.api import DeliveryStepContext, StepContext
+
+    for kind in (InvocationContext, DeliveryContext, StepContext, DeliveryStepContext):
+        one = kind("wf", "F", "c-1", 0, 2, 4, 0, 99)
+        assert one == kind("wf", "F", "c-1", 0, 2, 4, 0, 99, timers=None)
+        assert one != kind("wf", "F", "c-1", 1, 2, 4, 0, 99) and one != kind("wf", "F", "c-2", 0, 2, 4, 0, 99)
+        assert repr(one).startswith(f"{kind.__qualname__}(workflow_id='wf', ") and "timers" not in repr(one)
+    assert StepContext("wf", "F", "c-1", 0, 0, 1, 0, _journal=object()) == StepContext("wf", "F", "c-1", 0, 0, 1, 0)  # type: ignore[arg-type]
+
+
 def test_the_per_delivery_classes_keep_their_value_semantics() -> None:
     env = Envelope(workflow="w")
     assert Call("f", env) == Call("f", env) and hash(Call("f", env)) == hash(Call("f", env))
