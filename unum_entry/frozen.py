@@ -25,6 +25,10 @@ and behaves like the frozen dataclass it replaces:
   registered with `dataclasses` (fields only, no code generated) the first time anything asks
   for its `__dataclass_fields__`, so importing a module of value classes needs neither the
   registration nor the `dataclasses` module itself.
+
+The value classes built at every delivery (an envelope, a plan, a set's state, the handler's
+context, ...) are `ReadOnly` instead: slotted, their `__init__` plain attribute stores, read-only
+by type (`Final`: mypy refuses a write) rather than at run time. Its docstring says why.
 """
 
 from __future__ import annotations
