@@ -28,6 +28,7 @@ class InvocationContext(ReadOnly):
     __slots__ = ("workflow_id", "function_name", "invocation", "attempt", "index", "size", "iteration", "deadline",
                  "timers", "_timers_builder")
     _compared = ("workflow_id", "function_name", "invocation", "attempt", "index", "size", "iteration", "deadline")
+    _shown = _compared  # (not the timers)
 
     workflow_id: Final[str]
     function_name: Final[str]
@@ -64,10 +65,6 @@ class InvocationContext(ReadOnly):
         built = builder()
         setattr(self, "timers", built)  # (the one write after __init__: the field was left unset for it)
         return built
-
-    def __repr__(self) -> str:
-        shown = ", ".join(f"{name}={getattr(self, name)!r}" for name in self._compared)  # (not the timers)
-        return f"{type(self).__qualname__}({shown})"
 
 
 class TimersOnFirstUse:

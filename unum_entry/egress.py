@@ -21,7 +21,7 @@ from unum_entry import fanin
 from unum_entry.checkpoint import commits_its_result, not_yet_committed, record_result
 from unum_entry.codec import decode
 from unum_entry.envelope import Envelope, or_by_reference
-from unum_entry.frozen import Frozen, frozen
+from unum_entry.frozen import Frozen, ReadOnly, frozen
 from unum_entry.history import end_stamp
 from unum_entry.hooks import FaultPoint, Hooks, observes
 from unum_entry.invokers import FanOutInvoker, Invoker
@@ -62,17 +62,16 @@ class EgressContext(Frozen):
                              dispatch_workers=dispatch_workers, program=program if program is not None else Program(ir))
 
 
-class EgressReport:
+class EgressReport(ReadOnly):
     """What one egress did (logs, tests, bench): the committed output (`value`), whether this
     execution's commit made it (`created`), how many calls it sent (`invoked`), whether it ended
     its thread (`terminal`), and whether through an IR `fail` (`failed`: the workflow aborted).
     `value` may come as its encoded bytes (`encoded`), decoded when read: a fan-in branch's
-    egress has no use for it (its target reads it from the store).
-
-    Read-only (Final: mypy refuses a write), a plain class rather than a `Frozen` one: one is
-    made per delivery, and a value class's `__init__` costs about twice a plain one's."""
+    egress has no use for it (its target reads it from the store). Equal reports have equal
+    values, however each holds its own."""
 
     __slots__ = ("_value", "_encoded", "created", "invoked", "terminal", "failed")
+    _compared = _shown = ("value", "created", "invoked", "terminal", "failed")
 
     def __init__(self, value: Any, created: bool, invoked: int, terminal: bool, failed: bool = False, *,
                  encoded: bytes | None = None) -> None:
@@ -87,10 +86,6 @@ class EgressReport:
     def value(self) -> Any:
         """The committed output (a fresh decode of `encoded` at each read, when given so)."""
         return self._value if self._encoded is None else decode(self._encoded)
-
-    def __repr__(self) -> str:
-        return (f"EgressReport(value={self.value!r}, created={self.created!r}, invoked={self.invoked!r}, "
-                f"terminal={self.terminal!r}, failed={self.failed!r})")
 
 
 def egress(ctx: EgressContext, env: Envelope, invocation: str, checkpoint: str | None,

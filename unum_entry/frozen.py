@@ -180,11 +180,12 @@ class ReadOnly:
 
     Its fields are its slots and those of its `ReadOnly` bases (a subclass's added after its
     base's); equality, hash and repr cover them all, unless a class names the ones equality and
-    hash cover (`_compared`, a class attribute, which its subclasses keep and extend)."""
+    hash cover (`_compared`, a class attribute) or the ones repr shows (`_shown`); its subclasses
+    keep those and extend them with their own slots, unless they name theirs."""
 
     __slots__ = ()
     _compared: ClassVar[tuple[str, ...]] = ()
-    _shown: ClassVar[tuple[str, ...]] = ()  # what repr shows: every field
+    _shown: ClassVar[tuple[str, ...]] = ()  # what repr shows
     _values: ClassVar[staticmethod[[Any], tuple[Any, ...]]]  # the compared fields' values, as one tuple
     if TYPE_CHECKING:  # what `dataclasses.replace` expects of a dataclass
         __dataclass_fields__: ClassVar[dict[str, Field[Any]]]
@@ -194,7 +195,8 @@ class ReadOnly:
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         own = tuple(cls.__dict__.get("__slots__", ()))
-        cls._shown = (*cls._shown, *own)  # (the base's, inherited, then its own)
+        if "_shown" not in cls.__dict__:
+            cls._shown = (*cls._shown, *own)  # (the base's, inherited, then its own)
         if "_compared" not in cls.__dict__:
             cls._compared = (*cls._compared, *own)
         cls._values = staticmethod(_tuple_getter(cls._compared))

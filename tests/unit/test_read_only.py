@@ -134,7 +134,16 @@ def test_a_report_given_its_encoded_value_decodes_it_at_each_read() -> None:
     first["n"].append(3)  # a reader's own copy
     assert report.value == {"n": [1, 2]}
     assert EgressReport({"v": 1}, False, 2, True).value == {"v": 1}
-    assert "value={'n': [1, 2]}" in repr(report)
+    assert repr(report) == "EgressReport(value={'n': [1, 2]}, created=True, invoked=0, terminal=False, failed=False)"
+    assert report == EgressReport({"n": [1, 2]}, True, 0, False)  # equal values, however each holds its own
+    assert report != EgressReport({"n": [1]}, True, 0, False) and report != EgressReport({"n": [1, 2]}, False, 0, False)
+
+
+def test_a_set_add_hashes_over_its_fields_as_when_it_was_frozen() -> None:
+    assert hash(SetAdd("k", 0, "m", 2, 9)) == hash(SetAdd("k", 0, "m", 2, 9))
+    assert len({SetAdd("k", 0, "m", 2, 9), SetAdd("k", 0, "m", 2, 9), SetAdd("k", 1, "m", 2, 9)}) == 2
+    assert hash(Record("k", Kind.CHECKPOINT, "w", 9, b"v", members=(0,))) == hash(  # type: ignore[arg-type]
+        Record("k", Kind.CHECKPOINT, "w", 9, b"v", members=(0,)))  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("value", [0, "text", {"a": [1, None, 2.5]}, [b"raw", True]])

@@ -129,7 +129,7 @@ class StepContext(InvocationContext, StepsAPI):
     `@durable` (a step then explains itself)."""
 
     __slots__ = ("_journal",)
-    _compared = InvocationContext._compared  # (not the journal: two contexts of one invocation are equal)
+    _compared = _shown = InvocationContext._compared  # (not the journal: two contexts of one invocation are equal)
 
     def __init__(self, workflow_id: str, function_name: str, invocation: str, attempt: int, index: int, size: int,
                  iteration: int, deadline: int = 0, timers: Timers | Callable[[], Timers] | None = None,

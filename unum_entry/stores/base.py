@@ -82,7 +82,7 @@ NO_MEMBERS: Mapping[int, str] = MappingProxyType({})
 # (Final: mypy refuses a write), not frozen at run time: every store operation builds records,
 # and a frozen dataclass's fields are set through their descriptors (about twice the
 # instructions of the plain stores here: unum_entry.frozen.ReadOnly says why that counts).
-@dataclass(slots=True, init=False)
+@dataclass(slots=True, init=False, unsafe_hash=True)  # (hashed over its fields, as when it was frozen)
 class Record:
     """One stored object. `value` for checkpoints/results/failures; `size`/`members` for sets."""
 
@@ -127,7 +127,7 @@ class AppOp:
     value: bytes | None = None
 
 
-@dataclass(slots=True, init=False)
+@dataclass(slots=True, init=False, unsafe_hash=True)  # (as Record)
 class SetAdd:
     """An `add_to_set` that `Store.create_joining` makes with a create: `member` into `slot` of
     the set `key` (`size` slots), the set expiring at `expires_at`. Read-only by type, as `Record`."""
@@ -425,15 +425,7 @@ class Store(ABC):
         """(the values of the records among `keys` live at `now`, but those holding a manifest;
         the records holding a manifest): `get_many` before it resolves manifests. Default:
         `_get_many`. A backend may read the values alone (a fan-in reads every branch's)."""
-        values: dict[str, bytes] = {}
-        manifests: dict[str, Record] = {}
-        for key, record in self._get_many(keys).items():
-            if record.expires_at > now and record.value is not None:
-                if is_manifest(record):
-                    manifests[key] = record
-                else:
-                    values[key] = record.value
-        return values, manifests
+        return live_values(self._get_many(keys).items(), now)
 
     def read(self, keys: Iterable[str]) -> dict[str, Record]:
         """Live records (values and sets) of the keys that exist, in one consistent batch."""
@@ -887,6 +879,20 @@ def _expiry(key: str, expires_at: int) -> int:
     if isinstance(expires_at, bool) or not isinstance(expires_at, (int, float)):
         raise StoreMisuse(f"write of {key!r}: expires_at must be epoch seconds, got {expires_at!r}")
     return int(expires_at)
+
+
+def live_values(found: Iterable[tuple[str, Record | None]], now: float) -> tuple[dict[str, bytes], dict[str, Record]]:
+    """`Store._get_values` of the (key, record or None) pairs `found`: the values of the records
+    live at `now` that hold one, but those holding a manifest; and the records holding a manifest."""
+    values: dict[str, bytes] = {}
+    manifests: dict[str, Record] = {}
+    for key, record in found:
+        if record is not None and record.expires_at > now and record.value is not None:
+            if is_manifest(record):
+                manifests[key] = record
+            else:
+                values[key] = record.value
+    return values, manifests
 
 
 def is_manifest(record: Record) -> bool:

@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from unum_entry.errors import GuardFailed, StoreError, TransactionConflict
-from unum_entry.stores.base import (KIND_SET, AppOp, Guard, Kind, Record, SetState, Store, Versioned, is_manifest,
-                                     tally_records)
+from unum_entry.stores.base import (KIND_SET, AppOp, Guard, Kind, Record, SetState, Store, Versioned,
+                                     live_values, tally_records)
 from unum_entry.yielding_lock import YieldingLock
 
 
@@ -49,19 +49,9 @@ class MemoryStore(Store):
 
     def _get_values(self, keys: list[str], now: float) -> tuple[dict[str, bytes], dict[str, Record]]:
         # One pass under the lock, no record copied (a set holds no value): a fan-in reads every branch's.
-        values: dict[str, bytes] = {}
-        manifests: dict[str, Record] = {}
         with self._lock:
             records = self._records
-            for key in keys:
-                record = records.get(key)
-                if record is None or record.expires_at <= now or record.value is None:
-                    continue
-                if is_manifest(record):
-                    manifests[key] = record
-                else:
-                    values[key] = record.value
-        return values, manifests
+            return live_values(((key, records.get(key)) for key in keys), now)
 
     def _delete(self, keys: list[str]) -> None:
         with self._lock:
