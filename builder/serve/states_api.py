@@ -412,7 +412,7 @@ class StatesApi:
     def _begin(self, p: dict[str, Any], *, express_only: bool) -> Execution:
         ref = self.arns.parse_machine(p["stateMachineArn"])
         name = check_name(p.get("name") or str(uuid.uuid4()), "execution name")
-        text = p.get("input") if p.get("input") is not None else "{}"
+        text: str = p["input"] if p.get("input") is not None else "{}"
         value = _json_text(text, "InvalidExecutionInput", "execution input")
         machine, definition, version, alias, revision = self._target(ref, p["stateMachineArn"], name)
         if express_only and machine.type != "EXPRESS":

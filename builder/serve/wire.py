@@ -117,11 +117,12 @@ _PYTHON_TYPES: dict[str, tuple[type, ...]] = {
 }
 
 
-def _check(shape: Any, value: Any, where: str, problems: list[str]) -> None:
+def _check(shape: Any, given: Any, where: str, problems: list[str]) -> None:
     kind = shape.type_name
     expected = _PYTHON_TYPES.get(kind, (object,))
-    if not isinstance(value, expected) or (kind in ("integer", "long") and isinstance(value, bool)):
-        raise ApiError("SerializationException", f"{where}: expected a {kind}, found {type(value).__name__}")
+    if not isinstance(given, expected) or (kind in ("integer", "long") and isinstance(given, bool)):
+        raise ApiError("SerializationException", f"{where}: expected a {kind}, found {type(given).__name__}")
+    value: Any = given  # (isinstance against a tuple of types narrows to object)
     meta = shape.metadata
     if kind == "string":
         enum = getattr(shape, "enum", None)
