@@ -475,8 +475,12 @@ class StatesApi:
         if execution.status is not None:
             return execution.status, execution.stopped, execution.error, execution.cause, execution.output
         from unum_entry.history import read_history
-        from unum_entry.outcome import read_outcome
+        from unum_entry.outcome import Ending, read_outcome
 
+        # A compiled state machine ends with its root result or its failure record: while
+        # neither exists it runs, and two key reads say so instead of a scan of its records.
+        if not self.store.get_many(Ending.of(execution.workflow).keys):
+            return "RUNNING", None, None, None, None
         outcome = read_outcome(self.store, execution.workflow)
         status = STATUS.get(outcome.status.value, "RUNNING")
         if status == "RUNNING":
