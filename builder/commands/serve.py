@@ -13,6 +13,7 @@ import threading
 
 from builder.commands.console import Console
 from builder.commands.options import WORKERS_ENV, add_store_option, env_option, positive_int
+from builder.serve.mocks import MOCK_CONFIG_ENV
 
 EXIT_INTERRUPTED, EXIT_TERMINATED = 130, 143
 
@@ -34,7 +35,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from builder.serve.app import Serving, Settings
 
     settings = Settings(store=args.store, state_dir=args.state_dir, functions=args.functions, port=args.port,
-                        region=args.region, account=args.account, workers=args.workers)
+                        region=args.region, account=args.account, workers=args.workers,
+                        mock_config=args.mock_config or None)
     console = Console()
     try:
         serving = Serving(settings)
@@ -66,4 +68,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--account", default="123456789012", help="the account in ARNs (default 123456789012)")
     env_option(parser, "--workers", envvar=WORKERS_ENV, default=8, type=positive_int,
                help="concurrent executions per state machine")
+    env_option(parser, "--mock-config", envvar=MOCK_CONFIG_ENV, default=None, default_text="no mocks",
+               help="Step Functions Local's mock configuration file: StartExecution of "
+                    "'...:stateMachine:NAME#TestCase' runs that test case's mocked Tasks")
     parser.set_defaults(func=cmd_serve)

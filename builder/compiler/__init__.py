@@ -50,9 +50,12 @@ class CompileResult:
 
 def compile_state_machine(path: str | Path, out: str | Path, *, functions: str | Path | None = None,
                           handler: str | None = None, name: str | None = None,
-                          substitutions: Mapping[str, str] | None = None) -> CompileResult:
+                          substitutions: Mapping[str, str] | None = None,
+                          mocks: Mapping[str, Mapping[str, Any]] | None = None) -> CompileResult:
     """Validate and compile; raises AslDefinitionError (bad definition or missing function code).
-    `substitutions` are SAM's DefinitionSubstitutions (`${Key}` -> value, see `substitute`)."""
+    `substitutions` are SAM's DefinitionSubstitutions (`${Key}` -> value, see `substitute`).
+    `mocks` (a mock test case: builder.serve.mocks) maps Task state names to their mocked response:
+    such a Task's function answers from it (unum_entry/asl/mocked.py) and needs no code."""
     path = Path(path)
     if path.is_dir():
         found = find_definition(path)
@@ -83,7 +86,7 @@ def compile_state_machine(path: str | Path, out: str | Path, *, functions: str |
     for child, child_machine, child_layout in children:
         _write_layout(out, child.definition, child_machine, child_layout, functions_dir, handler, child.name, summary,
                       renamed=f"{child.name}.")
-    _write_layout(out, doc, machine, layout, functions_dir, handler, name, summary)
+    _write_layout(out, doc, machine, layout, functions_dir, handler, name, summary, mocks=mocks)
     (out / WORKFLOW_FILE_NAME).write_text(json.dumps({"unum_workflow": 1, "name": name, "entry": layout.entry}, indent=1))
     (out / "statemachine.json").write_text(json.dumps(doc, indent=2))
     load_workflow(out)  # what was written is validated exactly as `builder run` would
@@ -91,7 +94,8 @@ def compile_state_machine(path: str | Path, out: str | Path, *, functions: str |
 
 
 def _write_layout(out: Path, doc: dict[str, Any], machine: Machine, layout: Layout, functions_dir: Path,
-                  handler: str | None, name: str, summary: dict[str, dict[str, Any]], *, renamed: str = "") -> None:
+                  handler: str | None, name: str, summary: dict[str, dict[str, Any]], *, renamed: str = "",
+                  mocks: Mapping[str, Mapping[str, Any]] | None = None) -> None:
     """Write the functions of one state machine (the parent, or a fire-and-forget child whose
     states are `renamed` + their own names) into `out`."""
     carry_input = reads_execution_input(json.dumps(doc))
@@ -104,7 +108,7 @@ def _write_layout(out: Path, doc: dict[str, Any], machine: Machine, layout: Layo
             raise AslDefinitionError(machine.source, fn.head, "<function>", f"function {fn.name!r} of state machine "
                                      f"{name!r} has the name of another compiled function; rename the state")
         summary[fn.name] = _write_function(out, fn, layout, machine, functions_dir, handler, name, carry_input,
-                                          positions, renamed=renamed)
+                                          positions, renamed=renamed, mocks=mocks)
     _execution_timeout(doc, machine.source, out / layout.entry / IR_FILE_NAME)
 
 
@@ -138,20 +142,25 @@ def reads_execution_input(definition_text: str) -> bool:
 
 def _write_function(out: Path, fn: Function, layout: Layout, machine: Machine, functions_dir: Path,
                     handler: str | None, machine_name: str, carry_input: bool,
-                    positions: bool = False, *, renamed: str = "") -> dict[str, Any]:
+                    positions: bool = False, *, renamed: str = "",
+                    mocks: Mapping[str, Mapping[str, Any]] | None = None) -> dict[str, Any]:
     folder = out / fn.name
     user_handler = lam = None
+    mock = mocks.get(fn.task) if mocks is not None and fn.task is not None else None
     if fn.task is not None and not integration_task(fn.scope.path + fn.task, fn.scope.states[fn.task], machine.source):
         state = fn.scope.states[fn.task]
         full = fn.scope.path + fn.task
         ql = state.get("QueryLanguage", fn.scope.query_language)
         lam = lambda_name(full, state, ql, machine.source)
         code = functions_dir / lam
-        if not code.is_dir():
+        if mock is not None:  # a mocked Task calls nothing: it needs no code
+            folder.mkdir()
+        elif not code.is_dir():
             raise AslDefinitionError(machine.source, full, "Resource",
                                      f"no code for Lambda function {lam!r}: expected the folder {code} (set --functions DIR)")
-        user_handler = handler or _detect_handler(code, machine.source, full)
-        shutil.copytree(code, folder, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        else:
+            user_handler = handler or _detect_handler(code, machine.source, full)
+            shutil.copytree(code, folder, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     else:
         folder.mkdir()
     (folder / f"{MAIN_MODULE}.py").write_text(MAIN_SOURCE)
@@ -164,6 +173,10 @@ def _write_function(out: Path, fn: Function, layout: Layout, machine: Machine, f
     }
     if renamed:  # a fire-and-forget child: its states see their own names (runner: Fragment.renamed)
         fragment["renamed"] = len(renamed)
+    if mocks is not None:  # a mock test case: transfers count the mocked invocations (unum_entry/asl/mocked.py)
+        fragment["mocking"] = True
+    if mock is not None:
+        fragment["mock"] = dict(mock)
     (folder / FRAGMENT_FILE_NAME).write_text(json.dumps(fragment, indent=1))
     ir = {"unum_ir": 1, "function": fn.name, "handler": f"{MAIN_MODULE}.handler",
           "max_attempts": 1,  # Retry runs inside the function, as Step Functions' Retry

@@ -32,6 +32,7 @@ class Settings:
     region: str = DEFAULT_REGION
     account: str = DEFAULT_ACCOUNT
     workers: int = 8
+    mock_config: str | None = None  # Step Functions Local's mock configuration file (builder.serve.mocks)
 
 
 class Serving:
@@ -47,12 +48,16 @@ class Serving:
 
         self.settings = settings
         state = Path(settings.state_dir)
+        mocks = None
+        if settings.mock_config is not None:  # a bad file stops `serve` before it opens or listens on anything
+            from builder.serve.mocks import load
+            mocks = load(settings.mock_config)
         self.store = open_store(settings.store)
         try:
             self.registry = Registry(state / "registry.db")
             self.engine = Engine(self.store, state, functions=settings.functions, workers=settings.workers)
             self.arns = Arns(settings.region, settings.account)
-            self.states = StatesApi(self.registry, self.engine, self.store, self.arns)
+            self.states = StatesApi(self.registry, self.engine, self.store, self.arns, mocks=mocks)
             self.server = ApiServer(self.states, port=settings.port)
         except BaseException:
             self.store.close()

@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import threading
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -55,13 +56,18 @@ class Engine:
                     hasher.update(hashlib.sha256(path.read_bytes()).digest())
         return hasher.digest()
 
-    def compiled(self, name: str, definition: str) -> str:
+    def compiled(self, name: str, definition: str, mocks: Mapping[str, Mapping[str, Any]] | None = None) -> str:
         """The workflow folder of `definition` (compiled now unless it exists): see the module
-        docstring. Raises AslDefinitionError for a definition that does not compile."""
+        docstring. `mocks`: a mock test case's mocked states (builder.serve.mocks; their Tasks
+        need no code). Raises AslDefinitionError for a definition that does not compile."""
+        import json
+
         from builder.compiler import compile_state_machine
 
         hasher = hashlib.sha256(definition.encode())
         hasher.update(self._code_digest())
+        if mocks is not None:  # absent without a test case: the folders of plain runs keep their digest
+            hasher.update(b"\0mocks\0" + json.dumps(mocks, sort_keys=True, separators=(",", ":")).encode())
         digest = hasher.hexdigest()[:24]
         home = self.state_dir / "machines" / digest
         out = home / "workflow"
@@ -76,7 +82,8 @@ class Engine:
             staging.mkdir(parents=True)
             source = staging / DEFINITION_FILE
             source.write_text(definition)
-            compile_state_machine(source, staging / "workflow", functions=self._functions_for(staging), name=name)
+            compile_state_machine(source, staging / "workflow", functions=self._functions_for(staging), name=name,
+                                  mocks=mocks)
             (staging / "workflow").rename(out)  # complete or absent: a crash mid-compile leaves only staging
         return str(out)
 

@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from unum_entry.stores.base import Store
 
     from builder.serve.engine import Engine
+    from builder.serve.mocks import MockConfig
 
 STATUS = {"succeeded": "SUCCEEDED", "failed": "FAILED", "stopped": "ABORTED", "timed out": "TIMED_OUT"}
 DEFAULT_LOGGING = {"level": "OFF", "includeExecutionData": False}
@@ -71,12 +72,13 @@ class StatesApi:
     """The operations (module docstring). `clock` is the registry's and the answers' clock."""
 
     def __init__(self, registry: Registry, engine: Engine, store: Store, arns: Arns,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time, *, mocks: MockConfig | None = None) -> None:
         self.registry = registry
         self.engine = engine
         self.store = store
         self.arns = arns
         self.clock = clock
+        self.mocks = mocks  # `serve --mock-config`: the `#TestCase` ARNs' mocks (builder.serve.mocks)
 
     def call(self, operation: str, params: dict[str, Any]) -> dict[str, Any]:
         method = getattr(self, f"op_{operation}", None)
@@ -104,7 +106,8 @@ class StatesApi:
             raise ApiError("InvalidDefinition", "Invalid State Machine Definition: the definition must be a JSON object")
         try:
             validate(doc, name)
-            self.engine.compiled(name, definition)
+            # Tasks a test case mocks need no code (Step Functions Local never calls them).
+            self.engine.compiled(name, definition, (self.mocks.any_case(name) if self.mocks else None) or None)
         except UnumError as exc:
             raise ApiError("InvalidDefinition", f"Invalid State Machine Definition: '{exc}'") from None
         return definition
@@ -432,11 +435,23 @@ class StatesApi:
         return execution
 
     def _folder(self, machine: str, definition: str, ref: MachineRef) -> str:
-        """The compiled folder an execution runs on (builder.serve.engine)."""
+        """The compiled folder an execution runs on (builder.serve.engine); a `#TestCase` ARN's is
+        compiled with that test case's mocks (builder.serve.mocks), else ValidationException."""
         from unum_entry.errors import UnumError
 
+        from builder.serve.mocks import UnknownTestCase
+
+        mocks = None
+        if ref.test_case is not None:
+            if self.mocks is None:
+                raise validation_error(f"Test case '{ref.test_case}' cannot run: no mock configuration is loaded "
+                                       "(serve --mock-config FILE, or $SFN_MOCK_CONFIG)")
+            try:
+                mocks = self.mocks.test_case(machine, ref.test_case)
+            except UnknownTestCase as exc:
+                raise validation_error(str(exc)) from None
         try:
-            return self.engine.compiled(machine, definition)
+            return self.engine.compiled(machine, definition, mocks)
         except UnumError as exc:
             raise ApiError("InvalidDefinition", f"Invalid State Machine Definition: '{exc}'") from None
 

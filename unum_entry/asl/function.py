@@ -42,7 +42,8 @@ def make_handler(module_file: str | Path) -> Handler:
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise HandlerLoadError(f"{path}: not a valid state machine fragment: {exc}") from exc
     user: Callable[[Any, Any], Any] | None = None
-    if fragment.task is not None and not doc.get("handler"):  # a service integration Task (asl/integrations)
+    # A service integration Task (asl/integrations); a mocked Task calls nothing (asl/mocked.py).
+    if fragment.task is not None and not doc.get("handler") and fragment.mock is None:
         from unum_entry.asl import detached
         task = fragment.states[fragment.task]
         if detached.MARK in task:  # fire-and-forget startExecution: the child starts as its own workflow
@@ -64,7 +65,7 @@ def make_handler(module_file: str | Path) -> Handler:
         handler.__wrapped__ = user  # type: ignore[attr-defined]
         if is_durable(user):
             durable(handler)
-    if fragment.task is not None and not is_durable(handler):
+    if fragment.task is not None and fragment.mock is None and not is_durable(handler):
         from unum_entry.asl.callbacks import waits
         if waits(fragment.states[fragment.task]):
             # Its task token's nonce is a journaled step: every execution sends the same token.

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import Any
 
-from unum_entry.asl import dataflow, event_ids, paths, timing
+from unum_entry.asl import dataflow, event_ids, mocked, paths, timing
 from unum_entry.asl.retry import matches, retry_delay
 from unum_entry.errors import ConditionEvaluationError, StatesRuntimeError
 from unum_entry.timers import TIMER, timers_of
@@ -64,6 +64,8 @@ class Fragment:
     lambda_name: str | None = None
     positions: bool = False       # record each fan-out's position in the stack (`.waitForTaskToken` in a branch)
     renamed: int = 0              # a fire-and-forget child's states are `CHILD.STATE`: the length of `CHILD.`
+    mocking: bool = False         # compiled for a mock test case: transfers count mocked invocations
+    mock: Mapping[str, Any] | None = None  # the Task's mocked response (unum_entry/asl/mocked.py)
 
     @classmethod
     def from_json(cls, doc: Mapping[str, Any]) -> Fragment:
@@ -71,7 +73,8 @@ class Fragment:
                    in_branch=doc.get("in_branch", False), states=doc["states"], task=doc.get("task"),
                    query_language=doc.get("query_language", "JSONPath"), machine=doc.get("machine", {}),
                    carry_input=doc.get("carry_input", False), lambda_name=doc.get("lambda_name"),
-                   positions=doc.get("positions", False), renamed=doc.get("renamed", 0))
+                   positions=doc.get("positions", False), renamed=doc.get("renamed", 0),
+                   mocking=doc.get("mocking", False), mock=doc.get("mock"))
 
 
 @dataclass(frozen=True)
@@ -139,17 +142,21 @@ class _Thread:
     stack: list[Any]
     exec: dict[str, Any]
     ev: int | None = None  # events of the execution history so far in this scope (unum_entry/asl/event_ids.py)
+    mocks: dict[str, int] | None = None  # mocked invocations so far (a mock test case: unum_entry/asl/mocked.py)
 
     @classmethod
     def of(cls, t: Mapping[str, Any]) -> _Thread:
         """The thread a transfer `t` carries."""
         ev = t.get("ev")
-        return cls(t["input"], dict(t["vars"]), list(t["stack"]), t["exec"], ev if isinstance(ev, int) else None)
+        return cls(t["input"], dict(t["vars"]), list(t["stack"]), t["exec"], ev if isinstance(ev, int) else None,
+                   t.get("mocks"))
 
     def transfer(self) -> dict[str, Any]:
         out = {MARK: 1, "input": self.input, "vars": self.vars, "stack": self.stack, "exec": self.exec}
         if self.ev is not None:
             out["ev"] = self.ev
+        if self.mocks is not None:
+            out["mocks"] = self.mocks
         return out
 
     def advanced(self, events: int | None) -> _Thread:
@@ -195,14 +202,14 @@ class _Runner:
                 if key in fan:
                     level[key] = fan[key]
             th = _Thread(fan["input"], dict(fan["vars"]), [*fan["stack"], level], fan["exec"],
-                         fan["ev"] if isinstance(fan.get("ev"), int) else None)
+                         fan["ev"] if isinstance(fan.get("ev"), int) else None, fan.get("mocks"))
         elif isinstance(event, Mapping) and event.get(MARK) == 1:
             th = _Thread.of(event)
         else:  # the workflow's own input
             from unum_entry.asl import context_object
             th = _Thread(event, {}, [], context_object.execution(self.f.machine, self.context.workflow_id, event,
                                                                   _iso(self.services.now()), self.f.carry_input),
-                         ev=1)  # ExecutionStarted
+                         ev=1, mocks={} if self.f.mocking else None)  # ExecutionStarted
         return self._walk(self.f.head, th)
 
     # ---- walking the states --------------------------------------------------------------
@@ -398,7 +405,9 @@ class _Runner:
         counts = counts if counts is not None else [0] * len(state.get("Retry", []))
         scope = self._scope(name, th, retry_count=sum(counts))
         token = None
-        if callbacks.waits(state):  # `.waitForTaskToken`: $$.Task.Token names this invocation
+        if callbacks.waits(state) and self.f.mock is not None:  # mocked: a made-up token, as Step Functions Local's
+            scope = replace(scope, context={**scope.context, "Task": {"Token": f"mocked-{self.context.invocation}"}})
+        elif callbacks.waits(state):  # `.waitForTaskToken`: $$.Task.Token names this invocation
             frames = self._position(th)
             if frames is None:
                 return self._fail(th, "States.Runtime", f"the Task {name!r} waits for a task token but its fan-out "
@@ -422,17 +431,21 @@ class _Runner:
             return self._catch(name, state, th, exceeded.error, exceeded.cause)
         while True:
             try:
-                result = self._call(event, timeout, retry_count=sum(counts), execution=th.exec)
+                if self.f.mock is not None:  # a mock test case: the configured answer instead of the call
+                    result = self._mocked(name, th, sum(counts))
+                else:
+                    result = self._call(event, timeout, retry_count=sum(counts), execution=th.exec)
                 break
             except _TaskError as exc:
                 attempts = sum(counts) + 1
                 delay = retry_delay(state.get("Retry", []), exc.error, counts, self.services.random or _random)
                 if delay is None:
-                    return self._catch(name, state, th, exc.error, exc.cause,
+                    return self._catch(name, state, self._invoked(name, th, attempts), exc.error, exc.cause,
                                        done=th.advanced(event_ids.task_events(attempts)).ev)
                 waited = self._delay("retry", name, th, delay, counts)
                 if waited is not None:
                     return waited
+        th = self._invoked(name, th, sum(counts) + 1)
         if token is not None:  # the call is made: this function stops here until the callback resumes it
             decision = callbacks.wait_decision(name, th_after.transfer(), token, timeout, counts,
                                                deadline=getattr(self.context, "deadline", 0))
@@ -445,7 +458,7 @@ class _Runner:
         exceeded = self._too_large(name, result)
         if exceeded is not None:
             return self._catch(name, state, th, exceeded.error, exceeded.cause)
-        if invoke_api:
+        if invoke_api and self.f.mock is None:  # (a mocked Return is Lambda's whole response)
             result = {"ExecutedVersion": "$LATEST", "Payload": result, "StatusCode": 200,
                       "SdkHttpMetadata": {"HttpStatusCode": 200}, "SdkResponseMetadata": {}}
         scope = self._scope(name, th, retry_count=sum(counts))
@@ -455,6 +468,21 @@ class _Runner:
             return self._caught(name, state, th, exc)
         done = th.advanced(event_ids.task_events(sum(counts) + 1) + 1)  # + TaskStateExited
         return self._checked(name, state, replace(done, input=output, vars={**th.vars, **variables}), catch=True)
+
+    def _mocked(self, name: str, th: _Thread, retries: int) -> Any:
+        """The mocked Task `name`'s answer for this invocation (unum_entry/asl/mocked.py); a Throw
+        is the Task's error, as a handler raising it would be."""
+        from unum_entry.asl.integrations.resources import TaskFailed
+        try:
+            return mocked.respond(self.f.mock or {}, name, mocked.invocation(th.mocks, name, retries))
+        except TaskFailed as exc:
+            raise _TaskError(exc.error, exc.cause) from None
+
+    def _invoked(self, name: str, th: _Thread, attempts: int) -> _Thread:
+        """`th` after `attempts` invocations of the mocked Task `name` (unchanged when not mocked)."""
+        if self.f.mock is None:
+            return th
+        return replace(th, mocks=mocked.counted(th.mocks, name, attempts))
 
     def _resumed(self, resume: Mapping[str, Any]) -> dict[str, Any]:
         """Continue after a `.waitForTaskToken` Task with its callback's output or error."""
@@ -608,7 +636,8 @@ class _Runner:
     def _fan_out(self, name: str, state: Mapping[str, Any], th: _Thread, retries: list[int] | None = None):
         scope = self._scope(name, th)
         retries = retries if retries is not None else [0] * len(state.get("Retry", []))
-        parent = {"raw": th.input, "vars": th.vars, "exec": th.exec, "retries": retries}
+        parent = {"raw": th.input, "vars": th.vars, "exec": th.exec, "retries": retries,
+                  **({} if th.mocks is None else {"mocks": th.mocks})}
         # History events (unum_entry/asl/event_ids.py): the join adds the branches' counts to the
         # parent's; a branch knows its absolute ids only when nothing runs beside it.
         before = event_ids.entered(th.stack, th.ev)
@@ -630,6 +659,8 @@ class _Runner:
                 counted: dict[str, Any] = {} if th.ev is None else {"ev": 0}
                 if started is not None and state.get("__branches__") == 1:  # (builder/compiler: _strip)
                     counted["ev0"] = started
+                if th.mocks is not None:
+                    counted["mocks"] = th.mocks
                 return {"__next__": name, "fanout": {"input": effective, "vars": th.vars, "stack": th.stack,
                                                      "exec": th.exec, "parent": parent, **at, **counted}}
             inputs = self._map_inputs(name, state, th, scope)
@@ -641,6 +672,7 @@ class _Runner:
         alone = started is not None and (len(inputs) == 1 or limit == 1) and not _distributed(state)
         items = [{MARK: 1, "input": value, "vars": th.vars, "exec": th.exec,
                   **({} if th.ev is None else {"ev": 1}),  # MapIterationStarted
+                  **({} if th.mocks is None else {"mocks": mocked.iteration(th.mocks, i, len(inputs))}),
                   "stack": [*th.stack, {"parent": parent if i == 0 else None, **at,
                                         **({"ev0": started} if alone and i == 0 else {})}]}
                  for i, value in enumerate(inputs)]
@@ -714,7 +746,7 @@ class _Runner:
         ends = list(event)
         parent = ends[0]["stack"][-1]["parent"]
         th = _Thread(parent["raw"], dict(parent["vars"]), list(ends[0]["stack"][:-1]), parent["exec"],
-                     parent["ev"] if isinstance(parent.get("ev"), int) else None)
+                     parent["ev"] if isinstance(parent.get("ev"), int) else None, parent.get("mocks"))
         failed = [(i, e["error"]) for i, e in enumerate(ends) if e["__next__"] == FAIL]
         nested_marker = state.get(NESTED) if state["Type"] == "Parallel" else None
         if nested_marker is not None and failed:  # the child failed: the Task fails with States.TaskFailed
