@@ -21,9 +21,9 @@ BEGIN, END = "<!-- generated:begin -->", "<!-- generated:end -->"
 # Layer of each module (by dotted-name prefix, longest match first), top to bottom.
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("platforms", ("platforms", "local", "__main__", "invocation_log")),
-    ("steps layer", ("steps",)),
     ("step functions", ("asl", "callbacks")),
     ("durable functions", ("durable_functions",)),
+    ("steps layer", ("steps",)),  # below both front ends: a Task and a durable step build on its steps
     ("runtime core", ("runtime", "ingress", "egress", "plan", "hooks", "context", "timers")),
     ("rules", ("checkpoint", "fanin", "retention", "outcome", "history", "watchdog", "redrive")),
     ("adapters", ("stores", "invokers", "tracing")),

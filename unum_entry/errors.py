@@ -130,6 +130,19 @@ class StatesRuntimeError(UnumError):
         super().__init__(f"{error}: {cause}")
 
 
+class TaskFailed(UnumError):
+    """A Task failed with a Step Functions error name and cause (what Retry / Catch match).
+
+    Raised by integrations (`DynamoDB.ConditionalCheckFailedException`), by task-token
+    callbacks (`task-failure --error E --cause C`) and by a durable function's failed chained
+    invoke; the state runner turns it into the Task's error exactly as given."""
+
+    def __init__(self, error: str, cause: str) -> None:
+        super().__init__(f"{error}: {cause}")
+        self.error = error
+        self.cause = cause
+
+
 class AslDefinitionError(UnumError):
     """A state machine definition is invalid; the message names the source, state and field."""
 

@@ -173,7 +173,7 @@ def _fail_task(context: Any, error: dict[str, Any]) -> None:
     runner = sys.modules.get("unum_entry.asl.runner")
     if runner is None or not isinstance(context, runner.LambdaContext):
         return
-    from unum_entry.asl.integrations.resources import TaskFailed
+    from unum_entry.errors import TaskFailed
 
     # The SDK qualifies its own error types (aws_durable_execution_sdk_python.exceptions.StepError);
     # Lambda names a function's error by its class, as Retry / Catch match it.

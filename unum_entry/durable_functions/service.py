@@ -122,7 +122,7 @@ class Folded:
                 t + int(options.timeout_seconds or 0) * 1000 if options and options.timeout_seconds else 0,
                 int(options.heartbeat_timeout_seconds or 0) * 1000 if options else 0)
             self.heartbeats[u.operation_id] = t
-            from unum_entry.durable_functions.callbacks import callback_id  # the id names this execution's meta
+            from unum_entry.durable_functions.callback_ids import callback_id  # the id names this execution's meta
 
             return replace(base, status=OperationStatus.STARTED, callback_details=CallbackDetails(
                 callback_id=callback_id(self.meta, u.operation_id, nonce or "")))

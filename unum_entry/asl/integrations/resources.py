@@ -8,24 +8,13 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from unum_entry.errors import UnumError
+from unum_entry.errors import TaskFailed, UnumError
+
+__all__ = ["TaskFailed"]  # its home is unum_entry.errors; integrations raise it from here too
 
 CALLBACK = ".waitForTaskToken"
 SYNC = (".sync", ".sync:2")
 _ARN = re.compile(r"^arn:aws[a-z-]*:states:::(?P<rest>.+)$")
-
-
-class TaskFailed(UnumError):
-    """A Task failed with a Step Functions error name and cause (what Retry / Catch match).
-
-    Raised by integrations (`DynamoDB.ConditionalCheckFailedException`) and by task-token
-    callbacks (`task-failure --error E --cause C`); the state runner turns it into the Task's
-    error exactly as given."""
-
-    def __init__(self, error: str, cause: str) -> None:
-        super().__init__(f"{error}: {cause}")
-        self.error = error
-        self.cause = cause
 
 
 @dataclass(frozen=True)
