@@ -17,7 +17,19 @@ service would give it (for `lambda:invoke`, Lambda's whole response); `Throw` is
 
 `MockConfig.test_case(machine, test_case)` is what one execution runs with: for every state the
 test case names, `{"response", "test_case", "answers": [{"from", "to", "Return" | "Throw"}]}`
-(JSON, carried into the compiled function of that Task: unum_entry/asl/mocked.py answers from it).
+(JSON, carried into the compiled function of that Task: unum_entry/asl/mocked.py answers from it,
+and defines the invocation number). Where this differs from Step Functions Local:
+- Map iterations: Step Functions Local counts one state's invocations across the execution in
+  the order they happen (unpredictable unless MaxConcurrency is 1); here iteration i starts at
+  number i whatever the concurrency: the same as Step Functions Local with MaxConcurrency 1 when
+  each earlier iteration invoked the state once (not when one retried or looped);
+- after a Parallel/Map (and when one is retried) the counts are those it was reached with;
+- the whole file is checked when `serve` starts (Step Functions Local reads a test case when an
+  execution uses it), and overlapping ranges are refused;
+- a `#TestCase` naming no machine or test case of the file (or without a file) is a
+  ValidationException of StartExecution;
+- only Task states compiled as Tasks are mocked: a nested `startExecution.sync` machine runs;
+- the file is read once; an execution keeps the mocks it started with, across restarts.
 """
 
 from __future__ import annotations

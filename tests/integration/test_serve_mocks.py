@@ -50,8 +50,33 @@ DEFINITION = {
     },
 }
 
+# A callback Task, then polling: describeInstances until the instance runs (a loop back to the Task).
+POLL = {
+    "StartAt": "Approve",
+    "States": {
+        "Approve": {"Type": "Task", "Resource": "arn:aws:states:::sqs:sendMessage.waitForTaskToken",
+                    "Parameters": {"QueueUrl": "https://sqs.us-east-1.amazonaws.com/123456789012/approvals",
+                                   "MessageBody": {"token.$": "$$.Task.Token"}},
+                    "ResultPath": "$.approval", "Next": "Describe"},
+        "Describe": {"Type": "Task", "Resource": "arn:aws:states:::aws-sdk:ec2:describeInstances",
+                     "Parameters": {"InstanceIds": ["i-1"]},
+                     "ResultSelector": {"state.$": "$.Reservations[0].Instances[0].State.Name"},
+                     "ResultPath": "$.instance", "Next": "Running?"},
+        "Running?": {"Type": "Choice", "Choices": [
+            {"Variable": "$.instance.state", "StringEquals": "running", "Next": "Done"}], "Default": "Later"},
+        "Later": {"Type": "Wait", "Seconds": 1, "Next": "Describe"},
+        "Done": {"Type": "Succeed"},
+    },
+}
+
+
+def _instance(state: str) -> dict[str, Any]:
+    return {"Return": {"Reservations": [{"Instances": [{"State": {"Name": state}}]}]}}
+
+
 MOCK_CONFIG = {
-    "StateMachines": {"Orders": {"TestCases": {
+    "StateMachines": {"Poll": {"TestCases": {"Starting": {"Approve": "Approved", "Describe": "PendingTwice"}}},
+                      "Orders": {"TestCases": {
         "HappyPath": {"Validate": "ValidOrder", "Save": "Saved", "Pack": "SmallBox"},
         "RetryPath": {"Validate": "ThrottledThenValid", "Save": "Saved", "Pack": "SmallBox"},
         "CatchPath": {"Validate": "InvalidOrder"},
@@ -72,6 +97,8 @@ MOCK_CONFIG = {
         "SmallThenLarge": {"0": {"Return": {"box": "small"}}, "1-9": {"Return": {"box": "large"}}},
         "SecondItemFails": {"0": {"Return": {"box": "small"}},
                             "1-3": {"Throw": {"Error": "Pack.OutOfBoxes", "Cause": "none left"}}},
+        "Approved": {"0": {"Return": {"approved": True}}},
+        "PendingTwice": {"0-1": _instance("pending"), "2": _instance("running")},
     },
 }
 ORDER = {"id": "o-1", "items": ["book", "lamp"]}
@@ -135,6 +162,17 @@ def test_an_invocation_without_a_response_fails_the_execution(sfn: Any) -> None:
     failed = run(sfn, "NoMoreResponses", "exhausted")
     assert failed["status"] == "FAILED" and failed["error"] == "States.Runtime", failed
     assert "invocation 1" in failed["cause"] and "ThrottledOnce" in failed["cause"]
+
+
+def test_a_loop_back_to_a_mocked_task_takes_the_next_invocation_number(sfn: Any) -> None:
+    sfn.create_state_machine(name="Poll", definition=json.dumps(POLL), roleArn=ROLE)
+    started = sfn.start_execution(stateMachineArn=MACHINE.replace("Orders", "Poll#Starting"), input="{}")
+    described = wait_ended(sfn, started["executionArn"], timeout=60)
+    # the callback Task got a token made up for it and completed with its mocked Return
+    assert output(described) == {"approval": {"approved": True}, "instance": {"state": "running"}}
+    history = sfn.get_execution_history(executionArn=started["executionArn"])["events"]
+    entered = [e["stateEnteredEventDetails"]["name"] for e in history if e["type"] == "TaskStateEntered"]
+    assert entered.count("Describe") == 3
 
 
 def test_unknown_test_cases_and_machines_are_validation_errors(sfn: Any) -> None:
