@@ -277,6 +277,8 @@ class StatesApi:
             raise validation_error("routingConfiguration: one or two versions")
         if sum(r["weight"] for r in routing) != 100:
             raise validation_error("routingConfiguration: the weights must add up to 100")
+        if len({r["stateMachineVersionArn"] for r in routing}) < len(routing):
+            raise validation_error("routingConfiguration: each version at most once")
         for r in routing:
             ref = self.arns.parse_machine(r["stateMachineVersionArn"])
             if ref.name != machine or ref.version is None:
@@ -332,7 +334,11 @@ class StatesApi:
     def op_ListStateMachineAliases(self, p: dict[str, Any]) -> dict[str, Any]:
         ref = self.arns.parse_machine(p["stateMachineArn"])
         self._machine(ref.name, p["stateMachineArn"])
-        page, token = _page(self.registry.aliases(ref.name), p)
+        aliases = self.registry.aliases(ref.name)
+        if ref.version is not None:  # AWS: a version ARN lists the aliases that route to that version
+            aliases = [a for a in aliases if any(self.arns.parse_machine(r["stateMachineVersionArn"]).version
+                                                 == ref.version for r in a.routing)]
+        page, token = _page(aliases, p)
         return {"stateMachineAliases": [{"stateMachineAliasArn": self.arns.machine(ref.name, alias=a.name),
                                          "creationDate": a.created} for a in page], "nextToken": token}
 
@@ -521,7 +527,10 @@ class StatesApi:
             "redriveCount": execution.redrives, "redriveDate": execution.redriven,
             "redriveStatus": "REDRIVABLE" if status in ("FAILED", "TIMED_OUT", "ABORTED") and not execution.express
             else "NOT_REDRIVABLE"}
-        if status == "ABORTED":
+        refusal = self._redrive_refusal(execution) if status in ("FAILED", "TIMED_OUT") else None
+        if refusal is not None:
+            answer["redriveStatus"], answer["redriveStatusReason"] = "NOT_REDRIVABLE", refusal
+        elif status == "ABORTED":
             answer["redriveStatus"] = "NOT_REDRIVABLE"
             answer["redriveStatusReason"] = "Execution was stopped: unum redrives failed executions only"
         elif status == "SUCCEEDED":
@@ -601,6 +610,9 @@ class StatesApi:
         if status not in ("FAILED", "TIMED_OUT", "ABORTED"):
             raise ApiError("ExecutionNotRedrivable", f"Execution is {status} and cannot be redriven: "
                                                      f"'{p['executionArn']}'")
+        refusal = self._redrive_refusal(execution) if status != "ABORTED" else None
+        if refusal is not None:
+            raise ApiError("ExecutionNotRedrivable", f"{refusal}: '{p['executionArn']}'")
         try:
             redrive(self.store, execution.workflow, PlatformInvoker(self.engine.platform(execution.folder)))
         except CannotRedrive as exc:
@@ -608,6 +620,28 @@ class StatesApi:
         now = self.clock()
         self.registry.forget_end(execution.workflow, redriven=now)
         return {"redriveDate": now}
+
+    def _redrive_refusal(self, execution: Execution) -> str | None:
+        """Why RedriveExecution must refuse this failed or timed-out execution, None when it may
+        try: unum_entry.redrive re-runs only a failure an invocation recorded (its history stamp
+        names the function), and a compiled state machine's Task commits its failure as the
+        decision its function returns, so DescribeExecution says NOT_REDRIVABLE up front."""
+        from unum_entry import naming
+        from unum_entry.history import split
+
+        raw = self.store.get(naming.failure_key(execution.workflow))
+        if raw is None:
+            return None  # no failure record (yet): redrive's own checks answer
+        meta = split(raw)[1]
+        if meta is None or meta.get("e") or not isinstance(meta.get("f"), str):
+            return ("Execution's failure was committed by its state machine (a Task's error after its Retry, a "
+                    "Fail state or a timeout), not by an invocation unum can re-run: start a new execution")
+        return None
+
+    def op_TestState(self, p: dict[str, Any]) -> dict[str, Any]:
+        from builder.serve.test_state import test_state
+
+        return test_state(p, functions=self.engine.functions)
 
     # ---- task tokens ----------------------------------------------------------------------
 
