@@ -142,15 +142,39 @@ def test_the_readme_step_functions_api_section_works_as_written(session: Session
     assert code == 143 and "Traceback" not in err
 
 
+MOCKS = {"StateMachines": {"Hello": {"TestCases": {"HappyPath": {"Say": "Greeting"}}}},
+         "MockedResponses": {"Greeting": {"0": {"Return": {"greeting": "hi from the mock"}}}}}
+HELLO = {"StartAt": "Say", "States": {"Say": {"Type": "Task", "End": True,
+                                              "Resource": "arn:aws:lambda:us-east-1:123456789012:function:Say"}}}
+
+
 def test_docs_api_commands_work_as_written(session: Session) -> None:
-    commands = doc_commands("docs/api.md")
-    synopsis, *rest = commands
+    synopsis, started, *rest, mocked = doc_commands("docs/api.md")
     assert synopsis.required == "python -m builder serve"
+    session.run(started)
     for command in rest:
         done = session.run(command)
         if done is not None:
             assert json.loads(done.stdout) == {"stateMachines": []}
     [client_block] = python_blocks((REPO / "docs/api.md").read_text())
     session.python(client_block + "\nprint(sfn.list_state_machines()['stateMachines'])\n")
+    [(code, _)] = session.close()
+    assert code == 143
+    # the mocks section's line, with a mock file in the reader's folder: a test case runs mocked
+    assert mocked.required == "python -m builder serve --mock-config MockConfigFile.json"
+    (session.cwd / "MockConfigFile.json").write_text(json.dumps(MOCKS))
+    session.background.clear()
+    session.run(DocCommand(mocked.doc, mocked.required + " &", ""))
+    printed = session.python(client_block + f"""
+import json, time
+arn = sfn.create_state_machine(name="Hello", definition={json.dumps(json.dumps(HELLO))},
+                               roleArn="arn:aws:iam::123456789012:role/unum")["stateMachineArn"]
+run = sfn.start_execution(stateMachineArn=arn + "#HappyPath")
+while (d := sfn.describe_execution(executionArn=run["executionArn"]))["status"] == "RUNNING":
+    time.sleep(0.05)
+print(d["status"], d["output"])
+""")
+    assert printed.split(" ", 1)[0] == "SUCCEEDED" and json.loads(printed.split(" ", 1)[1]) == \
+        {"greeting": "hi from the mock"}
     [(code, _)] = session.close()
     assert code == 143
