@@ -15,14 +15,14 @@ from __future__ import annotations
 import contextvars
 from collections.abc import Callable, Sequence
 from functools import partial
-from typing import TYPE_CHECKING, Any, Final, cast
+from typing import TYPE_CHECKING, Any, Final, Protocol, cast
 
 from unum_entry import fanin
 from unum_entry.checkpoint import commits_its_result, not_yet_committed, record_result
 from unum_entry.codec import decode
 from unum_entry.envelope import Envelope, or_by_reference
 from unum_entry.frozen import Frozen, ReadOnly, frozen
-from unum_entry.history import end_stamp
+from unum_entry.history import end_stamp, stamp
 from unum_entry.hooks import FaultPoint, Hooks, observes
 from unum_entry.invokers import FanOutInvoker, Invoker
 from unum_entry.ir import FunctionIR
@@ -34,9 +34,12 @@ from unum_entry.stores.base import SetState, Store
 if TYPE_CHECKING:
     from concurrent.futures import Executor
 
-# How a workflow ends in failure (`Runtime.end_in_failure`: write the failure record, then let
-# the layers react, e.g. compensate): passed in, so egress knows no layer.
-EndInFailure = Callable[[str, dict[str, Any]], None]
+class EndInFailure(Protocol):
+    """How a workflow ends in failure (`Runtime.end_in_failure`: write the failure record, with
+    the failing invocation's history stamp, then let the layers react, e.g. compensate): passed
+    in, so egress knows no layer."""
+
+    def __call__(self, workflow: str, record: dict[str, Any], *, history: bytes = b"", deadline: int = 0) -> None: ...
 
 
 @frozen
@@ -166,9 +169,14 @@ def _finish(ctx: EgressContext, env: Envelope, invocation: str, value: Any, the_
     or, through an IR `fail` (a Step Functions Fail state), the workflow's end in failure (its
     failure record, then whatever the runtime's layers do, e.g. compensate)."""
     if the_plan.failure is not None:
+        # The stamp names this invocation for a redrive (unum_entry.redrive), marked `decided`:
+        # its checkpoint holds the decision to fail, so a redrive sends it under a fresh name.
         ctx.abort(env.workflow, failure_record(the_plan.failure["Error"], the_plan.failure["Cause"],
                                                function=ctx.ir.function, invocation=invocation,
-                                               attempts=env.attempt + 1))
+                                               attempts=env.attempt + 1),
+                  history=stamp(ctx.ir.function, env, started=None, committed=ctx.retention.clock(),
+                                with_deadline=True, decided=True),
+                  deadline=env.deadline)
         return
     record_result(ctx.store, ctx.retention, env, value if the_plan.result is None else the_plan.result.value,
                   stamp=end_stamp(ctx.ir.function, ctx.retention.clock()))

@@ -13,6 +13,8 @@ value: one msgpack ext object (code `STAMP_EXT`) holding a small map
      "v": [value, …]: the inputs that came inline without a reference (sent by a
      function without a checkpoint, or a timer: nowhere else to read them; bounded as "w"),
      "d": the workflow's deadline (a failure record's stamp only),
+     "k": 1 (a failure record's: the invocation committed its decision to fail, an IR `fail`;
+     its checkpoint is its step, and a redrive re-sends it under a fresh name),
      "x": [[epoch ms, "Error: message"], …] (the invocation's earlier failed attempts, carried
      by the retry envelope: `Envelope.failures`; absent when the first attempt succeeded)}
 
@@ -43,17 +45,24 @@ if TYPE_CHECKING:
     from unum_entry.stores.base import Record, Store
 
 STAMP_EXT = 72  # msgpack ext type code of a commit's history stamp ("H")
+# A redrive sends a failed decision's invocation this many iterations on (unum_entry.redrive, which
+# imports it from here: the history reads it back out of the position).
+REDRIVE_STRIDE = 1 << 32
 WORKFLOW_INPUT_LIMIT = 16 * 1024  # a larger workflow input is not copied into the entry's stamp
 
 
 def stamp(function: str, env: Envelope, *, started: float | None, committed: float,
-          with_deadline: bool = False) -> bytes:
+          with_deadline: bool = False, decided: bool = False) -> bytes:
     """The stamp appended to the commit of `function`'s invocation `env` (see the module
     docstring). `started`: when this execution's handler started (None: unknown, e.g. a failure
     recorded by the platform after its last attempt; `with_deadline`: record the workflow's
-    deadline too, for a failure record that a redrive re-sends). Never raises for a JSON-like workflow
+    deadline too, for a failure record that a redrive re-sends; `decided`: a failure record
+    written after the invocation committed its decision to fail, `"k": 1`, whose step the
+    checkpoint already is). Never raises for a JSON-like workflow
     input; an input msgpack cannot encode is left out (the commit must not fail for history)."""
     meta: dict[str, Any] = {"f": function, "c": int(committed * 1000)}
+    if decided:
+        meta["k"] = 1
     frames = env.frames
     if len(frames) > 1 or frames[0].iteration:
         meta["p"] = [[f.index, f.size, f.iteration] for f in frames]
@@ -202,6 +211,8 @@ def read_history(store: Store, workflow: str, *, inline_bytes: int = VALUE_INLIN
             continue
         own, meta = split(record.value)
         if meta is None or not isinstance(meta.get("f"), str):
+            continue
+        if meta.get("k"):  # a failure decided by an invocation whose checkpoint is its step
             continue
         if meta.get("e"):  # a result recorded after its invocation's commit: only when the workflow ended
             last_result = max(last_result or 0, int(meta.get("c", 0)))
@@ -359,8 +370,11 @@ def events(history: History, status: str, *, states: Mapping[str, Sequence[tuple
         base: dict[str, Any] = {"function": step.function, "step": order, "key": step.key}
         if len(step.position) > 1:
             base["index"], base["size"] = step.position[-1][0], step.position[-1][1]
-        if step.position[-1][2]:
-            base["iteration"] = step.position[-1][2]  # a loop's pass (IR `next`)
+        redrives, iteration = divmod(step.position[-1][2], REDRIVE_STRIDE)
+        if iteration:
+            base["iteration"] = iteration  # a loop's pass (IR `next`)
+        if redrives:
+            base["redrive"] = redrives  # run again by that redrive (unum_entry.redrive.redriven_frame)
         own: list[tuple[int, dict[str, Any]]] = []
         first = step.attempts - len(step.failed_attempts)  # the oldest attempt kept (Envelope.failures)
         for attempt, (failed_at, text) in enumerate(step.failed_attempts, start=first):

@@ -26,14 +26,14 @@ now (Step Functions' redrive does the same).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from unum_entry import naming
 from unum_entry.codec import decode
 from unum_entry.envelope import DataRef, Envelope, Frame, Gather
 from unum_entry.errors import RetentionExpired, UnumError
-from unum_entry.history import split
+from unum_entry.history import REDRIVE_STRIDE, split
 from unum_entry.stores.base import Kind
 
 if TYPE_CHECKING:
@@ -88,9 +88,14 @@ def redrive(store: Store, workflow: str, invoker: Invoker, *, retention: Retenti
     except RetentionExpired:
         raise CannotRedrive(f"workflow {workflow} is past its retention (its objects expire at {deadline}): "
                             "start it again instead") from None
+    if meta.get("k") and (len(meta.get("p") or ((0, 1, 0),)) > 1 or "g" in meta or meta.get("gd")):
+        raise CannotRedrive(f"workflow {workflow} failed inside a Map or Parallel (or at its join): unum redrives "
+                            "a failure decided at the top level only; start it again instead")
     number = _claim(store, workflow, raw, deadline)
     store.delete([key])
     env = envelope_of(workflow, meta, deadline)
+    if meta.get("k"):  # its checkpoint holds the decision to fail: run it again under a name of its own
+        env = replace(env, frames=(*env.frames[:-1], redriven_frame(env.frames[-1], number)))
     invoker.invoke(meta["f"], env.to_wire())
     _resend_dropped(store, workflow, invoker, deadline, meta)
     return Redriven(workflow=workflow, number=number, function=meta["f"], envelope=env,
@@ -159,6 +164,14 @@ def _resend_dropped(store: Store, workflow: str, invoker: Invoker, deadline: int
     for meta in sends.values():
         invoker.invoke(meta["f"], envelope_of(workflow, meta, deadline).to_wire())
     return len(sends)
+
+
+def redriven_frame(frame: Frame, number: int) -> Frame:
+    """The frame redrive `number` (from 0) sends an invocation that committed its decision to fail
+    (an IR `fail`: a Task's error after its Retry, a Fail state) under: its iteration moved past
+    any a loop reaches, so its name, and those of every invocation after it, are new, and the
+    failed decision stays as it was committed."""
+    return Frame(frame.index, frame.size, frame.iteration % REDRIVE_STRIDE + REDRIVE_STRIDE * (number + 1))
 
 
 def envelope_of(workflow: str, meta: dict[str, Any], deadline: int) -> Envelope:
