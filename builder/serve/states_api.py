@@ -527,7 +527,8 @@ class StatesApi:
             "redriveCount": execution.redrives, "redriveDate": execution.redriven,
             "redriveStatus": "REDRIVABLE" if status in ("FAILED", "TIMED_OUT", "ABORTED") and not execution.express
             else "NOT_REDRIVABLE"}
-        refusal = self._redrive_refusal(execution) if status in ("FAILED", "TIMED_OUT") else None
+        refusal = self._redrive_refusal(execution) if status in ("FAILED", "TIMED_OUT") and not execution.express \
+            else None
         if refusal is not None:
             answer["redriveStatus"], answer["redriveStatusReason"] = "NOT_REDRIVABLE", refusal
         elif status == "ABORTED":
@@ -610,9 +611,8 @@ class StatesApi:
         if status not in ("FAILED", "TIMED_OUT", "ABORTED"):
             raise ApiError("ExecutionNotRedrivable", f"Execution is {status} and cannot be redriven: "
                                                      f"'{p['executionArn']}'")
-        refusal = self._redrive_refusal(execution) if status != "ABORTED" else None
-        if refusal is not None:
-            raise ApiError("ExecutionNotRedrivable", f"{refusal}: '{p['executionArn']}'")
+        if execution.express:
+            raise ApiError("ExecutionNotRedrivable", f"An EXPRESS execution cannot be redriven: '{p['executionArn']}'")
         try:
             redrive(self.store, execution.workflow, PlatformInvoker(self.engine.platform(execution.folder)))
         except CannotRedrive as exc:
@@ -622,20 +622,20 @@ class StatesApi:
         return {"redriveDate": now}
 
     def _redrive_refusal(self, execution: Execution) -> str | None:
-        """Why RedriveExecution must refuse this failed or timed-out execution, None when it may
-        try: unum_entry.redrive re-runs only a failure an invocation recorded (its history stamp
-        names the function), and a compiled state machine's Task commits its failure as the
-        decision its function returns, so DescribeExecution says NOT_REDRIVABLE up front."""
-        from unum_entry import naming
-        from unum_entry.history import split
+        """The one line RedriveExecution would refuse this ended execution with, None when it
+        would redrive it: unum_entry.redrive's own checks, run over a view of the store that
+        stops at redrive's first write (its claim), so DescribeExecution's redriveStatus is
+        RedriveExecution's answer told in advance (no check repeated here)."""
+        from unum_entry.redrive import CannotRedrive, redrive
+        from unum_entry.retention import store_retention
 
-        raw = self.store.get(naming.failure_key(execution.workflow))
-        if raw is None:
-            return None  # no failure record (yet): redrive's own checks answer
-        meta = split(raw)[1]
-        if meta is None or meta.get("e") or not isinstance(meta.get("f"), str):
-            return ("Execution's failure was committed by its state machine (a Task's error after its Retry, a "
-                    "Fail state or a timeout), not by an invocation unum can re-run: start a new execution")
+        try:
+            redrive(_UpToTheClaim(self.store), execution.workflow, _NoInvoker(),  # type: ignore[arg-type]
+                    retention=store_retention(self.store))
+        except CannotRedrive as exc:
+            return str(exc)
+        except _WouldWrite:
+            return None
         return None
 
     def op_TestState(self, p: dict[str, Any]) -> dict[str, Any]:
@@ -700,6 +700,31 @@ class StatesApi:
         except callbacks.CallbackError as exc:
             raise ApiError("TaskDoesNotExist", f"Task Does Not Exist: {exc}") from None
         return {}
+
+
+class _WouldWrite(Exception):
+    """Redrive reached its first write: every check before it passed."""
+
+
+class _UpToTheClaim:
+    """A store for redrive's checks only: reads go to `store`; any write of the Store contract
+    (a create, a delete, a set add, a transaction, a sweep) stops redrive with _WouldWrite."""
+
+    WRITES = frozenset({"create", "create_joining", "create_joining_many", "add_to_set", "add_to_set_many",
+                        "delete", "transact", "sweep", "close"})
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+
+    def __getattr__(self, name: str) -> Any:
+        if name in self.WRITES:
+            raise _WouldWrite
+        return getattr(self._store, name)
+
+
+class _NoInvoker:
+    def invoke(self, *args: Any, **kwargs: Any) -> Any:
+        raise _WouldWrite
 
 
 def _same_json(a: str, b: str) -> bool:
