@@ -5,7 +5,12 @@ as `run` does (the result on stdout, exit 0; a failure again, exit 1).
 
 The folder is the one `run` recorded for the workflow, or `--workflow` (a folder or a state
 machine file). Refused in one line (exit 2) when the workflow did not fail, was stopped, is past
-its retention, or another redrive claimed it first.
+its retention, another redrive claimed it first, or another process drives it.
+
+What a redrive sends is journaled on `run`'s durable queue (builder.commands.run_queue) and this
+process drives the workflow while it waits: a redrive killed (even kill -9), interrupted or timed
+out leaves the workflow `interrupted`, and `run FOLDER --workflow-id ID --resume` (printed on
+Ctrl-C, SIGTERM and timeout) continues it from what the redrive sent.
 """
 
 from __future__ import annotations
@@ -37,8 +42,15 @@ def cmd_redrive(args: argparse.Namespace) -> int:
     from unum_entry import load_workflow
     from unum_entry.local.heap import freeze_loaded
     from unum_entry.local.platform import LocalPlatform
-    from unum_entry.outcome import WorkflowStatus, read_outcome
+    from unum_entry.errors import WorkflowTimeout
+    from unum_entry.outcome import WorkflowStatus, finished, read_outcome
     from unum_entry.redrive import redrive
+
+    from builder.commands.interrupts import raised
+    from builder.commands.io import command_line
+    from builder.commands.options import DEFAULT_STORE
+    from builder.commands.run import wait_for_workflow
+    from builder.commands.run_queue import RunQueue
 
     from builder.commands import start_record
     from builder.commands.compile import runnable_workflow
@@ -53,15 +65,35 @@ def cmd_redrive(args: argparse.Namespace) -> int:
             raise UnumError(f"redrive: the store has no record of where {args.workflow_id} was run from; pass its "
                             "workflow folder: --workflow FOLDER")
         workflow = load_workflow(runnable_workflow(folder))
-        platform = LocalPlatform(workflow, store, workers=args.workers)
+        # What the redrive sends is journaled on run's durable queue, as run's own deliveries are,
+        # and this process is the workflow's driver while it runs: killed or timed out, the
+        # workflow is `interrupted` and `run --workflow-id ID --resume` continues it.
+        rq = RunQueue.for_store(store)
+        platform = LocalPlatform(workflow, store, workers=args.workers, queue=rq.queue)
         freeze_loaded()  # (unum_entry.local.heap)
+        resume = command_line("run", folder, "--workflow-id", args.workflow_id, "--resume",
+                              *([] if args.store == DEFAULT_STORE else ["--store", args.store]))
         try:
-            sent = redrive(store, args.workflow_id, PlatformInvoker(platform))
-            console.message(f"redrive {sent.number + 1} of workflow {args.workflow_id}: re-running {sent.function} "
-                            f"(it failed with {sent.failure.get('Error')}: {sent.failure.get('Cause')})")
-            platform.wait_idle(args.timeout)
+            with raised(sigterm=True):
+                if rq.runs is not None and (owner := rq.runs.acquire(args.workflow_id)) is not None:
+                    raise UnumError(f"workflow {args.workflow_id} is being run by process {owner.pid}: redrive it "
+                                    "once that run has ended")
+                sent = redrive(store, args.workflow_id, PlatformInvoker(platform))
+                rq.queue.flush()  # on disk before anything is said: a kill from here on leaves it to --resume
+                console.message(f"redrive {sent.number + 1} of workflow {args.workflow_id}: re-running {sent.function} "
+                                f"(it failed with {sent.failure.get('Error')}: {sent.failure.get('Cause')})")
+                wait_for_workflow(platform, args.timeout, args.workflow_id,
+                                  ended=lambda: finished(store, args.workflow_id))
+        except (KeyboardInterrupt, WorkflowTimeout) as stop:
+            platform.cancel()
+            what = "timed out" if isinstance(stop, WorkflowTimeout) else "interrupted"
+            raise UnumError(f"redrive of workflow {args.workflow_id} {what}; what it sent is kept: continue it with "
+                            f"{resume}") from None
         finally:
             platform.close()
+            if rq.runs is not None:
+                rq.runs.release(args.workflow_id)
+            rq.close()
         outcome = read_outcome(store, args.workflow_id)
     finally:
         store.close()

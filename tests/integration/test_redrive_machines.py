@@ -138,3 +138,42 @@ def test_redrive_execution_through_serve(tmp_path: Path) -> None:
         with pytest.raises(Exception) as refused:
             sfn.redrive_execution(executionArn=execution)
         assert "ExecutionNotRedrivable" in str(refused.value)
+
+
+@pytest.mark.parametrize("stop", ["SIGKILL", "SIGTERM"])
+def test_a_redrive_killed_midway_is_continued_by_run_resume(tmp_path: Path, stop: str) -> None:
+    """The redriven Task is followed by a 2 s Wait: the redrive process is killed in that wait;
+    nothing drives the workflow then, inspect shows the command that continues it, and `run
+    --resume` finishes it."""
+    import signal
+    import time
+
+    functions(tmp_path)
+    path = machine(tmp_path, {
+        "First": CHAIN["First"],
+        "Second": {"Type": "Task", "Resource": LAMBDA + "Flaky", "Next": "Pause"},
+        "Pause": {"Type": "Wait", "Seconds": 2, "Next": "Third"},
+        "Third": {"Type": "Task", "Resource": LAMBDA + "Inc", "InputPath": "$.fixed", "End": True}}, "First")
+    store = tmp_path / "unum.db"
+    assert cli("run", path, "--workflow-id", "k", "--input", '{"n": 5}', "--store", store, cwd=tmp_path).returncode == 1
+    proc = subprocess.Popen([sys.executable, "-m", "builder", "redrive", "k", "--workflow", str(path), "--store",
+                             str(store)], cwd=tmp_path, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"})
+    assert proc.stderr is not None
+    deadline = time.monotonic() + 60
+    seen = ""
+    while "redrive 1 of workflow k" not in seen and time.monotonic() < deadline and proc.poll() is None:
+        seen += proc.stderr.readline()
+    time.sleep(0.5)  # inside the Wait
+    proc.send_signal(getattr(signal, stop))
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode != 0, seen + err
+    if stop == "SIGTERM":
+        assert "--resume" in err and "Traceback" not in err, err
+    shown = json.loads(cli("inspect", "k", "--store", store, cwd=tmp_path).stdout)
+    # nothing drives it: its Wait's timer is kept in the queue, and inspect says how to continue it
+    assert shown["status"] in ("interrupted", "waiting") and "--resume" in shown["resume"], shown
+    resumed = cli("run", path, "--workflow-id", "k", "--resume", "--store", store, cwd=tmp_path)
+    assert resumed.returncode == 0, resumed.stderr
+    assert json.loads(resumed.stdout) == {"n": 7}
+    assert (tmp_path / "flaky-calls").read_text() == "2"  # the redriven Task ran once more, not again on resume
