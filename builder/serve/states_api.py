@@ -585,7 +585,7 @@ class StatesApi:
 
         execution = self._execution(p["executionArn"])
         status = self._status(execution)[0]
-        events = aws_events(self.store, execution, status, include_data=p.get("includeExecutionData", True))
+        events = aws_events(self.store, execution, status, include_data=p.get("includeExecutionData", True), registry=self.registry)
         if p.get("reverseOrder"):
             events.reverse()
         page, token = _page(events, p, default_max=1000)

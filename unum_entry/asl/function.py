@@ -57,7 +57,7 @@ def make_handler(module_file: str | Path) -> Handler:
 
     def handler(event: Any, context: Any) -> Any:
         services = Services(sleep=time.sleep, time_scale=time_scale(), data_limit=data_limit())
-        return run(fragment, user, event, context, services)
+        return run(fragment, user, event, context, services, note=True)
 
     if user is not None:
         # A `@durable` user handler makes this function durable; its compensations are found

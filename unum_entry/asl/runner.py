@@ -46,6 +46,9 @@ FRAGMENT_VERSION = 1
 DATA_LIMIT = 256 * 1024  # Step Functions' payload quota (UTF-8 bytes of the JSON text)
 DATA_LIMIT_EXCEEDED = "States.DataLimitExceeded"
 NESTED = "__unum_nested__"  # a Parallel that runs a nested state machine (unum_entry/asl/nested.py)
+NOTED = "__task__"  # what a decision keeps of its Task for the execution history (_Runner._note)
+NOTED_RESULT_BYTES = 2048  # a larger raw result is not kept: the history shows it as unknown
+NOTED_CAUSE_CHARS = 32768  # Step Functions' limit of a cause
 
 
 @dataclass(frozen=True)
@@ -173,9 +176,16 @@ class _TaskError(Exception):
 Handler = Callable[[Any, Any], Any]
 
 
-def run(fragment: Fragment, handler: Handler | None, event: Any, context: Any, services: Services) -> dict[str, Any]:
-    """Run this function's part of the state machine on `event`; return the decision."""
-    return _Runner(fragment, handler, context, services).start(event)
+def run(fragment: Fragment, handler: Handler | None, event: Any, context: Any, services: Services, *,
+        note: bool = False) -> dict[str, Any]:
+    """Run this function's part of the state machine on `event`; return the decision. `note`
+    (the compiled function's handler sets it): add `NOTED` when the Task's attempts left what
+    the decision does not show, for the execution history (_Runner._note)."""
+    runner = _Runner(fragment, handler, context, services)
+    decision = runner.start(event)
+    if note and runner.noted is not None:
+        decision[NOTED] = runner.noted
+    return decision
 
 
 class _Runner:
@@ -185,6 +195,7 @@ class _Runner:
         self.context = context
         self.services = services
         self.ran_task = False
+        self.noted: dict[str, Any] | None = None  # the Task's failed attempts ("x") and raw result ("r")
 
     # ---- entering ------------------------------------------------------------------------
 
@@ -236,14 +247,20 @@ class _Runner:
 
     def _too_large(self, name: str, value: Any) -> StatesRuntimeError | None:
         """States.DataLimitExceeded when `value` is over the payload quota (unless lifted)."""
-        limit = self.services.data_limit
-        if limit is None:
+        return self._over_limit(name, self._json_size(value))
+
+    def _json_size(self, value: Any) -> int | None:
+        """UTF-8 bytes of `value`'s JSON text; None when the quota is lifted (not measured) or it is not JSON."""
+        if self.services.data_limit is None:
             return None
         try:
-            size = len(json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode("utf-8"))
+            return len(json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode("utf-8"))
         except (TypeError, ValueError):
             return None  # not JSON: the data flow that follows reports it
-        if size <= limit:
+
+    def _over_limit(self, name: str, size: int | None) -> StatesRuntimeError | None:
+        limit = self.services.data_limit
+        if limit is None or size is None or size <= limit:
             return None
         return StatesRuntimeError(DATA_LIMIT_EXCEEDED, f"The state/task '{name}' returned a result with a size "
                                   "exceeding the maximum number of bytes service limit.")
@@ -437,6 +454,7 @@ class _Runner:
                     result = self._call(event, timeout, retry_count=sum(counts), execution=th.exec)
                 break
             except _TaskError as exc:
+                self._note("x", [exc.error, exc.cause[:NOTED_CAUSE_CHARS] if isinstance(exc.cause, str) else exc.cause])
                 attempts = sum(counts) + 1
                 delay = retry_delay(state.get("Retry", []), exc.error, counts, self.services.random or _random)
                 if delay is None:
@@ -454,8 +472,9 @@ class _Runner:
                 timing.arm_task_timers(timers, decision["wait"], timeout=timeout, heartbeat=heartbeat,
                                        scale=self.services.time_scale)
             return decision
-        result = lambda_payload(result)
-        exceeded = self._too_large(name, result)
+        result = raw = lambda_payload(result)
+        size = self._json_size(result)
+        exceeded = self._over_limit(name, size)
         if exceeded is not None:
             return self._catch(name, state, th, exceeded.error, exceeded.cause)
         if invoke_api and self.f.mock is None:  # (a mocked Return is Lambda's whole response)
@@ -466,8 +485,28 @@ class _Runner:
             output, variables = dataflow.state_output(state, th.input, result, scope)
         except StatesRuntimeError as exc:
             return self._caught(name, state, th, exc)
+        if size is not None and size <= NOTED_RESULT_BYTES and not (output is result and self._hands_on(state)):
+            self._note("r", raw)
         done = th.advanced(event_ids.task_events(sum(counts) + 1) + 1)  # + TaskStateExited
         return self._checked(name, state, replace(done, input=output, vars={**th.vars, **variables}), catch=True)
+
+    def _note(self, key: str, value: Any) -> None:
+        """Keep what the history cannot read from the decision (builder/serve/history.py replays
+        the function's states from its input and these): each failed attempt's `[error, cause]`
+        ("x": a fault path), the raw result ("r") when small (its size is measured anyway, for
+        the payload quota) and not already the decision's next input. Nothing on the fault-free
+        path of a Task whose result is its output."""
+        if self.noted is None:
+            self.noted = {}
+        if key == "x":
+            self.noted.setdefault("x", []).append(value)
+        else:
+            self.noted[key] = value
+
+    def _hands_on(self, state: Mapping[str, Any]) -> bool:
+        """The Task's output goes into the decision unchanged: it ends its scope, or a Task or
+        Parallel (run elsewhere) follows it."""
+        return bool(state.get("End")) or self.f.states.get(state.get("Next", ""), {}).get("Type") in ("Task", "Parallel")
 
     def _mocked(self, name: str, th: _Thread, retries: int) -> Any:
         """The mocked Task `name`'s answer for this invocation (unum_entry/asl/mocked.py); a Throw
