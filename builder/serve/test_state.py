@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import traceback
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -166,6 +166,7 @@ def _call(function: str, event: Any, functions: Path | None) -> Any:
     if code is None or not code.is_dir():
         raise _Failed("Lambda.ResourceNotFoundException", f"Function not found: {function} (no folder "
                                                           f"{code if code else '--functions DIR/' + function})")
+    handler: Callable[[Any, Any], Any]  # a Lambda handler: (event, Lambda's context), as the runner calls it
     try:
         handler = load_handler(code, _detect_handler(code, "TestState", function), function=function)
     except UnumError as exc:
