@@ -20,7 +20,7 @@ import traceback
 import uuid
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from builder.serve.wire import ApiError, validation_error
 
@@ -166,9 +166,9 @@ def _call(function: str, event: Any, functions: Path | None) -> Any:
     if code is None or not code.is_dir():
         raise _Failed("Lambda.ResourceNotFoundException", f"Function not found: {function} (no folder "
                                                           f"{code if code else '--functions DIR/' + function})")
-    handler: Callable[[Any, Any], Any]  # a Lambda handler: (event, Lambda's context), as the runner calls it
-    try:
-        handler = load_handler(code, _detect_handler(code, "TestState", function), function=function)
+    try:  # a Lambda handler takes (event, Lambda's context), as the compiled runner calls it
+        handler = cast(Callable[[Any, Any], Any],
+                       load_handler(code, _detect_handler(code, "TestState", function), function=function))
     except UnumError as exc:
         raise _Failed("Lambda.Unknown", str(exc)) from None
     ctx = LambdaContext(function_name=function, invocation=str(uuid.uuid4()), workflow_id="TestState", attempt=0,
