@@ -71,6 +71,9 @@ class _Handler(BaseHTTPRequestHandler):
     # Headers and body leave in two writes: with Nagle's algorithm on, the body waits for the
     # client's delayed ACK of the headers (~40 ms a request on Linux loopback).
     disable_nagle_algorithm = True
+    # A client that stops sending mid-request (fewer bytes than its Content-Length) or idles on a
+    # kept-alive connection releases its thread after this many seconds.
+    timeout = 60
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base class's name
         log.debug("serve: " + format, *args)
