@@ -5,12 +5,17 @@
 # install_command COMMAND PACKAGE [LABEL]: apt-get install PACKAGE (no recommends, quietly)
 # unless COMMAND is already on PATH; says "LABEL: installing PACKAGE" first when LABEL is given.
 # Leaves DEBIAN_FRONTEND=noninteractive exported after an install.
+# Every apt call goes through apt_get: it waits up to 10 minutes for the dpkg lock (another apt
+# running, e.g. a fresh machine's unattended upgrades) instead of failing at once.
+apt_get() {
+  DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 "$@"
+}
+
 install_command() {
   command -v "$1" >/dev/null 2>&1 && return 0
   if [ -n "${3:-}" ]; then
     echo "$3: installing $2"
   fi
-  export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq >/dev/null
-  apt-get install -y -qq --no-install-recommends "$2" >/dev/null
+  apt_get update -qq >/dev/null
+  apt_get install -y -qq --no-install-recommends "$2" >/dev/null
 }

@@ -3,6 +3,7 @@
 # Idempotent. The tests start their own emulator processes on free ports (tests/integration/gcp/
 # conftest.py), so this script only makes sure the emulators are installed and can start.
 set -euo pipefail
+. "$(dirname "$0")/../lib/common.bash"
 cd "$(dirname "$0")/../.."
 
 have_emulators() {
@@ -15,9 +16,9 @@ have_emulators() {
 
 if ! have_emulators; then
   echo "gcp emulators: not installed; trying apt (google-cloud-cli-*-emulator, default-jre-headless)"
-  apt-get update -qq || true
+  apt_get update -qq || true
   if apt-cache show google-cloud-cli-firestore-emulator >/dev/null 2>&1; then
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq google-cloud-cli google-cloud-cli-firestore-emulator \
+    apt_get install -y -qq google-cloud-cli google-cloud-cli-firestore-emulator \
       google-cloud-cli-pubsub-emulator default-jre-headless
   else
     echo "gcp emulators: no apt source offers google-cloud-cli here; the GCP tests need them" >&2

@@ -3,6 +3,7 @@
 # and the web page's graphs) and Debian's chromium + chromedriver (the web page's browser test,
 # driven by selenium from the dev extra). Idempotent: installs only what is missing.
 set -euo pipefail
+. "$(dirname "$0")/../lib/common.bash"
 
 missing=()
 command -v dot >/dev/null || missing+=(graphviz)
@@ -11,7 +12,7 @@ command -v chromedriver >/dev/null || missing+=(chromium-driver)
 
 if ((${#missing[@]})); then
   echo "browser: installing ${missing[*]}"
-  apt-get update -qq || true
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  apt_get update -qq || true
+  apt_get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 echo "browser: $(dot -V 2>&1 | head -n 1); $(chromium --version 2>/dev/null | head -n 1); $(chromedriver --version | head -n 1)"
