@@ -59,6 +59,8 @@ class Serving:
             self.arns = Arns(settings.region, settings.account)
             self.states = StatesApi(self.registry, self.engine, self.store, self.arns, mocks=mocks)
             self.server = ApiServer(self.states, port=settings.port)
+            from builder.serve.lambda_api import LambdaApi  # the Lambda durable-execution API's routes
+            self.lambda_api = LambdaApi(self.store, self.engine, self.registry, settings).install(self.server)
         except BaseException:
             self.store.close()
             raise

@@ -174,3 +174,127 @@ def _render(shape: Any, value: Any) -> Any:
             return dt.datetime.fromtimestamp(seconds, dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
         return epoch(value)
     return value
+
+
+# ---- REST-JSON (the Lambda API): members bound to the path, query string, headers and body ----
+
+
+def rest_request(service: Service, operation: Any, labels: Mapping[str, str], query: Mapping[str, list[str]],
+                 headers: Mapping[str, str], body: bytes) -> dict[str, Any]:
+    """The members of a REST-JSON request, each read where the operation's input shape places
+    it (`location`: `uri` from `labels`, the path's labels by name; `querystring`; `header`;
+    the `payload` member from the whole body — raw text for a blob, the JSON value for a
+    structure; every other member from the JSON body), then checked as `Service.check_request`
+    checks them. Raises SerializationException for a value of the wrong form."""
+    shape = operation.input_shape
+    if shape is None:
+        return {}
+    lowered = {key.lower(): value for key, value in headers.items()}
+    payload = shape.serialization.get("payload")
+    params: dict[str, Any] = {}
+    for name, member in shape.members.items():
+        where, wire_name = member.serialization.get("location"), member.serialization.get("name", name)
+        if where == "uri" and wire_name in labels:
+            params[name] = labels[wire_name]
+        elif where == "querystring" and wire_name in query:
+            params[name] = _from_text(member, query[wire_name], f"query parameter {wire_name}")
+        elif where == "header" and wire_name.lower() in lowered:
+            params[name] = _from_text(member, [lowered[wire_name.lower()]], f"header {wire_name}")
+    if payload is not None:
+        member = shape.members[payload]
+        if member.type_name == "blob":
+            if body:
+                try:
+                    params[payload] = body.decode("utf-8")
+                except UnicodeDecodeError:
+                    raise ApiError("SerializationException", f"{payload}: the body is not UTF-8 text") from None
+        elif body:
+            params[payload] = _json_body(body)
+    elif body:
+        found = _json_body(body)
+        if not isinstance(found, dict):
+            raise ApiError("SerializationException", "the request body must be a JSON object")
+        for name, member in shape.members.items():
+            if name in found and "location" not in member.serialization:
+                params[name] = _decoded_blob(member, found[name], name)
+    return service.check_request(operation, params)
+
+
+def rest_response(service: Service, operation: Any, result: Mapping[str, Any]) -> tuple[int, Any, dict[str, str]]:
+    """(status, body, headers) of a REST-JSON answer: members the output shape places in a
+    `header` or the `statusCode` go there, a blob `payload` member is the raw body (bytes), every
+    other member is rendered into the JSON body (`Service.render`); the status defaults to the
+    operation's `responseCode`."""
+    status = int(operation.http.get("responseCode", 200))
+    shape = operation.output_shape
+    if shape is None:
+        return status, {}, {}
+    headers: dict[str, str] = {}
+    body: dict[str, Any] = {}
+    payload = shape.serialization.get("payload")
+    raw: bytes | None = None
+    for name, member in shape.members.items():
+        value = result.get(name)
+        if value is None:
+            continue
+        where = member.serialization.get("location")
+        if where == "header":
+            headers[member.serialization.get("name", name)] = str(value).lower() if isinstance(value, bool) \
+                else str(value)
+        elif where == "statusCode":
+            status = int(value)
+        elif name == payload and member.type_name == "blob":
+            raw = value if isinstance(value, bytes) else str(value).encode()
+        else:
+            body[name] = value
+    if raw is not None:
+        headers.setdefault("Content-Type", "application/json")
+        return status, raw, headers
+    return status, service.render(operation, body), headers
+
+
+def _json_body(body: bytes) -> Any:
+    try:
+        return json.loads(body)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ApiError("SerializationException", f"the request body is not JSON: {exc}") from None
+
+
+def _decoded_blob(member: Any, value: Any, where: str) -> Any:
+    """A blob inside a JSON body travels base64-encoded: its text."""
+    if member.type_name != "blob" or not isinstance(value, str):
+        return value
+    import base64
+    import binascii
+
+    try:
+        return base64.b64decode(value, validate=True).decode("utf-8")
+    except (binascii.Error, UnicodeDecodeError):
+        raise ApiError("SerializationException", f"{where}: not base64-encoded UTF-8 text") from None
+
+
+def _from_text(member: Any, values: list[str], where: str) -> Any:
+    """A query-string or header value as the member's type (a list takes every value)."""
+    kind = member.type_name
+    if kind == "list":
+        return [_from_text(member.member, [value], where) for value in values]
+    text = values[-1]
+    if kind in ("integer", "long"):
+        try:
+            return int(text)
+        except ValueError:
+            raise ApiError("SerializationException", f"{where}: {text!r} is not an integer") from None
+    if kind == "boolean":
+        if text.lower() not in ("true", "false"):
+            raise ApiError("SerializationException", f"{where}: {text!r} is not true or false") from None
+        return text.lower() == "true"
+    if kind == "timestamp":
+        try:
+            return float(text)
+        except ValueError:
+            pass
+        try:
+            return dt.datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+        except ValueError:
+            raise ApiError("SerializationException", f"{where}: {text!r} is not a timestamp") from None
+    return text
