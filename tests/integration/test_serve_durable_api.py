@@ -294,3 +294,63 @@ def test_documented_errors(lam: Any) -> None:
         assert code(refused) == expected, refused.value.response
     dry = lam.invoke(FunctionName="Double", InvocationType="DryRun")
     assert dry["StatusCode"] == 204
+
+
+def test_the_sdk_with_its_default_boto3_client_reads_its_state_from_serve(
+        lam: Any, tmp_path: Path, functions: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A handler run outside unum, its SDK on its own boto3 client (`AWS_ENDPOINT_URL_LAMBDA` at
+    serve): GetDurableExecutionState answers it from the store, and it replays to the callback
+    it waits for (PENDING), as on Lambda."""
+    import importlib.util
+
+    from aws_durable_execution_sdk_python.lambda_service import LambdaClient
+
+    file = tmp_path / "callback-id"
+    arn = lam.invoke(FunctionName="Approve", InvocationType="Event",
+                     Payload=json.dumps({"file": str(file)}))["DurableExecutionArn"]
+    callback_id = wait_file(file)
+    url = lam.meta.endpoint_url
+    for key, value in {"AWS_ENDPOINT_URL_LAMBDA": url, "AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test",
+                       "AWS_DEFAULT_REGION": "us-east-1"}.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.setattr(LambdaClient, "_cached_boto_client", None)
+    spec = importlib.util.spec_from_file_location("approve_outside", functions / "Approve" / "app.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+
+    class Context:
+        aws_request_id, function_name = "outside-1", "Approve"
+        invoked_function_arn = FUNCTION_ARN + "Approve"
+        memory_limit_in_mb, log_group_name, log_stream_name = 128, "", ""
+
+        @staticmethod
+        def get_remaining_time_in_millis() -> int:
+            return 60_000
+
+    event = {"DurableExecutionArn": arn, "CheckpointToken": f"{arn.rsplit('/', 1)[1]}:0",
+             "InitialExecutionState": {"Operations": [], "NextMarker": "0"}}
+    out = module.handler(event, Context())
+    assert out["Status"] == "PENDING", out
+    assert file.read_text() == callback_id  # replayed from the state served: its submitter did not run again
+    events = lam.get_durable_execution_history(DurableExecutionArn=arn)["Events"]
+    assert [e["EventType"] for e in events].count("CallbackStarted") == 1
+    assert LambdaClient._cached_boto_client is not None
+    assert LambdaClient._cached_boto_client.meta.endpoint_url == url
+    assert lam.get_durable_execution(DurableExecutionArn=arn)["Status"] == "RUNNING"
+    lam.stop_durable_execution(DurableExecutionArn=arn)
+
+
+def test_a_waiting_execution_survives_a_restart_of_serve(tmp_path: Path, functions: Path) -> None:
+    file = tmp_path / "callback-id"
+    with serving(tmp_path, functions=functions) as server:
+        lam = client(server.url, "lambda")
+        arn = lam.invoke(FunctionName="Approve", InvocationType="Event",
+                         Payload=json.dumps({"file": str(file)}))["DurableExecutionArn"]
+        callback_id = wait_file(file)
+    with serving(tmp_path, functions=functions) as server:
+        lam = client(server.url, "lambda")
+        assert lam.get_durable_execution(DurableExecutionArn=arn)["Status"] == "RUNNING"
+        lam.send_durable_execution_callback_success(CallbackId=callback_id, Result=b"\"later\"")
+        found = wait_status(lam, arn)
+        assert found["Status"] == "SUCCEEDED" and json.loads(found["Result"]) == {"approval": '"later"'}
