@@ -10,7 +10,14 @@ Routes: `/` (the page; `?w=ID` selects a workflow, `&tab=history` its History ta
 swaps in), `/api/workflows` (one page of runs), `/api/workflow?w=ID`, `/api/history?w=ID` (the
 document of `inspect --history --json`), `/api/value?w=ID&k=KEY` (a value the history shows by
 reference); POST `/action/stop`, `/action/redrive`, `/action/task-success`,
-`/action/task-failure` (builder.ui.actions: Origin check and session token).
+`/action/task-failure` (builder.ui.actions: Origin check and session token); `/static/app.js`
+(the page's script).
+
+Hardening (OWASP's rules): every answer carries `SECURITY_HEADERS` — `frame-ancestors 'none'` and
+`X-Frame-Options: DENY` (no other site can frame the page to lure a click onto an action), a
+Content-Security-Policy whose scripts come from this server's own file only (the page holds no
+inline script and no event-handler attribute), `nosniff`, `same-origin` referrers; no action is taken by
+GET; every workflow value is shown escaped.
 """
 
 from __future__ import annotations
@@ -32,6 +39,21 @@ from unum_entry.stores.base import Store
 
 HOST = "127.0.0.1"
 REFRESH_MS = 1000
+SCRIPT_PATH = "/static/app.js"
+# No page elsewhere may frame the console (clickjacking onto Stop / Redrive), no script runs but
+# the server's own file (a workflow value that slipped through escaping cannot execute), nothing
+# is fetched from elsewhere, no content type is guessed, no URL leaks to another site in a Referer.
+SECURITY_HEADERS = {
+    "Content-Security-Policy": "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; "
+                               "img-src 'self' data:; object-src 'none'; base-uri 'none'; form-action 'self'; "
+                               "frame-ancestors 'none'",
+    "X-Frame-Options": "DENY",
+    "X-Content-Type-Options": "nosniff",
+    # (not no-referrer: a form's POST then says `Origin: null`, and the actions check the Origin)
+    "Referrer-Policy": "same-origin",
+    "Cross-Origin-Opener-Policy": "same-origin",
+    "Cross-Origin-Resource-Policy": "same-origin",
+}
 
 
 class UiServer:
@@ -233,6 +255,8 @@ def _handler(ui: UiServer) -> type[BaseHTTPRequestHandler]:
             try:
                 if url.path == "/":
                     self._send("text/html", page(selected))
+                elif url.path == SCRIPT_PATH:
+                    self._send("text/javascript", _SCRIPT)
                 elif url.path == "/fragment/list":
                     from builder.ui.list_view import list_fragment as list_page
                     self._send("text/html", list_page(ui.runs(query), query, selected))
@@ -288,6 +312,7 @@ def _handler(ui: UiServer) -> type[BaseHTTPRequestHandler]:
             self.send_response(HTTPStatus.SEE_OTHER)
             self.send_header("Location", f"/?w={_quote(workflow)}")
             self.send_header("Content-Length", "0")
+            self._hardening()
             self.end_headers()
 
         def _send(self, kind: str, body: str, status: HTTPStatus = HTTPStatus.OK) -> None:
@@ -296,6 +321,7 @@ def _handler(ui: UiServer) -> type[BaseHTTPRequestHandler]:
             self.send_header("Content-Type", f"{kind}; charset=utf-8")
             self.send_header("Content-Length", str(len(data)))
             self.send_header("Cache-Control", "no-store")
+            self._hardening()
             cookie: str | None = getattr(self, "_cookie", None)
             if cookie:
                 self.send_header("Set-Cookie", cookie)
@@ -304,6 +330,11 @@ def _handler(ui: UiServer) -> type[BaseHTTPRequestHandler]:
                 self.wfile.write(data)
             except (BrokenPipeError, ConnectionResetError):
                 pass  # the browser went away
+
+        def _hardening(self) -> None:
+            """OWASP's headers, on every answer (module docstring: "Hardening")."""
+            for name, value in SECURITY_HEADERS.items():
+                self.send_header(name, value)
 
         def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the http.server API
             """Quiet: no line per request."""
@@ -361,7 +392,7 @@ def page(selected: str) -> str:
     return (f"<!doctype html><html><head><meta charset='utf-8'><title>unum workflows</title>"
             f"<style>{_STYLE}</style></head><body><div id='list'><h3>Workflows</h3><div id='filters'></div>"
             f"<div id='runs'><p>Loading…</p></div></div>"
-            f"<div id='detail'>{hint}</div><script>{_SCRIPT}</script></body></html>")
+            f"<div id='detail'>{hint}</div><script src='{SCRIPT_PATH}'></script></body></html>")
 
 
 def _tabs(workflow: str, on: str) -> str:
