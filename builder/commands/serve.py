@@ -1,5 +1,5 @@
-"""`python -m builder serve [--port 8083] [--store …]`: the Step Functions API (and the Lambda
-durable-execution API) on 127.0.0.1, over the store and the embedded engine (builder.serve).
+"""`python -m builder serve [--port 8083] [--store …]`: the Step Functions API and the Lambda
+durable-execution API on 127.0.0.1, over the store and the embedded engine (builder.serve).
 
 It prints `serving http://127.0.0.1:PORT` on stderr once it answers, then runs until Ctrl-C or
 SIGTERM (exit 130 / 143), which stop it cleanly: nothing in flight is lost, the next `serve`
@@ -45,7 +45,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     try:
         with raised(sigterm=True):
             serving.start()
-            console.message(f"serving http://127.0.0.1:{serving.server.server_address[1]} (Step Functions API; "
+            console.message(f"serving http://127.0.0.1:{serving.server.server_address[1]} (Step Functions and Lambda durable-execution APIs; "
                             f"store {args.store}, state {args.state_dir}); Ctrl-C stops")
             threading.Event().wait()
     except KeyboardInterrupt as stop:
@@ -63,7 +63,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--state-dir", default=".unum/serve",
                         help="where state machines, compiled code and the delivery queues are kept (default .unum/serve)")
     parser.add_argument("--functions", default=None,
-                        help="folder with one sub-folder of code per Lambda function name that Tasks call")
+                        help="folder with one sub-folder of code per Lambda function name: what Tasks call, and the "
+                             "durable functions that Invoke starts")
     parser.add_argument("--region", default="us-east-1", help="the region in ARNs (default us-east-1)")
     parser.add_argument("--account", default="123456789012", help="the account in ARNs (default 123456789012)")
     env_option(parser, "--workers", envvar=WORKERS_ENV, default=8, type=positive_int,
