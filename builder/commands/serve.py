@@ -45,8 +45,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     try:
         with raised(sigterm=True):
             serving.start()
-            console.message(f"serving http://127.0.0.1:{serving.server.server_address[1]} (Step Functions and Lambda durable-execution APIs; "
-                            f"store {args.store}, state {args.state_dir}); Ctrl-C stops")
+            console.message(f"serving http://127.0.0.1:{serving.server.server_address[1]} (Step Functions and "
+                            f"Lambda durable-execution APIs; store {args.store}, state {args.state_dir}); Ctrl-C stops")
             threading.Event().wait()
     except KeyboardInterrupt as stop:
         serving.close()
