@@ -17,10 +17,9 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -104,7 +103,6 @@ class Execution:
     output: str | None = None
     redrives: int = 0
     redriven: float | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 class Registry:
@@ -341,7 +339,3 @@ def _execution(row: sqlite3.Row) -> Execution:
                      row["revision"], row["folder"], row["started"], row["input"], bool(row["express"]),
                      row["status"], row["stopped"], row["error"], row["cause"], row["output"], row["redrives"],
                      row["redriven"])
-
-
-def now() -> float:
-    return time.time()
