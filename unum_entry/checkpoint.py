@@ -32,9 +32,9 @@ from unum_entry.codec import encode
 from unum_entry.envelope import Envelope
 from unum_entry.errors import StaleInvocation
 from unum_entry.ir import FunctionIR
-from unum_entry.outcome import Ending
+from unum_entry.outcome import Ending, create_result
 from unum_entry.retention import Ledger
-from unum_entry.stores.base import KIND_CHECKPOINT, Guard, Joined, Joining, Kind, SetAdd, SetState, Store
+from unum_entry.stores.base import KIND_CHECKPOINT, Guard, Joined, Joining, SetAdd, SetState, Store
 
 if TYPE_CHECKING:
     from unum_entry.plan import Call
@@ -66,8 +66,8 @@ def commit(store: Store, ir: FunctionIR, retention: Retention, env: Envelope, ke
     if key is None:
         return encode(output, what=_output_of(ir.function)), first_delivery(env)
     ledger = Ledger.of(env, retention)
-    if commits_its_result(ir):
-        return ledger.create(store, key, result_record(env, output) + stamp, Kind.RESULT)
+    if commits_its_result(ir):  # (`key` is its result record: outcome.create_result writes it)
+        return create_result(store, ledger, env.frames, result_record(env, output) + stamp)
     return ledger.create(store, key, encode(output, what=_output_of(ir.function)) + stamp, KIND_CHECKPOINT)
 
 
@@ -123,8 +123,7 @@ def first_delivery(env: Envelope) -> bool:
 def record_result(store: Store, retention: Retention, env: Envelope, value: Any, *, stamp: bytes = b"") -> None:
     """Write the workflow's result at the fan-out position of `env` (the first one wins), followed
     by `stamp` (when it was written: unum_entry.history.end_stamp)."""
-    ledger = Ledger.of(env, retention)
-    ledger.create(store, ledger.result(env.frames), result_record(env, value) + stamp, Kind.RESULT)
+    create_result(store, Ledger.of(env, retention), env.frames, result_record(env, value) + stamp)
 
 
 def result_record(env: Envelope, value: Any) -> bytes:

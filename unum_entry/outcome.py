@@ -12,13 +12,16 @@
   (`covers_every_position`, also what `python -m builder list` asks of the result records).
   The deadline watchdog's failure record (`WATCHDOG_FIELD`, unum_entry.watchdog) is the one
   failure that yields: results that cover every position win over it (`yields_to_results`).
+- Every result record is written by `create_result`, so an ending from outside (a stop, an
+  execution timeout: `end_workflow`) and the results are ordered by the store, whatever the
+  workflow's shape: its claim and a result never both count, and every reader sees the same one.
 """
 
 from __future__ import annotations
 
 import enum
 from collections import Counter
-from collections.abc import Container, Iterable, Mapping
+from collections.abc import Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
@@ -33,6 +36,8 @@ from unum_entry.stores.base import Kind, Store
 
 if TYPE_CHECKING:
     from types import TracebackType
+
+    from unum_entry.envelope import Frame
 
 TRACE_FRAMES = 16         # at most this many frames of user code in a failure record (innermost kept)
 TRACE_TEXT = 200          # at most this many characters per file name, function name or source line
@@ -139,19 +144,25 @@ def stop_workflow(store: Store, workflow: str, *, error: str | None = None, caus
 def end_workflow(store: Store, workflow: str, record: Mapping[str, Any]) -> bool:
     """End `workflow` from outside its functions with the failure `record` (marked with one of
     `CLAIMING`: a stop, an execution timeout) unless it has ended; returns whether this call
-    ended it. Two writes, each create-if-absent, so this ending and a result never both count:
+    ended it. The store orders this ending and the workflow's results (timeline below); no read
+    made before a write decides anything:
 
     1. the **claim** (`claim_result`): the workflow's root-level result record is created
        holding `record` (kind MARKER), in one transaction that also requires the failure record
-       absent. From then on the result write of a terminal invocation (an unchanged, unguarded
-       create-if-absent: nothing is added to the workflow's path) finds the record taken and
-       stores nothing; a result that came first makes the claim lose (this ending is refused);
-    2. the workflow's failure record, which every reader goes by. A failure that an invocation
-       records between the two writes wins (this ending is refused); an ending that died between
+       absent. From then on no result record can be written (`create_result`: a root-level
+       result finds its key taken, a branch's result requires that key absent), so the results
+       are fixed; a root-level result that came first makes the claim lose (refused);
+    2. the results are read once: if the branches' results that came before the claim cover
+       every position, the workflow had succeeded, and this ending yields (refused; the claim
+       stays and yields to them for every reader: `read_outcome`);
+    3. the workflow's failure record, which every reader goes by. A failure that an invocation
+       records between the writes wins (this ending is refused); an ending that died between
        them reads as ended (`read_outcome`) and is completed by calling it again.
 
-    Results of a workflow whose terminal functions lie inside a fan-out (per-branch result
-    records, no root-level one) are not claimed: written afterwards, every reader ignores them."""
+    Timeline of the race it closes (a map whose branches write the results, a stop): the stop
+    reads "running"; the last branch writes its result (a reader now says succeeded); the stop
+    writes. Now the stop's claim either comes first (the last result is refused: stopped) or
+    after (step 2 sees every result: succeeded), never both."""
     ending = Ending.of(workflow)
     found = store.read(ending.keys)
     if ending.failure in found:
@@ -162,7 +173,41 @@ def end_workflow(store: Store, workflow: str, record: Mapping[str, Any]) -> bool
             return False
     elif not claim_result(store, workflow, record):
         return False
+    if results_complete(store, workflow):
+        return False
     return record_failure(store, workflow, record)
+
+
+def results_complete(store: Store, workflow: str) -> bool:
+    """Whether `workflow`'s result records cover every fan-out position (one scan of its results)."""
+    tally = store.tally(workflow, (Kind.RESULT,))
+    return covers_every_position(decode(r.value) for r in tally.records
+                                 if r.kind is Kind.RESULT and r.value is not None)
+
+
+def create_result(store: Store, ledger: Ledger, frames: Sequence[Frame], record: bytes) -> tuple[bytes, bool]:
+    """THE write of a workflow's result record at the fan-out position `frames` (`record`: its
+    bytes, unum_entry.checkpoint.result_record): create-if-absent, the first one wins; returns
+    (the stored bytes, created?). A claim (`end_workflow`) and a result are ordered by the store:
+
+    - at the root position the claim holds the very key, so the create finds it taken;
+    - at a branch position the create is one transaction that also requires the root record
+      absent (one guard more than a plain create: on DynamoDB a two-item transaction). A branch
+      result after a claim is refused: nothing is stored and the claim's bytes come back (a
+      result record with no value), as at the root; one before it is seen by the claim's
+      ending, which yields to results that cover every position."""
+    from unum_entry.errors import GuardFailed
+    from unum_entry.stores.base import Guard
+
+    key = ledger.result(frames)
+    if len(frames) <= 1:
+        return ledger.create(store, key, record, Kind.RESULT)
+    root = Ending.of(ledger.workflow).result
+    try:
+        return store.transact(key, record, (), workflow=ledger.workflow, kind=Kind.RESULT,
+                              guards=[Guard(root, present=False)], expires_at=ledger.expires_at(Kind.RESULT))
+    except GuardFailed:
+        return store.get(root) or encode({"at": [], "of": [], "value": None}), False
 
 
 def claim_result(store: Store, workflow: str, record: Mapping[str, Any]) -> bool:
@@ -247,10 +292,10 @@ def read_outcome(store: Store, workflow_id: str) -> RunResult:
         pending[record.kind.value] -= 1  # counted as what it is, not as pending
     pending = +pending  # (kinds whose every record was a result, failure or claim: left out)
     retained_until = tally.latest_expiry
-    if failure is None:
-        failure = claim
     results.sort(key=lambda r: r["at"])
     complete = covers_every_position(results)
+    if failure is None and not complete:  # a claim yields to results: they came before it (end_workflow)
+        failure = claim
     if yields_to_results(failure, complete):
         failure = None
     if failure is not None and any(failure.get(f) is True for f in CLAIMING):  # stopped / timed out: no result

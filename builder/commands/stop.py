@@ -1,10 +1,12 @@
 """`python -m builder stop WF [--error E] [--cause C]`: end a running workflow as `stopped`
 (Step Functions' ABORTED).
 
-The stop is one create-if-absent of the workflow's failure record, marked stopped
-(unum_entry.outcome.stop_workflow): the first ending wins, so a workflow that has already
-ended is not changed (exit 2, saying how it ended), and two stops at once stop it once. What
-in-flight invocations do afterwards is documented in docs/history.md ("Stop").
+The stop is decided by the store (unum_entry.outcome.stop_workflow: a create-if-absent claim of
+the workflow's root result record, which every result write yields to, then its failure record
+marked stopped): the first ending wins, so a workflow that has already ended is not changed
+(exit 2, saying how it ended) whatever instant its last result lands at, and two stops at once
+stop it once. The web console's Stop goes through `stop` here too. What in-flight invocations
+do afterwards is documented in docs/history.md ("Stop").
 """
 
 from __future__ import annotations
@@ -12,31 +14,41 @@ from __future__ import annotations
 import argparse
 
 from unum_entry.errors import UnumError
+from unum_entry.stores.base import Store
 
 from builder.commands.console import Console
 from builder.commands.options import add_store_option
 
 
 def cmd_stop(args: argparse.Namespace) -> int:
-    from unum_entry.outcome import WorkflowStatus, read_outcome, stop_workflow
-
-    from builder.commands.inspect import UnknownWorkflow, open_existing_store
+    from builder.commands.inspect import open_existing_store
 
     store = open_existing_store(args.store)
     try:
-        outcome = read_outcome(store, args.workflow_id)
-        if outcome.status is WorkflowStatus.UNKNOWN:
-            raise UnknownWorkflow(f"no workflow {args.workflow_id!r} in store {args.store} (mistyped, another "
-                                  f"--store, or expired and collected)")
-        # STOPPED here may be a stop that died between its two writes: stop_workflow completes it
-        if outcome.status not in (WorkflowStatus.RUNNING, WorkflowStatus.STOPPED) or not stop_workflow(
-                store, args.workflow_id, error=args.error, cause=args.cause):
-            ended = read_outcome(store, args.workflow_id).status
-            raise UnumError(f"workflow {args.workflow_id} has already ended ({ended}): nothing to stop")
+        stop(store, args.workflow_id, error=args.error, cause=args.cause, where=f"store {args.store}")
     finally:
         store.close()
     Console().message(f"stopped workflow {args.workflow_id}")
     return 0
+
+
+def stop(store: Store, workflow: str, *, error: str | None = None, cause: str | None = None,
+         where: str = "this store") -> None:
+    """Stop `workflow` (the CLI's and the web console's stop): raises UnknownWorkflow when the
+    store holds nothing of it, UnumError naming how it ended when it had ended. Whether it
+    had is decided by the store within `stop_workflow`, never by the read made here (which
+    only tells an unknown id from a known one)."""
+    from unum_entry.outcome import WorkflowStatus, read_outcome, stop_workflow
+
+    from builder.commands.inspect import UnknownWorkflow
+
+    if read_outcome(store, workflow).status is WorkflowStatus.UNKNOWN:
+        raise UnknownWorkflow(f"no workflow {workflow!r} in {where} (mistyped, another --store, or expired "
+                              "and collected)")
+    # a stop that died between its two writes reads stopped: stop_workflow completes it
+    if not stop_workflow(store, workflow, error=error, cause=cause):
+        raise UnumError(f"workflow {workflow} has already ended ({read_outcome(store, workflow).status}): "
+                        "nothing to stop")
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -5,7 +5,8 @@ Two checks, both required (`check`): the request's `Origin` is the UI's own
 (`http://127.0.0.1:PORT`; a browser always sends it with a POST, and a page elsewhere cannot
 set it), and its form carries this server's session token, a random value made when the server
 starts and written only into its own pages (another origin cannot read them). The actions:
-`stop` (unum_entry.outcome.stop_workflow, as `python -m builder stop`) and `redrive`
+`stop` (builder.commands.stop.stop, as `python -m builder stop`: the store decides whether the
+workflow had ended) and `redrive`
 (unum_entry.redrive on the embedded engine, as `python -m builder redrive`).
 """
 
@@ -43,7 +44,7 @@ def check(headers: Mapping[str, str], form: Mapping[str, list[str]], *, origin: 
 def run_action(store: Store, action: str, form: Mapping[str, list[str]]) -> str:
     """Perform `action` on the workflow the form names; returns the workflow id. Raises UnumError
     with one line for what cannot be done (an unknown action, a workflow that already ended)."""
-    from unum_entry.outcome import WorkflowStatus, read_outcome, stop_workflow
+    from builder.commands.stop import stop
 
     workflow = (form.get("w") or [""])[0]
     if not workflow:
@@ -56,9 +57,7 @@ def run_action(store: Store, action: str, form: Mapping[str, list[str]]) -> str:
         return workflow
     if action != "stop":
         raise UnumError(f"unknown action {action!r} (this page can: stop, redrive, task-success, task-failure)")
-    if read_outcome(store, workflow).status is not WorkflowStatus.RUNNING or not stop_workflow(
-            store, workflow, error=(form.get("error") or [""])[0] or None, cause=(form.get("cause") or [""])[0] or None):
-        raise UnumError(f"workflow {workflow} has already ended: nothing to stop")
+    stop(store, workflow, error=(form.get("error") or [""])[0] or None, cause=(form.get("cause") or [""])[0] or None)
     return workflow
 
 
