@@ -86,7 +86,7 @@ def serve(tmp_path: Path) -> Iterator[Serve]:
 
 
 def test_the_cli_creates_starts_describes_and_reads_history(serve: Serve) -> None:
-    assert "Step Functions API" in serve.banner
+    assert "Step Functions and Lambda durable-execution APIs" in serve.banner
     created = serve.ok("create-state-machine", "--name", "incs", "--role-arn", ROLE, "--definition", two_incs())
     arn = created["stateMachineArn"]
     assert arn == "arn:aws:states:us-east-1:123456789012:stateMachine:incs"
