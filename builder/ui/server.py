@@ -312,7 +312,6 @@ def _handler(ui: UiServer) -> type[BaseHTTPRequestHandler]:
             self.send_response(HTTPStatus.SEE_OTHER)
             self.send_header("Location", f"/?w={_quote(workflow)}")
             self.send_header("Content-Length", "0")
-            self._hardening()
             self.end_headers()
 
         def _send(self, kind: str, body: str, status: HTTPStatus = HTTPStatus.OK) -> None:
@@ -321,7 +320,6 @@ def _handler(ui: UiServer) -> type[BaseHTTPRequestHandler]:
             self.send_header("Content-Type", f"{kind}; charset=utf-8")
             self.send_header("Content-Length", str(len(data)))
             self.send_header("Cache-Control", "no-store")
-            self._hardening()
             cookie: str | None = getattr(self, "_cookie", None)
             if cookie:
                 self.send_header("Set-Cookie", cookie)
@@ -331,10 +329,13 @@ def _handler(ui: UiServer) -> type[BaseHTTPRequestHandler]:
             except (BrokenPipeError, ConnectionResetError):
                 pass  # the browser went away
 
-        def _hardening(self) -> None:
-            """OWASP's headers, on every answer (module docstring: "Hardening")."""
+        def end_headers(self) -> None:
+            """OWASP's headers (module docstring: "Hardening") close the headers of every answer:
+            the page's, the redirects, and the errors http.server writes itself (an unsupported
+            method's 501, a malformed or overlong request line's 400 / 414)."""
             for name, value in SECURITY_HEADERS.items():
                 self.send_header(name, value)
+            super().end_headers()
 
         def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the http.server API
             """Quiet: no line per request."""

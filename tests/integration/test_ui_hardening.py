@@ -64,6 +64,59 @@ def test_every_answer_carries_the_hardening_headers(ui: tuple[int, str]) -> None
     assert get(port, "/static/app.js")[1]["content-type"].startswith("text/javascript")
 
 
+def test_the_errors_http_server_writes_itself_carry_them_too(tmp_path: Path) -> None:
+    """An unsupported method (501) and an overlong request line (414) are answered by http.server
+    itself, not by the console's routes: their headers are closed by the same `end_headers`."""
+    from builder.ui.server import UiServer
+    from unum_entry.stores import open_store
+
+    store = open_store(str(tmp_path / "unum.db"))
+    try:
+        with UiServer(store).start() as console:
+            answers = [get(console.port, "/", method)[:2] for method in ("PUT", "DELETE", "HEAD", "OPTIONS", "PATCH")]
+            conn = http.client.HTTPConnection("127.0.0.1", console.port, timeout=30)
+            try:
+                conn.putrequest("GET", "/" + "a" * 70_000, skip_host=True)
+                conn.putheader("Host", f"127.0.0.1:{console.port}")
+                conn.endheaders()
+                answer = conn.getresponse()
+                answers.append((answer.status, {k.lower(): v for k, v in answer.getheaders()}))
+            finally:
+                conn.close()
+    finally:
+        store.close()
+    assert [status for status, _ in answers] == [501] * 5 + [414]
+    for _, headers in answers:
+        for name, value in SECURITY_HEADERS.items():
+            assert headers.get(name.lower()) == value, name
+
+
+def test_a_failure_and_an_id_carrying_markup_are_shown_escaped(tmp_path: Path) -> None:
+    """A failed run whose id, error, cause and function name carry markup: every fragment shows
+    them as text (no element made of them)."""
+    from urllib.parse import quote
+
+    from builder.ui.server import UiServer
+    from unum_entry.outcome import failure_record, record_failure
+    from unum_entry.stores import open_store
+
+    workflow = "wf-<b>'\"bad"
+    store = open_store(str(tmp_path / "unum.db"))
+    try:
+        assert record_failure(store, workflow, failure_record(SCRIPT, ATTRIBUTE, function=ATTRIBUTE,
+                                                              invocation=SCRIPT, attempts=1))
+        with UiServer(store).start() as console:
+            bodies = {path: get(console.port, path)[2] for path in (
+                "/fragment/list", f"/fragment/workflow?w={quote(workflow)}",
+                f"/fragment/workflow?w={quote(workflow)}&tab=history")}
+    finally:
+        store.close()
+    assert "window.__pwned" in bodies[f"/fragment/workflow?w={quote(workflow)}"]  # shown, as text
+    for path, body in bodies.items():
+        assert "wf-&lt;b&gt;" in body, path
+        assert "<script" not in body and "<img" not in body and "<b>" not in body, path
+
+
 def test_the_page_holds_no_inline_script_and_values_are_escaped(ui: tuple[int, str]) -> None:
     port, _ = ui
     page = get(port, "/?w=wf-markup")[2]
