@@ -100,8 +100,9 @@ def _write_layout(out: Path, doc: dict[str, Any], machine: Machine, layout: Layo
     states are `renamed` + their own names) into `out`."""
     carry_input = reads_execution_input(json.dumps(doc))
     # A Task in a branch waits for a task token: every fan-out records its position (runner).
-    positions = any(fn.scope.owner is not None and fn.task is not None
-                    and str(fn.scope.states[fn.task].get("Resource", "")).endswith(".waitForTaskToken")
+    from unum_entry.asl.callbacks import waits
+
+    positions = any(fn.scope.owner is not None and fn.task is not None and waits(fn.scope.states[fn.task])
                     for fn in layout.functions.values())
     for fn in layout.functions.values():
         if fn.name in summary:

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from builder.compiler.validate import Machine, Scope, successors
+from unum_entry.asl.callbacks import waits  # a callback Task (`.waitForTaskToken` or an activity) suspends
 from unum_entry.asl.runner import END, FAIL
 
 
@@ -199,8 +200,7 @@ def instructions(fn: Function, layout: Layout, machine: Machine) -> list[dict[st
                 iterator = next(s for s in machine.scopes if s.owner == target)
                 program.append({"op": "map", "function": layout.start_function[id(iterator)], "items": "$.items",
                                 "max_concurrency": "$.max_concurrency", "when": when})
-    if ("wait", None) in fn.exits or (
-            fn.task is not None and str(fn.scope.states[fn.task].get("Resource", "")).endswith(".waitForTaskToken")):
+    if ("wait", None) in fn.exits or (fn.task is not None and waits(fn.scope.states[fn.task])):
         # waits for its callback (unum_entry/asl/callbacks.py) or a timer (unum_entry/asl/timing.py):
         # no successor, no result until then
         program.append({"op": "suspend", "when": {"Variable": "$.__next__", "StringEquals": "__wait__"}})

@@ -437,10 +437,12 @@ _QUALIFIER = re.compile(r"\$LATEST|[0-9]{1,10}|[A-Za-z0-9_-]{1,128}")
 
 def integration_task(full: str, state: Mapping[str, Any], source: str) -> bool:
     """True when the Task's Resource is a service integration unum runs (no user code)."""
+    from unum_entry.asl.activities import is_activity
+    from unum_entry.asl.detached import MARK
     from unum_entry.asl.integrations import parse
 
-    from unum_entry.asl.detached import MARK
-    return MARK in state or parse(str(state.get("Resource", ""))) is not None
+    resource = str(state.get("Resource", ""))
+    return MARK in state or parse(resource) is not None or is_activity(resource)
 
 
 def _checked_function(value: str, source: str, full: str, field_name: str) -> str:

@@ -39,6 +39,7 @@ STATUS = {"succeeded": "SUCCEEDED", "failed": "FAILED", "stopped": "ABORTED", "t
 DEFAULT_LOGGING = {"level": "OFF", "includeExecutionData": False}
 SYNC_TIMEOUT = 300.0  # seconds StartSyncExecution waits (AWS: an EXPRESS execution lasts at most 5 minutes)
 SYNC_POLL = 0.02
+ACTIVITY_POLL = 55.0  # under botocore's 60 s read timeout, as AWS answers within 60 s
 _ROLE = "arn:aws:iam::"
 
 
@@ -78,6 +79,7 @@ class StatesApi:
         self.store = store
         self.arns = arns
         self.clock = clock
+        self.activity_poll = ACTIVITY_POLL  # seconds GetActivityTask holds a request (tests shorten it)
         self.mocks = mocks  # `serve --mock-config`: the `#TestCase` ARNs' mocks (builder.serve.mocks)
 
     def call(self, operation: str, params: dict[str, Any]) -> dict[str, Any]:
@@ -385,6 +387,19 @@ class StatesApi:
         page, token = _page(self.registry.activities(), p)
         return {"activities": [{"activityArn": self.arns.activity(n), "name": n, "creationDate": c} for n, c in page],
                 "nextToken": token}
+
+    def op_GetActivityTask(self, p: dict[str, Any]) -> dict[str, Any]:
+        from builder.serve.activity_tasks import poll
+
+        name = self.arns.parse_activity(p["activityArn"])
+        if self.registry.activity(name) is None:
+            raise ApiError("ActivityDoesNotExist", f"Activity Does Not Exist: '{p['activityArn']}'")
+
+        def running() -> list[str]:
+            return [e.workflow for e in reversed(self.registry.executions(unended=True))
+                    if self._status(e)[0] == "RUNNING"]
+
+        return poll(self.store, running, p["activityArn"], p.get("workerName"), wait=self.activity_poll)
 
     def op_DeleteActivity(self, p: dict[str, Any]) -> dict[str, Any]:
         self.registry.delete_activity(self.arns.parse_activity(p["activityArn"]))

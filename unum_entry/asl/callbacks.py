@@ -152,8 +152,12 @@ def _position(frames: Any) -> Position:
 # ---- the waiting side (inside the compiled function) -----------------------------------------
 
 def waits(state: Mapping[str, Any]) -> bool:
-    """True for a Task that waits for a callback (`.waitForTaskToken`)."""
-    return str(state.get("Resource", "")).endswith(".waitForTaskToken")
+    """True for a Task that waits for a callback (`.waitForTaskToken`, or an activity Task:
+    unum_entry.asl.activities)."""
+    from unum_entry.asl.activities import is_activity
+
+    resource = str(state.get("Resource", ""))
+    return resource.endswith(".waitForTaskToken") or is_activity(resource)
 
 
 def issue(context: Any, frames: Any) -> Token:

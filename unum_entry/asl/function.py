@@ -46,8 +46,11 @@ def make_handler(module_file: str | Path) -> Handler:
     if fragment.task is not None and not doc.get("handler") and fragment.mock is None:
         from unum_entry.asl import detached
         task = fragment.states[fragment.task]
+        from unum_entry.asl import activities
         if detached.MARK in task:  # fire-and-forget startExecution: the child starts as its own workflow
             user = detached.DetachedStart(task[detached.MARK])
+        elif activities.is_activity(task.get("Resource")):  # its worker polls for the input instead
+            user = activities.no_call
         else:
             from unum_entry.asl.integrations import handler_for
             user = handler_for(task["Resource"])

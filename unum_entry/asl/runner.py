@@ -417,7 +417,7 @@ class _Runner:
     # ---- Task ----------------------------------------------------------------------------
 
     def _task(self, name: str, state: Mapping[str, Any], th: _Thread, counts: list[int] | None = None):
-        from unum_entry.asl import callbacks
+        from unum_entry.asl import activities, callbacks
         self.ran_task = True
         counts = counts if counts is not None else [0] * len(state.get("Retry", []))
         scope = self._scope(name, th, retry_count=sum(counts))
@@ -467,6 +467,8 @@ class _Runner:
         if token is not None:  # the call is made: this function stops here until the callback resumes it
             decision = callbacks.wait_decision(name, th_after.transfer(), token, timeout, counts,
                                                deadline=getattr(self.context, "deadline", 0))
+            if activities.is_activity(state.get("Resource")):  # its worker polls for this input
+                decision["wait"][activities.KEY] = activities.describe(state["Resource"], effective)
             timers = timers_of(self.context)
             if timers is not None:  # TimeoutSeconds / HeartbeatSeconds fire when they elapse
                 timing.arm_task_timers(timers, decision["wait"], timeout=timeout, heartbeat=heartbeat,
