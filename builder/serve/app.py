@@ -74,7 +74,7 @@ class Serving:
         """Continue every execution a previous server left unended; returns how many."""
         resumed = 0
         for execution in self.registry.executions(unended=True):
-            if self.states._status(execution)[0] != "RUNNING":
+            if self.states.status(execution)[0] != "RUNNING":
                 continue
             try:
                 self.engine.resume(execution.folder, execution.workflow, json.loads(execution.input))

@@ -397,7 +397,7 @@ class StatesApi:
 
         def running() -> list[str]:
             return [e.workflow for e in reversed(self.registry.executions(unended=True))
-                    if self._status(e)[0] == "RUNNING"]
+                    if self.status(e)[0] == "RUNNING"]
 
         return poll(self.store, running, p["activityArn"], p.get("workerName"), wait=self.activity_poll)
 
@@ -448,7 +448,7 @@ class StatesApi:
         indexed, created = self.registry.add_execution(execution)
         if not created:
             same = indexed.machine_arn == execution.machine_arn and _same_json(indexed.input, text)
-            if not same or self._status(indexed)[0] != "RUNNING":
+            if not same or self.status(indexed)[0] != "RUNNING":
                 raise ApiError("ExecutionAlreadyExists", f"Execution Already Exists: "
                                                          f"'{self._execution_arn(indexed)}'")
             return indexed
@@ -486,7 +486,7 @@ class StatesApi:
     def op_StartSyncExecution(self, p: dict[str, Any]) -> dict[str, Any]:
         execution = self._begin(p, express_only=True)
         deadline = time.monotonic() + SYNC_TIMEOUT
-        while self._status(execution)[0] == "RUNNING" and time.monotonic() < deadline:
+        while self.status(execution)[0] == "RUNNING" and time.monotonic() < deadline:
             time.sleep(SYNC_POLL)
         described = self._describe(execution)
         keys = ("executionArn", "stateMachineArn", "name", "startDate", "stopDate", "status", "error", "cause",
@@ -506,7 +506,7 @@ class StatesApi:
             raise ApiError("ExecutionDoesNotExist", f"Execution Does Not Exist: '{arn}'")
         return execution
 
-    def _status(self, execution: Execution) -> tuple[str, float | None, str | None, str | None, str | None]:
+    def status(self, execution: Execution) -> tuple[str, float | None, str | None, str | None, str | None]:
         """(status, stopDate, error, cause, output) as the store decided them (module docstring)."""
         if execution.status is not None:
             return execution.status, execution.stopped, execution.error, execution.cause, execution.output
@@ -533,7 +533,7 @@ class StatesApi:
         return status, stopped, error, cause, output
 
     def _describe(self, execution: Execution) -> dict[str, Any]:
-        status, stopped, error, cause, output = self._status(execution)
+        status, stopped, error, cause, output = self.status(execution)
         answer: dict[str, Any] = {
             "executionArn": self._execution_arn(execution), "stateMachineArn": self.arns.machine(execution.machine),
             "name": execution.name, "status": status, "startDate": execution.started, "stopDate": stopped,
@@ -576,7 +576,7 @@ class StatesApi:
                 continue
             if ref.alias is not None and execution.alias != ref.alias:
                 continue
-            status, stopped, *_ = self._status(execution)
+            status, stopped, *_ = self.status(execution)
             if wanted is not None and status != wanted:
                 continue
             if p.get("redriveFilter") == "REDRIVEN" and not execution.redrives:
@@ -599,7 +599,7 @@ class StatesApi:
         from builder.serve.history import aws_events
 
         execution = self._execution(p["executionArn"])
-        status = self._status(execution)[0]
+        status = self.status(execution)[0]
         events = aws_events(self.store, execution, status, include_data=p.get("includeExecutionData", True), registry=self.registry)
         if p.get("reverseOrder"):
             events.reverse()
@@ -610,10 +610,10 @@ class StatesApi:
         from unum_entry.outcome import stop_workflow
 
         execution = self._execution(p["executionArn"])
-        status = self._status(execution)[0]
+        status = self.status(execution)[0]
         if status == "RUNNING":
             stop_workflow(self.store, execution.workflow, error=p.get("error"), cause=p.get("cause"))
-        stopped = self._status(execution)[1]
+        stopped = self.status(execution)[1]
         return {"stopDate": stopped if stopped is not None else self.clock()}
 
     def op_RedriveExecution(self, p: dict[str, Any]) -> dict[str, Any]:
@@ -622,7 +622,7 @@ class StatesApi:
         from builder.commands.redrive import PlatformInvoker
 
         execution = self._execution(p["executionArn"])
-        status = self._status(execution)[0]
+        status = self.status(execution)[0]
         if status not in ("FAILED", "TIMED_OUT", "ABORTED"):
             raise ApiError("ExecutionNotRedrivable", f"Execution is {status} and cannot be redriven: "
                                                      f"'{p['executionArn']}'")
