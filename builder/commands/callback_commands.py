@@ -92,17 +92,30 @@ def complete_locally(args: argparse.Namespace, store: Any, folder: str, complete
     a `refusal` it raises (already completed, timed out: the continuation may have been re-sent)
     is raised once the continuation has run. Waits until the workflow stops again (`args.timeout`;
     timers due later stay queued), then prints its result (0) or raises its failure (exit 1), or
-    says what it waits for, as `run` does (builder.commands.waiting), and returns 0."""
+    says what it waits for, as `run` does (builder.commands.waiting), and returns 0.
+
+    The continuation runs the workflow's version (builder.versions: the copy of the code it
+    started with, as `run --resume` does), not what `folder` holds now; `folder` is loaded only
+    for a workflow that records no version."""
     from unum_entry.local.platform import local_platform
     from unum_entry.outcome import finished, read_outcome
     from unum_entry.workflow import load_workflow
 
+    from builder.commands import start_record
     from builder.commands.console import Console
     from builder.commands.run import ENDED, wait_for_workflow
     from builder.commands.run_queue import RunQueue
+    from builder.commands.versions import changed_since, pin
     from builder.commands.waiting import report_waiting
 
-    workflow = load_workflow(folder)
+    named = _named_workflow(args)
+    recorded = start_record.read(store, named) if named is not None else None
+    pinned = pin(store, recorded, folder, snapshot=False)
+    if (now := changed_since(folder, pinned.version)) is not None:
+        Console().message(f"note: the continuation runs version {pinned.version}, the code workflow {named} started "
+                          f"with; {args.workflow} is version {now} (to move the workflow: upgrade {named} --to "
+                          f"{args.workflow})")
+    workflow = load_workflow(pinned.folder)
     rq = RunQueue.for_store(store)
     refused: UnumError | None = None
     try:
@@ -139,6 +152,22 @@ def complete_locally(args: argparse.Namespace, store: Any, folder: str, complete
         return 0
     print(to_json(ended.result, args.compact), flush=True)
     return 0
+
+
+def _named_workflow(args: argparse.Namespace) -> str | None:
+    """The workflow the task token / callback id of `args` names (None: not one; completing it
+    says why)."""
+    from unum_entry.asl.callbacks import InvalidToken, Token
+    from unum_entry.durable_functions.callback_ids import CallbackRef, InvalidCallbackId
+
+    try:
+        if getattr(args, "token", None) is not None:
+            return Token.parse(args.token).workflow
+        if getattr(args, "callback_id", None) is not None:
+            return CallbackRef.parse(args.callback_id).workflow
+    except (InvalidToken, InvalidCallbackId):
+        return None
+    return None
 
 
 __all__ = ["Completions", "Submit", "complete_locally", "deployed_invoker", "register_completions"]

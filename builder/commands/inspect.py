@@ -112,6 +112,7 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     from unum_entry.outcome import WorkflowStatus, read_outcome
 
     from builder.commands import start_record
+    from builder.versions import directory
 
     store = open_existing_store(args.store)
     try:
@@ -121,7 +122,8 @@ def cmd_inspect(args: argparse.Namespace) -> int:
         if outcome.status is WorkflowStatus.UNKNOWN:
             raise UnknownWorkflow(f"no workflow {args.workflow_id!r} in store {args.store} (mistyped, another "
                                   f"--store, or expired and collected)")
-        start = start_record.read(store, args.workflow_id) if outcome.status is WorkflowStatus.RUNNING else None
+        start = start_record.read(store, args.workflow_id)  # its folder (a running one's resume hint), its version
+        versions_dir = directory(store)
         if args.value is not None:  # builder/commands/inspect_history.py: one value shown by reference
             from builder.commands.inspect_history import print_value
             print_value(store, args.workflow_id, args.value)
@@ -144,7 +146,17 @@ def cmd_inspect(args: argparse.Namespace) -> int:
             return 0
     finally:
         store.close()
-    print(to_json(report(outcome, args.store, start.folder if start else None, tasks, queued), compact=False))
+    running = outcome.status is WorkflowStatus.RUNNING
+    shown = report(outcome, args.store, start.folder if start and running else None, tasks, queued)
+    if start is not None and start.version is not None:  # builder.versions: the code it runs
+        from builder.commands.versions import shown_trace
+
+        if isinstance(shown.get("failure"), dict) and "Trace" in shown["failure"]:
+            shown["failure"] = {**shown["failure"], "Trace": shown_trace(versions_dir, start, shown["failure"]["Trace"])}
+        shown["version"] = start.version
+        if start.upgrades:
+            shown["upgrades"] = start.upgrades
+    print(to_json(shown, compact=False))
     return exit_code(outcome.status)
 
 
@@ -159,20 +171,28 @@ def cmd_gc(args: argparse.Namespace) -> int:
     """Delete every object that expired at least `--clock-skew` seconds ago by this host's
     clock (the file store's stand-in for DynamoDB's and Firestore's own TTL deletion; on those
     it deletes what their sweeper has not reached yet). The margin keeps a host whose clock
-    runs fast from sweeping what a running workflow may still use (unum_entry.retention)."""
+    runs fast from sweeping what a running workflow may still use (unum_entry.retention). Then
+    remove the local copies of versions no retained workflow uses (builder.commands.versions.collect:
+    after the sweep, so a version is kept exactly while a workflow started on it is retained)."""
     from unum_entry.local.runs import collect
     from unum_entry.retention import store_retention, sweep_horizon
+
+    from builder.commands import versions
 
     store = open_existing_store(args.store)
     try:
         horizon = sweep_horizon(store_retention(store).clock(), int(args.clock_skew))
         swept = store.sweep(horizon)
         queued = collect(store, horizon)  # the queue rows of workflows whose records are all gone
+        removed, kept = versions.collect(store)
     finally:
         store.close()
-    Console().message(f"swept {swept} expired object(s) from {args.store} "
-                      f"(expired {int(args.clock_skew)} s or more ago)"
-                      + (f" and {queued} queued delivery/driver row(s) of workflows with no record left" if queued else ""))
+    console = Console()
+    console.message(f"swept {swept} expired object(s) from {args.store} "
+                    f"(expired {int(args.clock_skew)} s or more ago)"
+                    + (f" and {queued} queued delivery/driver row(s) of workflows with no record left" if queued else ""))
+    if removed or kept:
+        console.message(f"removed {removed} version(s) no retained workflow uses; kept {kept} in use")
     return 0
 
 

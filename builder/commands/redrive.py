@@ -1,10 +1,14 @@
 """`python -m builder redrive WF [--workflow FOLDER]`: re-run a failed workflow on the embedded
 engine from the invocation that failed it, with its recorded input, keeping every committed
-result (unum_entry.redrive), with the code in the workflow folder now; then print the outcome
-as `run` does (the result on stdout, exit 0; a failure again, exit 1).
+result (unum_entry.redrive); then print the outcome as `run` does (the result on stdout, exit 0;
+a failure again, exit 1).
 
-The folder is the one `run` recorded for the workflow, or `--workflow` (a folder or a state
-machine file). Refused in one line (exit 2) when the workflow did not fail, was stopped, is past
+The code is the workflow's version (builder.versions): the copy of the folder it started with,
+not what the folder holds now - pinned, as every later invocation of a workflow is. To redrive
+on fixed code, move the workflow first: `upgrade WF --to FOLDER` (its replay check passes when
+the failed function and the states it stands at exist in the fix). For a workflow that records
+no version (started before versions existed) the folder is the one `run` recorded, or
+`--workflow` (a folder or a state machine file). Refused in one line (exit 2) when the workflow did not fail, was stopped, is past
 its retention, another redrive claimed it first, or another process drives it.
 
 What a redrive sends is journaled on `run`'s durable queue (builder.commands.run_queue) and this
@@ -16,6 +20,7 @@ Ctrl-C, SIGTERM and timeout) continues it from what the redrive sent.
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 from typing import Any
 
 from unum_entry.errors import UnumError, WorkflowFailed
@@ -55,23 +60,30 @@ def cmd_redrive(args: argparse.Namespace) -> int:
     from builder.commands import start_record
     from builder.commands.compile import runnable_workflow
     from builder.commands.inspect import open_existing_store
+    from builder.commands.versions import changed_since, pin
 
     console = Console()
     store = open_existing_store(args.store)
     try:
         recorded = start_record.read(store, args.workflow_id)
         folder = args.workflow or (recorded.folder if recorded else None)
-        if not folder:
+        if not folder and (recorded is None or recorded.version is None):
             raise UnumError(f"redrive: the store has no record of where {args.workflow_id} was run from; pass its "
                             "workflow folder: --workflow FOLDER")
-        workflow = load_workflow(runnable_workflow(folder))
+        live = runnable_workflow(folder) if folder and Path(folder).exists() else None
+        pinned = pin(store, recorded, live, snapshot=False)
+        if (now := changed_since(live, pinned.version)) is not None:
+            console.message(f"note: redrive runs version {pinned.version}, the code workflow {args.workflow_id} "
+                            f"started with; {folder} has changed since (version {now}): to redrive on it, first "
+                            f"`upgrade {args.workflow_id} --to {folder}`")
+        workflow = load_workflow(pinned.folder)
         # What the redrive sends is journaled on run's durable queue, as run's own deliveries are,
         # and this process is the workflow's driver while it runs: killed or timed out, the
         # workflow is `interrupted` and `run --workflow-id ID --resume` continues it.
         rq = RunQueue.for_store(store)
         platform = LocalPlatform(workflow, store, workers=args.workers, queue=rq.queue)
         freeze_loaded()  # (unum_entry.local.heap)
-        resume = command_line("run", folder, "--workflow-id", args.workflow_id, "--resume",
+        resume = command_line("run", folder or pinned.folder, "--workflow-id", args.workflow_id, "--resume",
                               *([] if args.store == DEFAULT_STORE else ["--store", args.store]))
         try:
             with raised(sigterm=True):

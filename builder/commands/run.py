@@ -8,7 +8,9 @@ at once and a timeout stops the run (exit 2), each with one line saying how to r
 database (builder.commands.run_queue), so a resume - even after a kill -9 - re-drives them. A
 workflow left with only future timers is reported as waiting until the first (exit 0). A reused
 `--workflow-id` continues that workflow (see `start_record`); while another `run` drives it, this
-one waits for its outcome. Every handler is imported before the workflow starts (a broken one is
+one waits for its outcome. A workflow runs the version of its folder it started with
+(builder.versions: a content-addressed copy beside the store), and so does every later run of
+its id, whatever the folder holds now (a note says when it has changed). Every handler is imported before the workflow starts (a broken one is
 one error line); what handlers print goes to stderr, so stdout holds the result only. With
 `--log-format json` (or `-v`: its message alone) stderr also gets the line per delivery the
 function images write (unum_entry.invocation_log); `UNUM_TRACING` traces the run (docs/tracing.md).
@@ -68,29 +70,47 @@ def _run(args: argparse.Namespace, results: TextIO) -> int:
     from builder.commands.compile import runnable_workflow
     from builder.commands.interrupts import Terminated, raised
     from builder.commands.run_queue import RunQueue, follow
+    from builder.commands.versions import changed_since, pin
+    from builder.versions import source_path
 
     if args.resume and not args.workflow_id:
         raise UnumError("--resume needs --workflow-id: the id of the workflow to continue")
     console = Console()
-    workflow = load_workflow(runnable_workflow(args.workflow, getattr(args, "functions", None), getattr(args, "handler", None),
-                                               getattr(args, "substitution", None)))
+    folder = runnable_workflow(args.workflow, getattr(args, "functions", None), getattr(args, "handler", None),
+                               getattr(args, "substitution", None))
     input_value = parse_input(args.input if args.input is not None else "null")
     store = open_store(args.store, **store_options(args.store, args.durability))
+    workflow_id = new_workflow(None, args.workflow_id).workflow
+    # The version the workflow runs (builder.versions): a workflow started before keeps the one
+    # it recorded, whatever its folder holds now; a new one runs the folder's, snapshotted now.
+    recorded = start_record.read(store, workflow_id) if args.workflow_id else None
+    pinned = pin(store, recorded, folder, source=os.path.abspath(args.workflow),
+                 snapshot=not (args.resume and recorded is None))  # (nothing to resume: claim says so)
     # Imports every handler before anything is stored: a syntax error or a missing handler is one
     # error line, not a workflow left "running".
+    workflow = load_workflow(pinned.folder)
+
+    def files(path: str) -> str:  # a frame's file in the version's copy -> the user's own, while unchanged
+        return source_path(path, pinned.folder, folder) if pinned.folder != folder else path
     rq = RunQueue.for_store(store)  # deliveries and timers kept in the store's database: a killed run resumes
     platform = LocalPlatform(workflow, store, workers=args.workers, queue=rq.queue, helpers=args.helpers,
                              invocation_log=_invocation_log(args, console))
     freeze_loaded()  # what the workflow loaded stays out of the cycle collector's passes (unum_entry.local.heap)
-    workflow_id = new_workflow(None, args.workflow_id).workflow
     try:
         start = start_record.claim(store, workflow_id, input_value, folder=os.path.abspath(args.workflow),
-                                   resume=args.resume)
+                                   resume=args.resume, version=pinned.version)
+        if start.version != pinned.version:  # another run started this id meanwhile, on another version
+            raise UnumError(f"workflow {workflow_id} was started meanwhile by another run, on version "
+                            f"{start.version}: run the same command again to follow it")
     except BaseException:
         platform.close()
         rq.close()
         raise
-    console.message(f"workflow {workflow_id}")
+    console.message(f"workflow {workflow_id}")  # (its version: inspect, list --json, versions)
+    if recorded is not None and (now := changed_since(folder, pinned.version)) is not None:
+        console.message(f"note: workflow {workflow_id} runs version {pinned.version}, the code it started with; "
+                        f"{args.workflow} has changed since (version {now}): a new --workflow-id runs that, "
+                        f"`upgrade {workflow_id} --to {args.workflow}` moves this one")
     if start.kind is start_record.StartKind.RESUMED and args.input is not None:
         console.message(f"note: resuming {workflow_id} with the input it was started with; --input ignored")
     if start.kind is not start_record.StartKind.NEW:
@@ -100,7 +120,7 @@ def _run(args: argparse.Namespace, results: TextIO) -> int:
             platform.close()
             rq.close()
             with contextlib.redirect_stdout(results):
-                return _report(ended, args, console, summary=None, store=store)
+                return _report(ended, args, console, summary=None, store=store, files=files)
     hint = _hint(args, workflow_id)
     began = time.monotonic()
     try:
@@ -111,7 +131,8 @@ def _run(args: argparse.Namespace, results: TextIO) -> int:
                     platform.close()
                     rq.close()
                     with contextlib.redirect_stdout(results):
-                        return _report(read_outcome(store, workflow_id), args, console, summary=None, store=store)
+                        return _report(read_outcome(store, workflow_id), args, console, summary=None, store=store,
+                                       files=files)
             recovered = platform.recover(workflow_id)
             if recovered:
                 console.message(f"resuming: {recovered} deliveries and timers a previous run left pending")
@@ -157,7 +178,7 @@ def _run(args: argparse.Namespace, results: TextIO) -> int:
     with contextlib.redirect_stdout(results):
         return _report(outcome, args, console,
                        summary=f"{stats['committed']} invocations, {stats['invokes']} invokes, "
-                               f"{time.monotonic() - began:.1f} s", store=store)
+                               f"{time.monotonic() - began:.1f} s", store=store, files=files)
 
 
 def _wait(platform: LocalPlatform, timeout: float, console: Console, began: float, workflow_id: str,
@@ -247,7 +268,7 @@ def _hint(args: argparse.Namespace, workflow_id: str) -> str:
 
 
 def _report(outcome: RunResult, args: argparse.Namespace, console: Console, summary: str | None,
-            store: Any = None) -> int:
+            store: Any = None, files: Callable[[str], str] | None = None) -> int:
     """The result on stdout (exit 0), or the failure: user frames, then one error line (exit 1),
     or a workflow waiting for task-token callbacks: which Tasks, their tokens and how to complete
     them, on stderr (exit 0: waiting is not an error)."""
@@ -257,7 +278,7 @@ def _report(outcome: RunResult, args: argparse.Namespace, console: Console, summ
             raise WorkflowFailed(f"workflow {outcome.workflow_id} was stopped: {f['Error']}: {f['Cause']}")
         if f.get("Watchdog") is True or f.get("TimedOut") is True:  # deadline watchdog, execution timeout: `timed out`
             raise WorkflowFailed(f"workflow {outcome.workflow_id} timed out: {f['Error']}: {f['Cause']}")
-        for line in trace_lines(f.get("Trace") or []):
+        for line in trace_lines(f.get("Trace") or [], files=files):
             console.message(line)
         raise WorkflowFailed(f"workflow {outcome.workflow_id} failed in function {f['Function']!r} "
                              f"after {f['Attempts']} attempt(s): {f['Error']}: {f['Cause']}")
@@ -272,14 +293,18 @@ def _report(outcome: RunResult, args: argparse.Namespace, console: Console, summ
     return 0
 
 
-def trace_lines(trace: list[dict[str, Any]]) -> list[str]:
+def trace_lines(trace: list[dict[str, Any]], *, files: Callable[[str], str] | None = None) -> list[str]:
     """A failure record's `Trace` (the user's frames, innermost last) as Python prints frames,
-    so editors and terminals link `File "…", line N`."""
+    so editors and terminals link `File "…", line N` (`files`: where each frame's file is shown,
+    e.g. the user's file for a version's copy: builder.versions.source_path)."""
     if not trace:
         return []
     lines = ["the handler's error came through (innermost last):"]
     for frame in trace:
-        lines.append(f'  File "{frame.get("File")}", line {frame.get("Line")}, in {frame.get("Function")}')
+        shown = frame.get("File")
+        if files is not None and isinstance(shown, str):
+            shown = files(shown)
+        lines.append(f'  File "{shown}", line {frame.get("Line")}, in {frame.get("Function")}')
         if frame.get("Code"):
             lines.append(f"    {frame['Code']}")
     return lines

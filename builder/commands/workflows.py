@@ -15,18 +15,28 @@ def cmd_list(args: argparse.Namespace) -> int:
     from builder.commands.inspect import open_existing_store
     from builder.ui.listing import human_age, list_workflows, parse_duration, utc
 
+    from builder.commands.start_record import versions_of
+    from builder.versions import UnknownVersion, check_id, directory, find
+
+    wanted = check_id(args.version) if args.version is not None else None
     store = open_existing_store(args.store)
     try:
         rows = list_workflows(store, ttl_seconds=parse_duration(args.ttl))
+        on = versions_of(store, [r.workflow for r in rows]) if wanted is not None or args.json else {}
+        if wanted is not None and wanted not in on.values() and find(directory(store), wanted) is None:
+            raise UnknownVersion(f"list --version {wanted}: no such version in {args.store} (see `python -m builder "
+                                 "versions`)")
     finally:
         store.close()
+    if wanted is not None:
+        rows = [r for r in rows if on.get(r.workflow) == wanted]
     if args.older_than is not None:
         least = parse_duration(args.older_than)
         rows = [r for r in rows if r.age_seconds >= least]
     if args.status is not None:
         rows = [r for r in rows if r.status.value == args.status]
     if args.json:
-        print(json.dumps([r.as_json() for r in rows], indent=2))
+        print(json.dumps([{**r.as_json(), "version": on.get(r.workflow)} for r in rows], indent=2))
         return 0
     table = [("WORKFLOW", "STATUS", "AGE", "OBJECTS", "RETAINED UNTIL")]
     table += [(r.workflow, r.status.value, human_age(r.age_seconds), str(r.objects), utc(r.retained_until)) for r in rows]
@@ -75,6 +85,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     listing.add_argument("--json", action="store_true", help="print a JSON list instead of a table")
     listing.add_argument("--status", choices=("succeeded", "failed", "stopped", "timed out", "running", "waiting", "interrupted"), help="only workflows with this status")
     listing.add_argument("--older-than", metavar="DURATION", help="only workflows started at least this long ago (90s, 15m, 6h, 2d)")
+    listing.add_argument("--version", metavar="VERSION", help="only workflows running this version (see `versions`)")
     listing.set_defaults(func=cmd_list)
 
     rm = sub.add_parser("rm", help="remove a workflow's objects now (or every finished one older than a duration)")
