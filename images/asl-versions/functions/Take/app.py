@@ -1,0 +1,3 @@
+def handler(event, context):
+    """Take the order."""
+    return {"order": event["order"]}
