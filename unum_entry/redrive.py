@@ -20,8 +20,9 @@ invocation can be sent again exactly as it was first sent. `redrive`:
 
 Exactly once: every invocation commits by create-if-absent, so whatever committed before is
 kept and not re-run, and even the invocation sent again runs its handler to a commit only once
-(a late duplicate of a redrive finds the checkpoint). The handler that runs is the code deployed
-now (Step Functions' redrive does the same).
+(a late duplicate of a redrive finds the checkpoint). The handler that runs is the code the
+invoker reaches: on the embedded engine and in `serve`, the workflow's own version
+(docs/versions.md); Step Functions' redrive runs the code deployed now.
 """
 
 from __future__ import annotations
