@@ -211,15 +211,23 @@ def test_the_commands_in_docs_history_work_as_written(tmp_path):
 
 
 def failing_map(folder: Path, fixed: Path) -> Path:
-    """Split -> 5 items (item 3 fails until `fixed` exists) -> Sum."""
+    """Split -> 5 items (item 3 fails until `fixed` exists; each item that runs appends to
+    `ran(folder) / ran-N`) -> Sum."""
+    ran(folder).mkdir(parents=True, exist_ok=True)
     return write_workflow(folder, {
         "Split": ("def handler(event, context):\n    return list(range(5))\n",
                   [{"op": "create_set", "function": "Sum", "shape": "aggregate"}, {"op": "map", "function": "Item"}]),
         "Item": (f"import pathlib\ndef handler(event, context):\n    if event == 3 and not pathlib.Path({str(fixed)!r}).exists():\n"
-                 "        raise ValueError('item 3 not ready')\n    pathlib.Path(__file__).with_name(f'ran-{event}').open('a').write('x')\n"
+                 f"        raise ValueError('item 3 not ready')\n    (pathlib.Path({str(ran(folder))!r}) / f'ran-{{event}}').open('a').write('x')\n"
                  "    return event * 10\n", [{"op": "fan_in", "function": "Sum"}]),
         "Sum": ("def handler(event, context):\n    return sum(event)\n", []),
     }, "Split")
+
+
+def ran(folder: Path) -> Path:
+    """Where a test workflow's handlers mark what ran: beside its folder, not in it (a run loads
+    the version's copy, builder/versions.py: a handler's `__file__` is in that copy)."""
+    return folder.with_name(folder.name + "-ran")
 
 
 def test_redrive_reruns_only_the_failed_item_keeping_what_committed(tmp_path):
@@ -233,9 +241,9 @@ def test_redrive_reruns_only_the_failed_item_keeping_what_committed(tmp_path):
     done = cli("redrive", "wf-rd", "--store", store)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout) == 100 and "redrive 2 of workflow wf-rd: re-running Item" in done.stderr
-    ran = {i: (folder / "Item" / f"ran-{i}").read_text() for i in (0, 1, 2, 4)}
-    assert ran == {0: "x", 1: "x", 2: "x", 4: "x"}   # what committed was kept: each other item ran once
-    assert (folder / "Item" / "ran-3").read_text() == "x"
+    marks = {i: (ran(folder) / f"ran-{i}").read_text() for i in (0, 1, 2, 4)}
+    assert marks == {0: "x", 1: "x", 2: "x", 4: "x"}   # what committed was kept: each other item ran once
+    assert (ran(folder) / "ran-3").read_text() == "x"
     document = history("wf-rd", store)
     check_numbering(document)
     types = [e["type"] for e in document["events"]]
@@ -317,6 +325,8 @@ def test_redrive_of_a_map_in_lanes_resends_the_items_dropped_after_the_failure(t
     the committed lane items and the Map's origin, so every dropped item runs once and the
     workflow completes (unum_entry.redrive._resend_origins)."""
     fixed = tmp_path / "fixed"
+    marks = ran(tmp_path / "lanes")
+    marks.mkdir()
     folder = write_workflow(tmp_path / "lanes", {
         "Split": ("def handler(event, context):\n    return list(range(8))\n",
                   [{"op": "create_set", "function": "Sum", "shape": "aggregate"},
@@ -324,16 +334,16 @@ def test_redrive_of_a_map_in_lanes_resends_the_items_dropped_after_the_failure(t
         "Item": (f"import pathlib, time\ndef handler(event, context):\n"
                  f"    if event == 1 and not pathlib.Path({str(fixed)!r}).exists():\n"
                  "        raise ValueError('item 1 not ready')\n    time.sleep(0.1)\n"
-                 "    pathlib.Path(__file__).with_name(f'ran-{event}').open('a').write('x')\n    return event * 10\n",
+                 f"    (pathlib.Path({str(marks)!r}) / f'ran-{{event}}').open('a').write('x')\n    return event * 10\n",
                  [{"op": "fan_in", "function": "Sum"}]),
         "Sum": ("def handler(event, context):\n    return sum(event)\n", []),
     }, "Split")
     store = str(tmp_path / "unum.db")
     assert cli("run", str(folder), "--store", store, "--workflow-id", "wf-lanes").returncode == 1
-    before = {p.name for p in (folder / "Item").glob("ran-*")}
+    before = {p.name for p in marks.glob("ran-*")}
     assert len(before) < 7  # items after the failure did not run
     fixed.touch()
     done = cli("redrive", "wf-lanes", "--store", store)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout) == sum(range(8)) * 10
-    assert {i: (folder / "Item" / f"ran-{i}").read_text() for i in range(8)} == {i: "x" for i in range(8)}
+    assert {i: (marks / f"ran-{i}").read_text() for i in range(8)} == {i: "x" for i in range(8)}
