@@ -144,6 +144,14 @@ def snapshot(folder: str | Path, versions_dir: str | Path, *, source: str | None
     final = versions_dir / version_id
     if final.is_dir():
         return Version(version_id, final)
+    try:
+        return _copy(folder, versions_dir, version_id, source)
+    except OSError as exc:  # a full disk, a read-only store folder: one line naming where
+        raise UnumError(f"{versions_dir}: cannot keep the workflow's version there: {exc.strerror or exc}") from None
+
+
+def _copy(folder: Path, versions_dir: Path, version_id: str, source: str | None) -> Version:
+    """`snapshot`'s write of a version that is not there yet."""
     versions_dir.mkdir(parents=True, exist_ok=True)
     staging = versions_dir / f"{STAGING_PREFIX}{version_id}-{secrets.token_hex(4)}"
     staging.mkdir()
