@@ -20,8 +20,8 @@ installed now (its version is part of the id so that a run after an upgrade of u
 version; docs/versions.md).
 
 Where the copies live is the store's business (`directory`): beside a SQLite database file
-(`.unum/unum.db` -> `.unum/versions`, `DIR/NAME.db` -> `DIR/NAME.versions`), in a file store's
-folder (`versions/`), and for a store reached over the network (DynamoDB, Firestore) in
+(`.unum/unum.db` -> `.unum/versions`, `DIR/NAME.db` -> `DIR/NAME.versions`), beside a file
+store's folder (`DIR/FOLDER.versions`), and for a store reached over the network (DynamoDB, Firestore) in
 `.unum/versions-<digest of its location>` in the current directory, as its delivery queue is
 (unum_entry.local.runs.queue_path): one folder per store, so `gc` of one store never removes a
 version another store's workflows use.
@@ -147,7 +147,11 @@ def snapshot(folder: str | Path, versions_dir: str | Path, *, source: str | None
     try:
         return _copy(folder, versions_dir, version_id, source)
     except OSError as exc:  # a full disk, a read-only store folder: one line naming where
-        raise UnumError(f"{versions_dir}: cannot keep the workflow's version there: {exc.strerror or exc}") from None
+        import errno
+
+        reason = {errno.EROFS: "the file system is read-only", errno.ENOSPC: "the disk is full"}.get(
+            exc.errno or 0, exc.strerror or str(exc))
+        raise UnumError(f"{versions_dir}: cannot keep the workflow's version there: {reason}") from None
 
 
 def _copy(folder: Path, versions_dir: Path, version_id: str, source: str | None) -> Version:
@@ -261,8 +265,9 @@ def directory(store: Store) -> Path | None:
     if isinstance(store, SQLiteStore):
         db = Path(store.path)
         return db.parent / ("versions" if db.stem == DEFAULT_DATABASE_STEM else f"{db.stem}.versions")
-    if isinstance(store, FileStore):
-        return Path(store.root) / "versions"
+    if isinstance(store, FileStore):  # beside the folder, not in it: the folder holds records only
+        root = Path(store.root)
+        return root.parent / f"{root.name}.versions"
     if isinstance(store, ClientStore):
         digest = hashlib.sha256(store.location().encode()).hexdigest()[:16]
         return Path.cwd() / REMOTE_FOLDER / f"versions-{digest}"

@@ -84,11 +84,19 @@ def _run(args: argparse.Namespace, results: TextIO) -> int:
     # The version the workflow runs (builder.versions): a workflow started before keeps the one
     # it recorded, whatever its folder holds now; a new one runs the folder's, snapshotted now.
     recorded = start_record.read(store, workflow_id) if args.workflow_id else None
-    pinned = pin(store, recorded, folder, source=os.path.abspath(args.workflow),
-                 snapshot=not (args.resume and recorded is None))  # (nothing to resume: claim says so)
+    try:
+        pinned = pin(store, recorded, folder, source=os.path.abspath(args.workflow),
+                     snapshot=not (args.resume and recorded is None))  # (nothing to resume: claim says so)
+    except UnumError as exc:  # a store folder that is full or read-only: the line names the store
+        raise UnumError(f"--store {args.store}: {exc}") from None
     # Imports every handler before anything is stored: a syntax error or a missing handler is one
     # error line, not a workflow left "running".
-    workflow = load_workflow(pinned.folder)
+    try:
+        workflow = load_workflow(pinned.folder)
+    except UnumError as exc:  # a broken definition is named by the user's own path, not the copy's
+        if pinned.folder == folder:
+            raise
+        raise UnumError(str(exc).replace(pinned.folder, os.path.abspath(folder))) from None
 
     def files(path: str) -> str:  # a frame's file in the version's copy -> the user's own, while unchanged
         return source_path(path, pinned.folder, folder) if pinned.folder != folder else path
