@@ -36,11 +36,11 @@ if str(REPO) not in sys.path:  # run as a script from a checkout, without instal
 
 from unum_entry.envelope import Envelope
 from unum_entry.local.platform import local_platform
+from unum_entry.handlers import load_handler
 from unum_entry.runtime import (
     InvocationContext,
     Runtime,
     RuntimeConfig,
-    load_handler,
     new_workflow,
 )
 from unum_entry.stores.base import Kind, Store

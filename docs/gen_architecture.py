@@ -22,11 +22,12 @@ BEGIN, END = "<!-- generated:begin -->", "<!-- generated:end -->"
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("platforms", ("platforms", "local", "__main__", "invocation_log")),
     ("step functions", ("asl", "callbacks")),
+    ("handler loading", ("handlers",)),  # above durable functions: a durable handler is loaded through its adapter
     ("durable functions", ("durable_functions",)),
     ("steps layer", ("steps",)),  # below both front ends: a Task and a durable step build on its steps
     ("runtime core", ("runtime", "ingress", "egress", "plan", "hooks", "context", "timers")),
-    ("rules", ("checkpoint", "fanin", "retention", "outcome", "history", "watchdog", "redrive")),
-    ("adapters", ("stores", "invokers", "tracing")),
+    ("rules", ("checkpoint", "fanin", "outcome", "history", "watchdog", "redrive", "task_tokens")),
+    ("adapters", ("stores", "invokers", "tracing", "retention")),  # retention: the expiry of every write, the invokers' by-reference envelopes too
     ("foundation", ("errors", "codec", "packing", "frozen", "naming", "envelope", "ir", "conditions", "jsonpath", "workflow", "urls", "yielding_lock")),
 )
 

@@ -236,3 +236,28 @@ class RedeliveriesExhausted(UnumError):
         self.message = (f"gave up after {deliveries} consecutive failed deliveries of {function!r}; "
                         f"last error: {type(last).__name__}: {last}")
         super().__init__(self.message)
+
+
+class CallbackError(UnumError):
+    """A task-token callback was refused (unum_entry.asl.callbacks); `error` is Step Functions'
+    name for the refusal."""
+
+    error = "States.TaskFailed"
+
+
+class InvalidToken(CallbackError):
+    error = "InvalidToken"
+
+
+class TaskAlreadyCompleted(CallbackError):
+    error = "TaskDoesNotExist"
+
+
+class TaskTimedOut(CallbackError):
+    error = "TaskTimedOut"
+
+
+class TaskNotWaitingYet(CallbackError):
+    """The waiting function has not committed its wait yet (a very fast callback): retry shortly."""
+
+    error = "TaskNotWaitingYet"

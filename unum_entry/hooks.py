@@ -108,6 +108,12 @@ class Layer(Protocol):
 
 LayerFactory = Callable[[FunctionParts], Layer]
 
+#: Called when a workflow whose id is a chained invoke's target (naming.INVOKED) reached its end
+#: (its root result or failure record is written), with (store, invoker, clock, workflow id);
+#: called again by every duplicate of the ending invocation, so it must be idempotent.
+#: unum_entry.durable_functions.chained.workflow_ended answers the durable caller.
+WorkflowEnded = Callable[["Store", "Invoker", Callable[[], float], str], None]
+
 
 class NoLayer:
     """No layer: plain handlers, nothing to intercept or undo."""

@@ -174,6 +174,7 @@ def durable_effect_key(invocation: str, operation: str, name: str) -> str:
 
 
 INVOKED = "~"  # joins a caller's workflow id and its operation in the workflow of a chained invoke's target
+DURABLE_INVOKE = "__unum_durable_invoke__"  # the event key of a chained invoke's target (`context.invoke`): its input is {DURABLE_INVOKE: {caller, payload}}
 
 
 def invoked_workflow(caller_workflow: str, operation: str) -> str:

@@ -7,15 +7,10 @@ retries, Pub/Sub redelivery, the local invoker) decides, calling `fail` when it 
 
 from __future__ import annotations
 
-import importlib.util
-import inspect
 import logging
-import sys
-import threading
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from functools import partial
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from unum_entry import naming
@@ -24,11 +19,11 @@ from unum_entry.checkpoint import commit, commit_joining, commit_joining_many, c
 from unum_entry.context import DeliveryContext, InvocationContext
 from unum_entry.egress import EgressContext, EgressReport, egress, planned_fan_out, planned_hop
 from unum_entry.envelope import DataRef, Envelope
-from unum_entry.errors import (HandlerFailed, HandlerLoadError, InvokeError, RetentionExpired, StaleInvocation,
+from unum_entry.errors import (HandlerFailed, InvokeError, RetentionExpired, StaleInvocation,
                                StoreError, StoreMisuse, UnumError, WorkflowAborted)
 from unum_entry.frozen import Frozen, frozen
 from unum_entry.history import stamp
-from unum_entry.hooks import FaultPoint, FunctionParts, Hooks, LayerFactory, NoHooks, NoLayer, observes
+from unum_entry.hooks import FaultPoint, FunctionParts, Hooks, LayerFactory, NoHooks, NoLayer, WorkflowEnded, observes
 from unum_entry.ingress import AlreadyCommitted, Ended, Ready, ingress
 from unum_entry.invokers import Invoker
 from unum_entry.ir import FanIn, FanOut, FunctionIR, Map
@@ -46,7 +41,6 @@ if TYPE_CHECKING:
 
 Handler = Callable[[Any, InvocationContext], Any]
 log = logging.getLogger("unum.runtime")
-_IMPORTING = threading.RLock()  # load_handler: one handler import (and its sys.path entry) at a time; re-entrant: a compiled ASL main module loads the user handler while being imported
 
 
 @frozen
@@ -87,7 +81,7 @@ class Runtime:
     def __init__(self, ir: FunctionIR, handler: Handler, store: Store, invoker: Invoker, *,
                  config: RuntimeConfig | None = None, hooks: Hooks | None = None,
                  executor: Executor | None = None, layer: LayerFactory = NoLayer,
-                 tracing: Tracing | None = None) -> None:
+                 tracing: Tracing | None = None, on_workflow_end: WorkflowEnded | None = None) -> None:
         # OpenTelemetry spans (unum_entry.tracing; default: as UNUM_TRACING says, off when unset):
         # when on, the store and invoker every part below uses are the traced ones.
         self.tracing = tracing if tracing is not None else Tracing.from_env()
@@ -95,6 +89,10 @@ class Runtime:
         self.ir = ir
         self.handler = handler
         self.store = store
+        # What a workflow's end means above the runtime (hooks.WorkflowEnded: a chained invoke's
+        # target answers its durable caller, unum_entry.durable_functions.chained); the platform
+        # passes it in, so the runtime names no front end.
+        self._on_workflow_end = on_workflow_end
         self.config = config or RuntimeConfig()
         self.hooks: Hooks = hooks or NoHooks()
         self._own_executor = executor is None
@@ -442,10 +440,8 @@ class Runtime:
         state machine), complete that invoke with its outcome (first wins) and re-deliver the
         caller. Every duplicate of the ending invocation does it again (absorbed), so a crash
         after the end's record loses nothing."""
-        if naming.INVOKED in workflow:  # no I/O, no import for any other workflow
-            from unum_entry.durable_functions.chained import workflow_ended
-
-            workflow_ended(self.store, self._egress.invoker, self.retention.clock, workflow)
+        if naming.INVOKED in workflow and self._on_workflow_end is not None:  # no I/O for any other workflow
+            self._on_workflow_end(self.store, self._egress.invoker, self.retention.clock, workflow)
 
     def _give_up(self, env: Envelope, error: UnumError, invocation: str) -> None:
         self.end_in_failure(env.workflow, failure_record(
@@ -520,46 +516,8 @@ def _handled_or_error(handle: Callable[[Envelope], EgressReport | None],
 
 def _starts_invoked(env: Envelope) -> bool:
     """Whether `env` is the delivery that starts a durable function's chained invoke's target
-    (unum_entry.durable_functions.adapter: its input is the invoke's marker, at the root)."""
-    from unum_entry.durable_functions.adapter import INVOKE
-
+    (unum_entry.durable_functions.adapter: its input is the invoke's marker, naming.DURABLE_INVOKE, at the root)."""
     value = env.inputs[0].value if len(env.inputs) == 1 and env.inputs[0].inline else None
-    return len(env.frames) <= 1 and isinstance(value, dict) and INVOKE in value
+    return len(env.frames) <= 1 and isinstance(value, dict) and naming.DURABLE_INVOKE in value
 
 
-def load_handler(function_dir: str | Path, spec: str, *, function: str) -> Handler:
-    """Import `module.attr` from a function's folder under a private module name, so functions
-    with the same module name (every `app.py`) do not collide in one process. Sibling modules of
-    the handler import as usual (the folder is on `sys.path` while the handler module is
-    imported, and removed after: `sys.path` is left as it was)."""
-    module_name, _, attr = spec.rpartition(".")
-    folder = Path(function_dir)
-    path = folder / (module_name.replace(".", "/") + ".py")
-    if not path.is_file():
-        found = sorted(p.name for p in folder.glob("*.py"))
-        raise HandlerLoadError(f"function {function!r}: handler {spec!r} expects {path}, which does not exist"
-                               f" (found: {', '.join(found) or 'no .py files'})")
-    import uuid  # lazy: once per process, at init
-
-    unique = f"unum_fn_{uuid.uuid5(uuid.NAMESPACE_URL, str(path.resolve())).hex}"
-    module_spec = importlib.util.spec_from_file_location(unique, path)
-    if module_spec is None or module_spec.loader is None:
-        raise HandlerLoadError(f"function {function!r}: cannot load {path}")
-    module = importlib.util.module_from_spec(module_spec)
-    entry = str(folder)
-    with _IMPORTING:  # the folder is on sys.path only while its handler module runs its imports
-        sys.path.insert(0, entry)  # so the handler can import its sibling modules
-        try:
-            module_spec.loader.exec_module(module)
-        except Exception as exc:
-            raise HandlerLoadError(f"function {function!r}: importing {path} failed: {type(exc).__name__}: {exc}") from exc
-        finally:
-            sys.path.remove(entry)  # the first occurrence: the one inserted above
-    handler = getattr(module, attr, None)
-    if not callable(handler):
-        names = sorted(n for n, v in vars(module).items() if inspect.isfunction(v) and not n.startswith("_"))
-        raise HandlerLoadError(f"function {function!r}: {path.name} is expected to contain a function named "
-                               f"{attr!r}. Found: {', '.join(names) or 'no functions'}")
-    from unum_entry.durable_functions.adapter import adapt  # a Lambda durable functions handler runs through its adapter
-
-    return adapt(handler)

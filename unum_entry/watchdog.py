@@ -205,10 +205,10 @@ def pending_of(records: Iterable[Record], workflow: str) -> dict[str, Any]:
     objects tells: `Waiting` (Tasks waiting for their task-token callback: state, function,
     token), `Joins` (fan-in set shards not full: key, members, size), `Checkpoints` (how many
     invocations committed). At most LISTED entries of each list."""
-    from unum_entry.asl import callbacks  # lazy: the task-token rules, only needed when a workflow stalled
-
     records = list(records)
-    waiting = callbacks.waiting(_Snapshot(records), workflow)
+    from unum_entry import task_tokens  # lazy: the task-token rules, only needed when a workflow stalled
+
+    waiting = task_tokens.waiting(_Snapshot(records), workflow)
     joins = []
     for r in records:
         if r.kind is Kind.SET and r.size is not None:
@@ -235,7 +235,7 @@ def _cause(workflow: str, deadline: int, pending: dict[str, Any]) -> str:
 
 
 class _Snapshot:
-    """Records already read, served as a store's `records(workflow)` (callbacks.waiting reads
+    """Records already read, served as a store's `records(workflow)` (task_tokens.waiting reads
     nothing else), so the watchdog scans the workflow once."""
 
     def __init__(self, records: list[Record]) -> None:

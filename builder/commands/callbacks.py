@@ -27,7 +27,7 @@ from builder.commands.io import parse_input
 def cmd_callback(args: argparse.Namespace) -> int:
     from unum_entry.asl import callbacks
 
-    from builder.commands.inspect import open_existing_store
+    from builder.commands.options import open_existing_store
 
     store = open_existing_store(args.store)  # a mistyped folder is an error, not an empty store
     if args.command == "task-success":
@@ -60,7 +60,7 @@ def cmd_heartbeat(args: argparse.Namespace) -> int:
     is unknown, the task was completed or has timed out."""
     from unum_entry.asl import callbacks
 
-    from builder.commands.inspect import open_existing_store
+    from builder.commands.options import open_existing_store
 
     store = open_existing_store(args.store)
     beat = callbacks.task_heartbeat(args.token, store=store)

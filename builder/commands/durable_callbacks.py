@@ -27,7 +27,7 @@ from builder.commands.io import parse_input
 def cmd_complete(args: argparse.Namespace) -> int:
     from unum_entry.durable_functions import callbacks
 
-    from builder.commands.inspect import open_existing_store
+    from builder.commands.options import open_existing_store
 
     store = open_existing_store(args.store)
     if args.command == "callback-success":
@@ -50,7 +50,7 @@ def cmd_heartbeat(args: argparse.Namespace) -> int:
     timeout starts again). Refused with one line (exit 2) once it completed or timed out."""
     from unum_entry.durable_functions import callbacks
 
-    from builder.commands.inspect import open_existing_store
+    from builder.commands.options import open_existing_store
 
     done = callbacks.heartbeat(args.callback_id, store=open_existing_store(args.store))
     print(json.dumps({"workflow": done.workflow, "function": done.function, "heartbeat": True}))

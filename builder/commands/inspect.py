@@ -10,7 +10,6 @@ options that add to it (e.g. a graph) register with `register` and extend the di
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from unum_entry.errors import StoreError, UnumError
@@ -18,7 +17,7 @@ from unum_entry.retention import GC_SKEW_SECONDS
 
 from builder.commands.console import Console
 from builder.commands.io import command_line, to_json, utc
-from builder.commands.options import DEFAULT_STORE, add_store_option, non_negative_seconds
+from builder.commands.options import DEFAULT_STORE, add_store_option, non_negative_seconds, open_existing_store
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -33,26 +32,6 @@ if TYPE_CHECKING:
 
 class UnknownWorkflow(UnumError):
     """`inspect` of a workflow id the store retains nothing for."""
-
-
-def open_existing_store(url: str) -> Store:
-    """`open_store(url)`, refusing a SQLite database file or a file store folder that is missing
-    or (a folder) not a unum store (either store would create it)."""
-    from unum_entry.stores import open_store
-    from unum_entry.stores.sqlite import is_sqlite_location, parse_url
-
-    if is_sqlite_location(url):  # SQLite would create a missing database file
-        if not parse_url(url)[0].is_file():
-            raise StoreError(f"--store {url}: no such database file (run writes its store there; "
-                             f"default {DEFAULT_STORE})")
-        return open_store(url)
-    if "://" not in url or url.startswith("file://"):
-        folder = Path(url.removeprefix("file://"))
-        if not folder.is_dir():
-            raise StoreError(f"--store {url}: no such folder (run writes its store there; default {DEFAULT_STORE})")
-        if not (folder / "objects").is_dir():
-            raise StoreError(f"--store {url}: not a unum store (no objects/ folder in it)")
-    return open_store(url)
 
 
 def report(outcome: RunResult, store_url: str, folder: str | None = None,

@@ -13,7 +13,10 @@ import argparse
 import math
 import os
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from unum_entry.stores.base import Store
 
 DEFAULT_STORE = ".unum/unum.db"  # the SQLite store (unum_entry.stores.sqlite)
 STORE_ENV = "UNUM_STORE"
@@ -144,3 +147,26 @@ def add_wait_options(parser: argparse.ArgumentParser, *, workers: bool, timeout_
                    help="concurrent executions")
     env_option(parser, "--timeout", envvar=TIMEOUT_ENV, default=300.0, type=positive_seconds, help=timeout_help)
     parser.add_argument("--compact", action="store_true", help="print the result on one line")
+
+
+def open_existing_store(url: str) -> Store:
+    """`open_store(url)`, refusing a SQLite database file or a file store folder that is missing
+    or (a folder) not a unum store (either store would create it)."""
+    from pathlib import Path
+
+    from unum_entry.errors import StoreError
+    from unum_entry.stores import open_store
+    from unum_entry.stores.sqlite import is_sqlite_location, parse_url
+
+    if is_sqlite_location(url):  # SQLite would create a missing database file
+        if not parse_url(url)[0].is_file():
+            raise StoreError(f"--store {url}: no such database file (run writes its store there; "
+                             f"default {DEFAULT_STORE})")
+        return open_store(url)
+    if "://" not in url or url.startswith("file://"):
+        folder = Path(url.removeprefix("file://"))
+        if not folder.is_dir():
+            raise StoreError(f"--store {url}: no such folder (run writes its store there; default {DEFAULT_STORE})")
+        if not (folder / "objects").is_dir():
+            raise StoreError(f"--store {url}: not a unum store (no objects/ folder in it)")
+    return open_store(url)

@@ -59,7 +59,7 @@ def cmd_redrive(args: argparse.Namespace) -> int:
 
     from builder.commands import start_record
     from builder.commands.compile import runnable_workflow
-    from builder.commands.inspect import open_existing_store
+    from builder.commands.options import open_existing_store
     from builder.commands.versions import changed_since, pin
 
     console = Console()

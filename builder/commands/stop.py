@@ -21,7 +21,7 @@ from builder.commands.options import add_store_option
 
 
 def cmd_stop(args: argparse.Namespace) -> int:
-    from builder.commands.inspect import open_existing_store
+    from builder.commands.options import open_existing_store
 
     store = open_existing_store(args.store)
     try:

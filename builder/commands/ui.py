@@ -14,7 +14,7 @@ from builder.commands.options import add_store_option
 
 
 def cmd_ui(args: argparse.Namespace) -> int:
-    from builder.commands.inspect import open_existing_store
+    from builder.commands.options import open_existing_store
     from builder.ui.listing import parse_duration
     from builder.ui.server import UiServer
 

@@ -126,7 +126,7 @@ def usage(store: Store) -> dict[str, Usage]:
 
 
 def cmd_versions(args: argparse.Namespace) -> int:
-    from builder.commands.inspect import open_existing_store
+    from builder.commands.options import open_existing_store
 
     store = open_existing_store(args.store)
     try:
@@ -291,7 +291,7 @@ def cmd_upgrade(args: argparse.Namespace) -> int:
 
     from builder.commands import start_record
     from builder.commands.compile import runnable_workflow
-    from builder.commands.inspect import open_existing_store
+    from builder.commands.options import open_existing_store
 
     console = Console()
     store = open_existing_store(args.store)

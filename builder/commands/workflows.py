@@ -12,7 +12,7 @@ from unum_entry.errors import UnumError
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    from builder.commands.inspect import open_existing_store
+    from builder.commands.options import open_existing_store
     from builder.ui.listing import human_age, list_workflows, parse_duration, utc
 
     from builder.commands.start_record import versions_of
@@ -47,7 +47,7 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def cmd_rm(args: argparse.Namespace) -> int:
-    from builder.commands.inspect import open_existing_store
+    from builder.commands.options import open_existing_store
     from builder.ui.listing import FINISHED, check_removable, list_workflows, parse_duration, remove_workflow
 
     if bool(args.workflow_ids) == bool(args.finished):

@@ -206,7 +206,7 @@ class LambdaApi:
             if folder not in self._durable:
                 from unum_entry.durable_functions.adapter import DurableHandler
                 from unum_entry.ir import load_ir
-                from unum_entry.runtime import load_handler
+                from unum_entry.handlers import load_handler
 
                 home = Path(folder) / function
                 handler = load_handler(home, load_ir(home / "unum-ir.json").handler, function=function)

@@ -158,7 +158,7 @@ def _task_result(name: str, state: Mapping[str, Any], task_input: Any, mock: Map
 def _call(function: str, event: Any, functions: Path | None) -> Any:
     from unum_entry.asl.runner import LambdaContext, lambda_payload
     from unum_entry.errors import UnumError
-    from unum_entry.runtime import load_handler
+    from unum_entry.handlers import load_handler
 
     from builder.compiler import _detect_handler
 

@@ -46,7 +46,8 @@ from unum_entry.codec import decode, encode
 from unum_entry.envelope import Envelope, Frame
 from unum_entry.hooks import FaultPoint, StepPoint
 from unum_entry.local.faults import FaultInjector, FaultRates
-from unum_entry.runtime import Runtime, load_handler
+from unum_entry.runtime import Runtime
+from unum_entry.handlers import load_handler
 from unum_entry.steps import StepsLayer, compensation_request
 from unum_entry.stores import open_store
 from unum_entry.stores.base import Kind

@@ -73,17 +73,17 @@ def _stop_library(store: Store, workflow: str) -> bool:
 
 
 def _stop_cli(store: Store, workflow: str) -> bool:
-    from builder.commands import inspect
+    from builder.commands import options
     from builder.commands.stop import cmd_stop
 
-    opened, inspect.open_existing_store = inspect.open_existing_store, lambda url: store  # type: ignore[assignment]
+    opened, options.open_existing_store = options.open_existing_store, lambda url: store  # type: ignore[assignment]
     try:
         return cmd_stop(argparse.Namespace(store="(test)", workflow_id=workflow, error=None, cause=None)) == 0
     except UnumError as exc:
         assert "has already ended" in str(exc)
         return False
     finally:
-        inspect.open_existing_store = opened  # type: ignore[assignment]
+        options.open_existing_store = opened  # type: ignore[assignment]
 
 
 def _stop_ui(store: Store, workflow: str) -> bool:

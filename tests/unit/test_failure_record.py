@@ -11,7 +11,8 @@ import pytest
 from unum_entry.errors import HandlerFailed
 from unum_entry.ir import parse_ir
 from unum_entry.outcome import TRACE_FRAMES, WorkflowStatus, read_outcome
-from unum_entry.runtime import Runtime, load_handler, new_workflow
+from unum_entry.runtime import Runtime, new_workflow
+from unum_entry.handlers import load_handler
 from unum_entry.stores.memory import MemoryStore
 
 pytestmark = pytest.mark.unit

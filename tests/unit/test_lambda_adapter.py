@@ -21,6 +21,7 @@ from unum_entry.naming import failure_key
 from unum_entry.platforms.aws_lambda import LambdaAdapter, RetryPolicy
 from unum_entry.platforms.common import FunctionSettings, LoadedFunction, load_function
 from unum_entry.runtime import new_workflow
+from unum_entry.handlers import load_handler
 from unum_entry.stores.memory import MemoryStore
 from unum_entry.workflow import FunctionSource, write_workflow
 
@@ -48,7 +49,7 @@ def adapter_for(tmp_path: Path, code: str, instructions=(), **ir_fields) -> tupl
     settings = FunctionSettings.from_env({"UNUM_FUNCTION_DIR": str(workflow.functions["F"].folder),
                                           "UNUM_STORE": "unused", "UNUM_INVOKER": "unused"})
     from unum_entry.ir import load_ir
-    from unum_entry.runtime import Runtime, load_handler
+    from unum_entry.runtime import Runtime
 
     ir = load_ir(settings.function_dir / "unum-ir.json")
     runtime = Runtime(ir, load_handler(settings.function_dir, ir.handler, function="F"), store, invoker)

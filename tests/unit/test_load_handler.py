@@ -7,7 +7,7 @@ import sys
 import pytest
 
 from unum_entry.errors import HandlerLoadError
-from unum_entry.runtime import load_handler
+from unum_entry.handlers import load_handler
 
 pytestmark = pytest.mark.unit
 

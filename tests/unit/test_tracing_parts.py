@@ -10,6 +10,7 @@ import pytest
 
 from unum_entry.errors import ConfigurationError
 from unum_entry.runtime import new_workflow
+from unum_entry.handlers import load_handler
 from unum_entry.stores.memory import MemoryStore
 from unum_entry.tracing import Tracing, TracedStore, TracingInvoker
 
@@ -74,7 +75,7 @@ def test_a_lambda_delivery_continues_the_senders_trace(tmp_path) -> None:
     from unum_entry.ir import load_ir
     from unum_entry.platforms.aws_lambda import LambdaAdapter, RetryPolicy
     from unum_entry.platforms.common import LoadedFunction
-    from unum_entry.runtime import Runtime, load_handler
+    from unum_entry.runtime import Runtime
     from unum_entry.workflow import FunctionSource, write_workflow
 
     workflow = write_workflow(tmp_path / "wf", name="wf", entry="F", functions={

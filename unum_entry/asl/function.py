@@ -55,7 +55,7 @@ def make_handler(module_file: str | Path) -> Handler:
             from unum_entry.asl.integrations import handler_for
             user = handler_for(task["Resource"])
     if doc.get("handler"):
-        from unum_entry.runtime import load_handler
+        from unum_entry.handlers import load_handler
         user = load_handler(folder, doc["handler"], function=fragment.function)
 
     def handler(event: Any, context: Any) -> Any:

@@ -12,10 +12,29 @@ unum's invokers and timers (docs/durable-functions.md).
 - `effects`: `transact(step_context, name, fn, ...)`, a step's exactly-once transactional effect
   (`step_identity`: the one read of the SDK's private step context, version-checked).
 
-Importing this package does not import the SDK (only running a durable handler does).
+Importing this package does not import the SDK (only running a durable handler does), nor its modules:
+its exports are imported on first use.
 """
 
-from unum_entry.durable_functions.adapter import DurableSuspended, adapt, is_durable_handler
-from unum_entry.durable_functions.effects import transact
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from unum_entry.durable_functions.adapter import DurableSuspended, adapt, is_durable_handler
+    from unum_entry.durable_functions.effects import transact
 
 __all__ = ["DurableSuspended", "adapt", "is_durable_handler", "transact"]
+_EXPORTS = {"DurableSuspended": "unum_entry.durable_functions.adapter", "adapt": "unum_entry.durable_functions.adapter",
+            "is_durable_handler": "unum_entry.durable_functions.adapter",
+            "transact": "unum_entry.durable_functions.effects"}
+
+
+def __getattr__(name: str) -> Any:
+    """Each export on first use, so importing one module of this package (the platforms import
+    `chained`) does not import the adapter."""
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'unum_entry.durable_functions' has no attribute {name!r}")
+    return getattr(import_module(module), name)

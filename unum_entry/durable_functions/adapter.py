@@ -26,12 +26,12 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from unum_entry import naming
 from unum_entry.durable_functions.callbacks import RESUME
-
-INVOKE = "__unum_durable_invoke__"  # the event of a chained invoke's target (`context.invoke`)
 from unum_entry.errors import ConfigurationError, StaleInvocation, StoreError, WorkflowAborted
 
 log = logging.getLogger("unum.durable")
+INVOKE = naming.DURABLE_INVOKE  # the event of a chained invoke's target (`context.invoke`)
 MAX_ROUNDS = 200  # replays within one delivery (lost races, due times) before the platform redelivers
 
 

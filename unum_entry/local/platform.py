@@ -52,7 +52,9 @@ from unum_entry.outcome import Ending, RunResult, read_outcome
 from unum_entry.plan import Call, FanOutCalls
 from unum_entry.platforms.common import (STATUS_DONE, DeliveryOutcome, DeliveryStatus, RetryPolicy, deliver,
                                         deliver_many, record_failure)
-from unum_entry.runtime import Handler, Runtime, RuntimeConfig, load_handler, new_workflow
+from unum_entry.runtime import Handler, Runtime, RuntimeConfig, new_workflow
+from unum_entry.durable_functions.chained import workflow_ended
+from unum_entry.handlers import load_handler
 from unum_entry.steps.layer import StepsLayer
 from unum_entry.stores.base import Store
 from unum_entry.workflow import Workflow
@@ -249,7 +251,8 @@ class LocalPlatform:
                 handler = wrap(name, handler)
             handler = self._cpu.handler(handler)
             self.runtimes[name] = Runtime(spec.ir, handler, store, invoker, config=config,
-                                          hooks=faults, executor=self._executor, layer=StepsLayer)
+                                          hooks=faults, executor=self._executor, layer=StepsLayer,
+                                          on_workflow_end=workflow_ended)
         self._workers = [threading.Thread(target=self._work, name=f"unum-worker-{i}", daemon=True)
                          for i in range(workers)]
         for thread in self._workers:

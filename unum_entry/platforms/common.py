@@ -33,7 +33,9 @@ from unum_entry.errors import (ConfigurationError, HandlerFailed, IncompleteOutc
 from unum_entry.frozen import Frozen, ReadOnly, frozen
 from unum_entry.invocation_log import InvocationLog, InvocationRecord, hosted_state
 from unum_entry.ir import IR_FILE_NAME, FunctionIR, load_ir
-from unum_entry.runtime import Runtime, RuntimeConfig, load_handler
+from unum_entry.runtime import Runtime, RuntimeConfig
+from unum_entry.durable_functions.chained import workflow_ended
+from unum_entry.handlers import load_handler
 from unum_entry.steps.layer import StepsLayer
 from unum_entry.stores.base import Store
 
@@ -101,7 +103,8 @@ def load_function(settings: FunctionSettings) -> LoadedFunction:
     handler = load_handler(settings.function_dir, ir.handler, function=ir.function)
     store = open_store(settings.store_url)
     invoker = open_invoker(settings.invoker_url, store=store)
-    runtime = Runtime(ir, handler, store, invoker, config=settings.config, layer=StepsLayer)
+    runtime = Runtime(ir, handler, store, invoker, config=settings.config, layer=StepsLayer,
+                      on_workflow_end=workflow_ended)
     return LoadedFunction(ir=ir, runtime=runtime, store=store, invoker=invoker,
                           state=hosted_state(str(settings.function_dir)))
 
