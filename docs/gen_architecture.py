@@ -28,7 +28,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("runtime core", ("runtime", "ingress", "egress", "plan", "hooks", "context", "timers")),
     ("rules", ("checkpoint", "fanin", "outcome", "history", "watchdog", "redrive", "task_tokens")),
     ("adapters", ("stores", "invokers", "tracing", "retention")),  # retention: the expiry of every write, the invokers' by-reference envelopes too
-    ("foundation", ("errors", "codec", "packing", "frozen", "naming", "envelope", "ir", "conditions", "jsonpath", "workflow", "urls", "yielding_lock")),
+    ("foundation", ("errors", "codec", "packing", "frozen", "naming", "envelope", "ir", "conditions", "jsonpath", "workflow", "urls", "yielding_lock", "opaque_text")),
 )
 
 

@@ -519,5 +519,3 @@ def _starts_invoked(env: Envelope) -> bool:
     (unum_entry.durable_functions.adapter: its input is the invoke's marker, naming.DURABLE_INVOKE, at the root)."""
     value = env.inputs[0].value if len(env.inputs) == 1 and env.inputs[0].inline else None
     return len(env.frames) <= 1 and isinstance(value, dict) and naming.DURABLE_INVOKE in value
-
-

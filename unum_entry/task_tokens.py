@@ -11,13 +11,12 @@ waits without reaching up into the Step Functions front end.
 
 from __future__ import annotations
 
-import base64
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from unum_entry.errors import InvalidToken
+from unum_entry.opaque_text import opaque_fields, opaque_text
 
 WAIT = "__wait__"
 TOKEN_PREFIX = "unum1."
@@ -36,18 +35,13 @@ class Token:
     nonce: str
 
     def text(self) -> str:
-        raw = json.dumps([self.workflow, self.function, [list(f) for f in self.frames], self.nonce],
-                         separators=(",", ":"))
-        return TOKEN_PREFIX + base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
+        return opaque_text(TOKEN_PREFIX, [self.workflow, self.function, [list(f) for f in self.frames], self.nonce])
 
     @classmethod
     def parse(cls, text: str) -> Token:
         """Raises InvalidToken (never a traceback) for anything that is not a unum task token."""
         try:
-            if not isinstance(text, str) or not text.startswith(TOKEN_PREFIX):
-                raise ValueError("wrong prefix")
-            body = text[len(TOKEN_PREFIX):]
-            workflow, function, frames, nonce = json.loads(base64.urlsafe_b64decode(body + "=" * (-len(body) % 4)))
+            workflow, function, frames, nonce = opaque_fields(TOKEN_PREFIX, text)
             if not all(isinstance(v, str) and v for v in (workflow, function, nonce)):
                 raise ValueError("bad fields")
             if isinstance(frames, int) and not isinstance(frames, bool):

@@ -205,9 +205,9 @@ def pending_of(records: Iterable[Record], workflow: str) -> dict[str, Any]:
     objects tells: `Waiting` (Tasks waiting for their task-token callback: state, function,
     token), `Joins` (fan-in set shards not full: key, members, size), `Checkpoints` (how many
     invocations committed). At most LISTED entries of each list."""
-    records = list(records)
     from unum_entry import task_tokens  # lazy: the task-token rules, only needed when a workflow stalled
 
+    records = list(records)
     waiting = task_tokens.waiting(_Snapshot(records), workflow)
     joins = []
     for r in records:

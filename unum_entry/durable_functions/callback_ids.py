@@ -5,13 +5,12 @@ imports the other for it."""
 
 from __future__ import annotations
 
-import base64
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from unum_entry.errors import UnumError
+from unum_entry.opaque_text import opaque_fields, opaque_text
 
 PREFIX = "unumcb1."
 
@@ -29,9 +28,8 @@ class CallbackAlreadyCompleted(DurableCallbackError):
 
 
 def callback_id(meta: Mapping[str, Any], operation_id: str, nonce: str) -> str:
-    raw = json.dumps([meta.get("Workflow"), meta.get("Function"), meta.get("Frames"), meta.get("Invocation"),
-                      operation_id, nonce], separators=(",", ":"))
-    return PREFIX + base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
+    return opaque_text(PREFIX, [meta.get("Workflow"), meta.get("Function"), meta.get("Frames"), meta.get("Invocation"),
+                                operation_id, nonce])
 
 
 @dataclass(frozen=True)
@@ -46,11 +44,7 @@ class CallbackRef:
     @classmethod
     def parse(cls, text: str) -> CallbackRef:
         try:
-            if not isinstance(text, str) or not text.startswith(PREFIX):
-                raise ValueError("prefix")
-            body = text[len(PREFIX):]
-            fields = json.loads(base64.urlsafe_b64decode(body + "=" * (-len(body) % 4)))
-            workflow, function, frames, invocation, operation_id, nonce = fields
+            workflow, function, frames, invocation, operation_id, nonce = opaque_fields(PREFIX, text)
             if not all(isinstance(v, str) and v for v in (workflow, function, invocation, operation_id, nonce)):
                 raise ValueError("fields")
         except (ValueError, TypeError, UnicodeDecodeError) as exc:
