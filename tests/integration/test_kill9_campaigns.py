@@ -1,0 +1,213 @@
+"""kill -9 campaigns for the embedded engine's control plane (issue 45): `python -m builder run`,
+`redrive` and `stop` are real subprocesses, killed with SIGKILL at seeded random instants, then
+continued (`run --resume`, `stop` again) — possibly killed again — until they end.
+
+The state machine is a Map of 8 items whose iterator is a Wait (scaled by UNUM_ASL_TIME_SCALE) then
+a Task with a side effect: one line per call appended to `effects/<item>`. `Durable` records its
+effect in a `@durable` step (docs/steps.md): exactly once per item however often it is killed.
+`Plain` has no step: at least once, as documented. At the end every campaign checks: status
+SUCCEEDED (STOPPED for stop), the result equals a run with no kills, the side effects, no
+`staging` folder, and nothing left in the delivery queue (no timer armed, no delivery pending,
+no live owner: `unum_entry.local.runs.run_state`).
+
+Every case is bounded (a deadline per subprocess, a bounded number of kills). Replay one seed
+with `-k 'seed7'`."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytestmark = pytest.mark.integration
+
+REPO = Path(__file__).resolve().parents[2]
+LAMBDA = "arn:aws:lambda:us-east-1:123456789012:function:"
+ITEMS = list(range(8))
+SCALE = "0.05"  # a Wait of 4 s lasts 0.2 s
+MAX_KILLS = 3
+RUN_SEEDS = list(range(1, 13))
+REDRIVE_SEEDS = list(range(101, 107))
+STOP_SEEDS = list(range(201, 209))
+
+DURABLE = '''from pathlib import Path
+from unum_entry.steps import durable
+EFFECTS = Path({effects!r})
+
+def effect(item):
+    """Appends one line to effects/<item>: the side effect, once per call."""
+    EFFECTS.mkdir(exist_ok=True)
+    with open(EFFECTS / str(item), "a") as out:
+        out.write("called\\n")
+    return item * 10
+
+@durable
+def handler(event, ctx):
+    return {{"item": event["item"], "value": ctx.step("effect", effect, event["item"])}}
+'''
+
+PLAIN = '''from pathlib import Path
+EFFECTS = Path({effects!r})
+
+def handler(event, context):
+    EFFECTS.mkdir(exist_ok=True)
+    with open(EFFECTS / str(event["item"]), "a") as out:
+        out.write("called\\n")
+    return {{"item": event["item"], "value": event["item"] * 10}}
+'''
+
+FINISH = '''from pathlib import Path
+FIXED = Path({fixed!r})
+
+def handler(event, context):
+    """Fails until the file `fixed` exists (the operator's fix), then sums the Map's values."""
+    if not FIXED.exists():
+        raise RuntimeError("not fixed yet")
+    return {{"total": sum(r["value"] for r in event)}}
+'''
+
+
+def workspace(root: Path, handler: str, finish: bool = False) -> Path:
+    """Writes the functions and the state machine under `root`; returns the machine's path."""
+    code = root / "functions"
+    for name, text in (("Durable", DURABLE), ("Plain", PLAIN), ("Finish", FINISH)):
+        (code / name).mkdir(parents=True)
+        (code / name / "app.py").write_text(text.format(effects=str(root / "effects"), fixed=str(root / "fixed")))
+    states: dict[str, Any] = {"Each": {
+        "Type": "Map", "ItemsPath": "$.items", "MaxConcurrency": 4,
+        "ItemSelector": {"item.$": "$$.Map.Item.Value"},
+        "ItemProcessor": {"StartAt": "Pause", "States": {
+            "Pause": {"Type": "Wait", "Seconds": 4, "Next": "Work"},
+            "Work": {"Type": "Task", "Resource": LAMBDA + handler, "End": True}}}}}
+    if finish:
+        states["Each"]["Next"] = "Finish"
+        states["Finish"] = {"Type": "Task", "Resource": LAMBDA + "Finish", "End": True}
+    else:
+        states["Each"]["End"] = True
+    path = root / "statemachine.json"
+    path.write_text(json.dumps({"StartAt": "Each", "States": states}))
+    return path
+
+
+def env() -> dict[str, str]:
+    return {"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin", "UNUM_ASL_TIME_SCALE": SCALE}
+
+
+def cli(root: Path, *args: Any, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    """One `python -m builder` command, to its end."""
+    return subprocess.run([sys.executable, "-m", "builder", *map(str, args)], cwd=root, capture_output=True,
+                          text=True, timeout=timeout, env=env())
+
+
+def killed_at(root: Path, instant: float, *args: Any) -> int | None:
+    """Starts `python -m builder ARGS`, SIGKILLs it `instant` seconds later; its exit code when it
+    ended by itself first (None: it was killed)."""
+    proc = subprocess.Popen([sys.executable, "-m", "builder", *map(str, args)], cwd=root, env=env(),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        return proc.wait(timeout=instant)
+    except subprocess.TimeoutExpired:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+        return None
+
+
+def effects(root: Path) -> dict[int, int]:
+    """How many times each item's side effect ran."""
+    folder = root / "effects"
+    return {int(p.name): len(p.read_text().splitlines()) for p in folder.iterdir()} if folder.exists() else {}
+
+
+def settled(root: Path, workflow: str) -> dict[str, Any]:
+    """Checks nothing is left: no staging folder, no timer armed, no delivery pending, no owner;
+    returns `inspect`'s JSON."""
+    from unum_entry.local.runs import run_state
+    from unum_entry.stores import open_store
+
+    assert not [p for p in root.rglob("staging")], list(root.rglob("staging"))
+    store = open_store(str(root / "unum.db"))
+    try:
+        state = run_state(store, workflow)
+    finally:
+        close = getattr(store, "close", None)
+        if close is not None:
+            close()
+    if state is not None:
+        assert (state.deliveries, state.timers, state.next_timer) == (0, 0, None), state
+        assert not state.interrupted
+    shown = cli(root, "inspect", workflow, "--store", root / "unum.db")
+    assert shown.returncode == 0, shown.stderr
+    inspected: dict[str, Any] = json.loads(shown.stdout)
+    assert "resume" not in inspected and "next_timer" not in inspected and "driven_by" not in inspected, inspected
+    return inspected
+
+
+def status(root: Path, workflow: str) -> str | None:
+    """The workflow's status as `inspect` shows it (None: the store has no such workflow yet)."""
+    shown = cli(root, "inspect", workflow, "--store", root / "unum.db")
+    if shown.returncode != 0:
+        assert shown.returncode == 2 and "Traceback" not in shown.stderr, shown.stderr
+        return None
+    return str(json.loads(shown.stdout)["status"])
+
+
+REFERENCE = [{"item": i, "value": i * 10} for i in ITEMS]
+INPUT = json.dumps({"items": ITEMS})
+
+
+def run_campaign(root: Path, seed: int, handler: str) -> int:
+    """Runs the Map, SIGKILLing run / run --resume at up to MAX_KILLS random instants, then lets
+    `run --resume` finish; returns the number of kills that landed."""
+    rnd = random.Random(seed)
+    path = workspace(root, handler)
+    store = root / "unum.db"
+    kills = 0
+    first = killed_at(root, rnd.uniform(0.3, 2.5), "run", path, "--workflow-id", "w", "--input", INPUT,
+                      "--store", store)
+    if first is None:
+        kills += 1
+        for _ in range(rnd.randint(0, MAX_KILLS - 1)):
+            if killed_at(root, rnd.uniform(0.3, 2.0), "run", path, "--workflow-id", "w", "--resume",
+                         "--store", store) is not None:
+                break
+            kills += 1
+    if status(root, "w") != "succeeded":
+        # killed before the workflow's start was recorded: nothing to resume, the run starts again
+        start = ["--resume"] if status(root, "w") is not None else ["--input", INPUT]
+        done = cli(root, "run", path, "--workflow-id", "w", *start, "--store", store)
+        assert done.returncode == 0, done.stderr
+        assert json.loads(done.stdout) == REFERENCE
+    inspected = settled(root, "w")
+    assert inspected["status"] == "succeeded" and inspected["results"] == [REFERENCE], inspected
+    return kills
+
+
+@pytest.mark.parametrize("seed", RUN_SEEDS, ids=[f"seed{s}" for s in RUN_SEEDS])
+def test_run_killed_at_random_instants_runs_each_durable_step_once(tmp_path: Path, seed: int) -> None:
+    run_campaign(tmp_path, seed, "Durable")
+    assert effects(tmp_path) == {i: 1 for i in ITEMS}
+
+
+@pytest.mark.parametrize("seed", RUN_SEEDS[:4], ids=[f"seed{s}" for s in RUN_SEEDS[:4]])
+def test_run_killed_at_random_instants_runs_a_plain_handler_at_least_once(tmp_path: Path, seed: int) -> None:
+    run_campaign(tmp_path, seed, "Plain")
+    counts = effects(tmp_path)
+    assert set(counts) == set(ITEMS) and all(n >= 1 for n in counts.values()), counts
+
+
+def test_a_run_with_no_kill_is_the_reference(tmp_path: Path) -> None:
+    """The reference the campaigns compare with: one run, no kill, each effect once."""
+    path = workspace(tmp_path, "Durable")
+    done = cli(tmp_path, "run", path, "--workflow-id", "w", "--input", INPUT, "--store", tmp_path / "unum.db")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == REFERENCE
+    assert effects(tmp_path) == {i: 1 for i in ITEMS}
+    settled(tmp_path, "w")
