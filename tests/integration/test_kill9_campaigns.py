@@ -97,8 +97,9 @@ def workspace(root: Path, handler: str, finish: bool = False) -> Path:
     return path
 
 
-def env() -> dict[str, str]:
-    return {"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin", "UNUM_ASL_TIME_SCALE": SCALE}
+def env(scale: str = SCALE) -> dict[str, str]:
+    """The subprocesses' environment: this checkout, every ASL time times `scale`."""
+    return {"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin", "UNUM_ASL_TIME_SCALE": scale}
 
 
 def cli(root: Path, *args: Any, timeout: float = 120) -> subprocess.CompletedProcess[str]:
@@ -144,7 +145,7 @@ def settled(root: Path, workflow: str) -> dict[str, Any]:
         assert (state.deliveries, state.timers, state.next_timer) == (0, 0, None), state
         assert not state.interrupted
     shown = cli(root, "inspect", workflow, "--store", root / "unum.db")
-    assert shown.returncode == 0, shown.stderr
+    assert shown.returncode in (0, 1) and shown.stdout, shown.stderr  # 1: it ended failed or stopped
     inspected: dict[str, Any] = json.loads(shown.stdout)
     assert "resume" not in inspected and "next_timer" not in inspected and "driven_by" not in inspected, inspected
     return inspected
@@ -211,3 +212,57 @@ def test_a_run_with_no_kill_is_the_reference(tmp_path: Path) -> None:
     assert json.loads(done.stdout) == REFERENCE
     assert effects(tmp_path) == {i: 1 for i in ITEMS}
     settled(tmp_path, "w")
+
+
+def started(root: Path, scale: str) -> subprocess.Popen[bytes]:
+    """A `run` of the Map with Durable Tasks, left running; returns once the store knows it."""
+    path = workspace(root, "Durable")
+    proc = subprocess.Popen([sys.executable, "-m", "builder", "run", str(path), "--workflow-id", "w", "--input",
+                             INPUT, "--store", str(root / "unum.db")], cwd=root, env=env(scale),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 60
+    while status(root, "w") is None:
+        assert time.monotonic() < deadline and proc.poll() is None, "the run never started"
+        time.sleep(0.1)
+    return proc
+
+
+def stopped_once(root: Path, run: subprocess.Popen[bytes]) -> None:
+    """`stop` again ends it or says it already ended stopped; the run ends by itself; inspect
+    shows one ending, STOPPED, and nothing left armed."""
+    again = cli(root, "stop", "w", "--store", root / "unum.db")
+    assert again.returncode == 0 or (again.returncode == 2 and "already ended (stopped)" in again.stderr), \
+        again.stderr
+    try:
+        run.wait(timeout=60)
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.wait(timeout=30)
+    inspected = settled(root, "w")
+    assert inspected["status"] == "stopped" and inspected["results"] in (None, []), inspected
+    assert inspected["failure"] is not None, inspected
+    third = cli(root, "stop", "w", "--store", root / "unum.db")
+    assert third.returncode == 2 and "already ended (stopped)" in third.stderr, third.stderr
+    assert all(n == 1 for n in effects(root).values()), effects(root)  # a durable step never twice
+
+
+@pytest.mark.parametrize("writes", [1, 2, 3])
+def test_stop_killed_after_each_of_its_writes_ends_stopped_once(tmp_path: Path, writes: int) -> None:
+    """kill -9 right after `stop`'s 1st write (its claim), 2nd (its failure record), 3rd (none)."""
+    run = started(tmp_path, "0.5")
+    killed = subprocess.run([sys.executable, "-m", "tests.support.kill_after", str(writes), "stop", "w",
+                             "--store", str(tmp_path / "unum.db")], cwd=tmp_path, env=env(),
+                            capture_output=True, text=True, timeout=60)
+    # stop makes two writes (claim, failure record): killed after each; it runs to its end for 3
+    assert killed.returncode == (-signal.SIGKILL if writes <= 2 else 0), killed.stderr
+    stopped_once(tmp_path, run)
+
+
+@pytest.mark.parametrize("seed", STOP_SEEDS, ids=[f"seed{s}" for s in STOP_SEEDS])
+def test_stop_killed_at_random_instants_ends_stopped_once(tmp_path: Path, seed: int) -> None:
+    """`stop` SIGKILLed at a random instant of its life (before, at or after its writes)."""
+    rnd = random.Random(seed)
+    run = started(tmp_path, "0.5")
+    killed_at(tmp_path, rnd.uniform(0.05, 1.2), "stop", "w", "--store", tmp_path / "unum.db")
+    stopped_once(tmp_path, run)
