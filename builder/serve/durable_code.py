@@ -5,10 +5,11 @@ whose entry is that function, every other function of DIR beside it (so `context
 sibling durable function finds it), each with its `unum-ir.json` (`handler`, no instructions)
 unless its folder brings one.
 
-The folder `STATE/durable/<digest>/workflow` is named by the digest of the entry and of every
-file of DIR (by path and bytes), so an execution finishes on the code it started on even when
-DIR changes later (changed code makes another folder beside it). It is built in a staging
-folder and renamed whole: a crash mid-build leaves no half folder.
+The folder `STATE/durable/<digest>/workflow` is named by the digest of the entry and of the
+content id of DIR (builder.versions.content_id: every file by path and bytes, and the runtime's
+version), so an execution finishes on the code it started on even when DIR changes later
+(changed code makes another folder beside it). It is built in a staging folder and renamed
+whole: a crash mid-build leaves no half folder.
 """
 
 from __future__ import annotations
@@ -69,13 +70,11 @@ class DurableCode:
 
 
 def _digest(functions: Path, function: str) -> str:
-    """The entry and every file of `functions`, by path and bytes."""
-    hasher = hashlib.sha256(function.encode() + b"\0")
-    for path in sorted(functions.rglob("*")):
-        if path.is_file() and "__pycache__" not in path.parts and path.suffix != ".pyc":
-            hasher.update(str(path.relative_to(functions)).encode() + b"\0")
-            hasher.update(hashlib.sha256(path.read_bytes()).digest())
-    return hasher.hexdigest()[:24]
+    """The entry and the content id of `functions` (builder.versions.content_id: its files by path
+    and bytes, and the runtime's version: the one mechanism that pins runs to a build)."""
+    from builder.versions import content_id
+
+    return hashlib.sha256(function.encode() + b"\0" + content_id(functions).encode()).hexdigest()[:24]
 
 
 def _handler(code: Path) -> str | None:

@@ -2,7 +2,7 @@
 
 A definition is compiled once per content (`compiled`): the folder
 `STATE/machines/<digest>/workflow` is named by the digest of the definition, the Lambda code it
-copies (every file of `--functions`, by path and bytes) and the mock test case, so an execution
+copies (the content id of `--functions`: builder.versions.content_id) and the mock test case, so an execution
 names the folder it started on and finishes on that code even when the machine or its code
 changes later (a changed definition or function makes another folder beside it).
 
@@ -47,14 +47,14 @@ class Engine:
         self._closed = False
 
     def _code_digest(self) -> bytes:
-        """Every file of the functions folder, by path and bytes (the code a compile copies)."""
-        hasher = hashlib.sha256()
-        if self.functions is not None and self.functions.is_dir():
-            for path in sorted(self.functions.rglob("*")):
-                if path.is_file() and "__pycache__" not in path.parts and path.suffix != ".pyc":
-                    hasher.update(str(path.relative_to(self.functions)).encode() + b"\0")
-                    hasher.update(hashlib.sha256(path.read_bytes()).digest())
-        return hasher.digest()
+        """The content id of the functions folder (the code a compile copies), by the one mechanism
+        that pins runs to a build: builder.versions (its files by path and bytes, and the runtime's
+        version, so an upgrade of unum compiles a new folder too)."""
+        from builder.versions import content_id
+
+        if self.functions is None or not self.functions.is_dir():
+            return b""
+        return content_id(self.functions).encode()
 
     def compiled(self, name: str, definition: str, mocks: Mapping[str, Mapping[str, Any]] | None = None) -> str:
         """The workflow folder of `definition` (compiled now unless it exists): see the module
