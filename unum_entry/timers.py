@@ -10,7 +10,8 @@ name (`naming.timer_name`) is deterministic, so every execution that arms it arm
 A delivered timer must be absorbed whatever the scheduler does: delivered twice (the continuation
 commits once, create-if-absent), late (it just runs later), or early — the receiving handler
 re-arms a timer (a new name: a name is used once, as Cloud Tasks remembers task names after they
-ran) and raises `TimerNotDue`, so the delivery is dropped without a commit (`Runtime.handle`).
+ran) and raises `TimerNotDue`, so the delivery is dropped without a commit (`Runtime.handle`) —
+and so is one delivered after the workflow ended (a stop, a failure, a timeout: `Timers.read`).
 The ASL runner (unum_entry/asl/runner.py) waits on these timers: Wait states, `.waitForTaskToken`
 timeouts and heartbeats, long Retry back-offs.
 """
@@ -87,8 +88,20 @@ class Timers(Frozen):
         self.invoker.invoke_at(when, function or self.function, env.to_wire(), name=name)
 
     def read(self, keys: Iterable[str]) -> dict[str, Record]:
-        """Committed records by key (absent keys are missing from the result)."""
-        return self.store.read(list(keys))
+        """Committed records by key (absent keys are missing from the result), read in one batch
+        with the workflow's two ending records (`outcome.Ending`: no request added). Raises
+        TimerNotDue when the workflow has ended — a result, a failure, or the claim of a stop or
+        an execution timeout, even one between its two writes — so a timer delivered after the
+        ending (late, twice, or while a stop is half-way) is dropped before it continues the
+        workflow: it never runs the next state (docs/history.md, "Stop")."""
+        from unum_entry.outcome import Ending  # lazy: the rules layer, needed only by a fired timer
+
+        wanted = list(keys)
+        ending = Ending.of(self.workflow)
+        found = self.store.read([*wanted, *(k for k in ending.keys if k not in wanted)])
+        if ending.reached(found):
+            raise TimerNotDue(f"a timer of workflow {self.workflow}: the workflow has ended")
+        return {key: record for key, record in found.items() if key in wanted}
 
 
 def timers_of(context: Any) -> Timers | None:

@@ -17,9 +17,12 @@ accepted. Nothing but the store is needed to resume: `complete(token, outcome, s
 1. decodes the token and reads the waiting invocation's checkpoint (`naming.checkpoint_key` of
    its frames): unknown when absent, when it is not a wait decision or when the nonce differs (a
    forged token: the nonce is not guessable, and a token names one position only);
-2. writes the *callback record* with one create-if-absent (`naming.callback_key`): the
-   first callback wins; any later one is refused with `TaskAlreadyCompleted` (after re-sending the
-   winner's continuation, so a callback that crashed before invoking is completed by a retry);
+2. writes the *callback record* with one create-if-absent (`naming.callback_key`) that also
+   requires the workflow's ending records absent: the first callback wins; any later one is
+   refused with `TaskAlreadyCompleted` (after re-sending the winner's continuation, so a callback
+   that crashed before invoking is completed by a retry); one after the workflow ended — a stop,
+   even half-way through its two writes, a failure, a timeout — is refused with `TaskTimedOut`
+   (AWS: "Provided task does not exist anymore") and sends nothing (`_create_unless_ended`);
 3. invokes the same function as the next invocation of its thread — the same frames, the
    innermost iteration + 1 — with the resume event; the runner there applies the Task's Retry
    (a failure callback or a timeout re-runs the Task with a new token after the back-off),
@@ -122,7 +125,10 @@ def complete(token_text: str, outcome: Mapping[str, Any], *, store: Any, invoker
 
     token = Token.parse(token_text)
     now = store_retention(store).clock() if now is None else now  # the clock timers run on
-    records = store.read([token.invocation])
+    ending = _ending(token)
+    records = store.read([token.invocation, token.record_key, *ending.keys])  # the ending rides on this read
+    if token.record_key not in records:  # (a completed task answers as before: already completed / timed out)
+        _refuse_if_ended(token, records)
     record = records.get(token.invocation)
     if record is None or record.value is None:
         raise TaskNotWaitingYet(f"task token of workflow {token.workflow}: no waiting task (yet): the function "
@@ -145,7 +151,7 @@ def complete(token_text: str, outcome: Mapping[str, Any], *, store: Any, invoker
     # callback after `deadline - margin` ends the workflow with Unum.RetentionExpired instead of
     # joining a set that has expired (unum_entry.retention).
     ledger = Ledger(token.workflow, int(wait.get("deadline") or record.expires_at), store_retention(store))
-    stored, created = ledger.create(store, token.record_key, encode(resume, what="callback"), Kind.MARKER)
+    stored, created = _create_unless_ended(store, ledger, token, encode(resume, what="callback"))
     _continue(token, decode(stored), ledger.deadline, invoker)
     if not created:
         if _timed_out(decode(stored)[RESUME]["outcome"]):  # its TimeoutSeconds or HeartbeatSeconds timer won
@@ -157,6 +163,55 @@ def complete(token_text: str, outcome: Mapping[str, Any], *, store: Any, invoker
         raise TaskTimedOut(f"task token of workflow {token.workflow}: the task had timed out (TimeoutSeconds "
                            f"{wait['timeout']:g}); the workflow continues with States.Timeout")
     return Resumed(token.workflow, token.function, outcome)
+
+
+def _ending(token: Token) -> Any:
+    """The ending records (`outcome.Ending`) of the token's workflow."""
+    from unum_entry.outcome import Ending  # lazy: the rules layer
+
+    return Ending.of(token.workflow)
+
+
+def _refuse_if_ended(token: Token, records: Mapping[str, Any]) -> None:
+    """Raise TaskTimedOut (Step Functions' answer for a task that no longer exists) when the
+    records read with the token's (`records`, which hold the workflow's ending keys when present)
+    show that the workflow has ended: stopped, failed, timed out, succeeded — or a stop's claim
+    whose failure record is not written yet. A callback then changes nothing."""
+    from unum_entry.codec import decode
+    from unum_entry.outcome import failed_status, is_claim
+
+    ending = _ending(token)
+    if not ending.reached(records):
+        return
+    found = records.get(ending.failure) or records.get(ending.result)
+    value = decode(found.value) if found is not None and found.value is not None else None
+    if isinstance(value, Mapping) and (ending.failure in records or is_claim(value)):
+        how = str(failed_status(value))
+    else:
+        how = "succeeded"
+    raise TaskTimedOut(f"task token of workflow {token.workflow}: the workflow has ended ({how}); the task no "
+                       "longer exists and this callback is ignored")
+
+
+def _create_unless_ended(store: Any, ledger: Any, token: Token, value: bytes) -> tuple[bytes, bool]:
+    """THE write of a callback's record: create-if-absent (the first callback or timeout wins), in
+    one transaction that also requires the workflow's two ending records absent, so a stop (its
+    claim of the root result record, unum_entry.outcome.end_workflow) and a callback are ordered
+    by the store: a callback after the stop's claim — even one made between the stop's two writes
+    — is refused (TaskTimedOut) and sends nothing; one before it completes the task, and the stop
+    still ends the workflow (the continuation drains as any in-flight invocation: docs/history.md).
+    On DynamoDB a three-item transaction instead of one conditional put (a callback is rare)."""
+    from unum_entry.errors import GuardFailed
+    from unum_entry.stores.base import Guard, Kind
+
+    ending = _ending(token)
+    try:
+        return store.transact(token.record_key, value, (), workflow=token.workflow, kind=Kind.MARKER,
+                              guards=[Guard(key, present=False) for key in ending.keys],
+                              expires_at=ledger.expires_at(Kind.MARKER))
+    except GuardFailed:
+        _refuse_if_ended(token, store.read(list(ending.keys)))
+        raise  # a guard failed, yet neither ending record is there (expired meanwhile): the store's error
 
 
 def _continue(token: Token, resume: Any, deadline: int, invoker: Any) -> None:
@@ -227,7 +282,9 @@ def task_heartbeat(token_text: str, *, store: Any, now: float | None = None) -> 
     token = Token.parse(token_text)
     retention = store_retention(store)
     now = retention.clock() if now is None else now
-    found = store.read([token.invocation, token.record_key])
+    found = store.read([token.invocation, token.record_key, *_ending(token).keys])
+    if token.record_key not in found:
+        _refuse_if_ended(token, found)
     record = found.get(token.invocation)
     if record is None or record.value is None:
         raise TaskNotWaitingYet(f"task token of workflow {token.workflow}: no waiting task (yet)")
