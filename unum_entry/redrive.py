@@ -60,8 +60,14 @@ class Redriven:
     failure: dict[str, Any]  # the failure record it cleared (kept under the claim)
 
 
-def redrive(store: Store, workflow: str, invoker: Invoker, *, retention: Retention | None = None) -> Redriven:
-    """Redrive `workflow` (module docstring). Raises CannotRedrive with one line saying why not."""
+def redrive(store: Store, workflow: str, invoker: Invoker, *, retention: Retention | None = None,
+            adopt: bool = False) -> Redriven:
+    """Redrive `workflow` (module docstring). Raises CannotRedrive with one line saying why not.
+    `adopt`: the caller holds the workflow's exclusive driver lease (the embedded engine's
+    unum_entry.local.runs), so a claim that already holds this failure record is a redrive that
+    died between its claim and its clearing of the failure record (kill -9): it is continued
+    under the same number (what it would have sent is sent, under the same name) instead of
+    refused."""
     from unum_entry.outcome import STOP_FIELD, WorkflowStatus, read_outcome
     from unum_entry.retention import store_retention
 
@@ -92,7 +98,7 @@ def redrive(store: Store, workflow: str, invoker: Invoker, *, retention: Retenti
     if meta.get("k") and (len(meta.get("p") or ((0, 1, 0),)) > 1 or "g" in meta or meta.get("gd")):
         raise CannotRedrive(f"workflow {workflow} failed inside a Map or Parallel (or at its join): unum redrives "
                             "a failure decided at the top level only; start it again instead")
-    number = _claim(store, workflow, raw, deadline)
+    number = _claim(store, workflow, raw, deadline, adopt=adopt)
     store.delete([key])
     env = envelope_of(workflow, meta, deadline)
     if meta.get("k"):  # its checkpoint holds the decision to fail: run it again under a name of its own
@@ -103,13 +109,16 @@ def redrive(store: Store, workflow: str, invoker: Invoker, *, retention: Retenti
                     failure=failure if isinstance(failure, dict) else {"Error": failure})
 
 
-def _claim(store: Store, workflow: str, failure: bytes, deadline: int) -> int:
+def _claim(store: Store, workflow: str, failure: bytes, deadline: int, *, adopt: bool = False) -> int:
     """Create the next redrive claim, holding the failure record it clears; its number. A claim
     that already holds this very failure record (its stamp makes each one unique) means another
-    redrive has it: refused, so two redrives at once send the invocation once."""
+    redrive has it: refused, so two redrives at once send the invocation once — unless `adopt`
+    (the caller holds the driver lease, so that other redrive is dead): its number."""
     for number in range(MAX_REDRIVES):
         claim = naming.redrive_key(workflow, number)
         held = store.get(claim)
+        if held == failure and adopt:
+            return number
         if held == failure:
             raise CannotRedrive(f"workflow {workflow} is being redriven already (redrive {number} has this failure)")
         if held is not None:

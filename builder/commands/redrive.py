@@ -90,7 +90,9 @@ def cmd_redrive(args: argparse.Namespace) -> int:
                 if rq.runs is not None and (owner := rq.runs.acquire(args.workflow_id)) is not None:
                     raise UnumError(f"workflow {args.workflow_id} is being run by process {owner.pid}: redrive it "
                                     "once that run has ended")
-                sent = redrive(store, args.workflow_id, PlatformInvoker(platform))
+                # holding the driver lease: a claim left by a redrive killed before it cleared the
+                # failure record is that dead redrive's, continued (unum_entry.redrive, adopt)
+                sent = redrive(store, args.workflow_id, PlatformInvoker(platform), adopt=rq.runs is not None)
                 rq.queue.flush()  # on disk before anything is said: a kill from here on leaves it to --resume
                 console.message(f"redrive {sent.number + 1} of workflow {args.workflow_id}: re-running {sent.function} "
                                 f"(it failed with {sent.failure.get('Error')}: {sent.failure.get('Cause')})")
