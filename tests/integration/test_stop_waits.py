@@ -257,3 +257,23 @@ def test_task_success_after_a_stop_through_the_cli_is_one_line_exit_2(tmp_path: 
     assert late.returncode == 2 and "has ended (stopped)" in late.stderr and "Traceback" not in late.stderr
     assert run.returncode == 1 and "was stopped" in err, err
     assert marks(tmp_path, "after") == 0
+
+
+NESTED = {"StartAt": "Run", "States": {"Run": {
+    "Type": "Task", "Resource": "arn:aws:states:::states:startExecution.sync:2",
+    "Parameters": {"StateMachineArn": "Child", "Input": {}}, "Next": "After"},
+    "After": {"Type": "Task", "Resource": MARK, "Parameters": {"step": "after"}, "End": True}}}
+CHILD = {"StartAt": "Long", "States": {
+    "Long": {"Type": "Wait", "Seconds": 10000, "Next": "Inner"},
+    "Inner": {"Type": "Task", "Resource": MARK, "Parameters": {"step": "child"}, "End": True}}}
+
+
+@pytest.mark.parametrize("between", [False, True], ids=["after-stop", "between-stop-writes"])
+def test_a_stopped_parent_stops_its_nested_sync_child_waiting_on_a_timer(tmp_path: Path, monkeypatch: Any,
+                                                                        between: bool) -> None:
+    """A `.sync` child runs under its parent's workflow id: the parent's stop is the child's, and
+    the child's Wait timer, fired after it (on time and late), runs neither the child's next state
+    nor the parent's."""
+    (tmp_path / "Child.asl.json").write_text(json.dumps(CHILD))
+    _platform_run(tmp_path, monkeypatch, NESTED, between)
+    assert marks(tmp_path, "child") == 0
