@@ -26,6 +26,7 @@ import http.client
 import itertools
 import json
 import logging
+import random
 import threading
 import time
 import urllib.error
@@ -40,6 +41,7 @@ from http.server import BaseHTTPRequestHandler
 from typing import Any, Self
 
 from builder.local_stack.http_server import BackgroundHttpServer
+from builder.local_stack.lambda_versions import VersionApiError, VersionTable
 from builder.local_stack.process import DIRECT_HTTP, LocalStackError, Service
 
 log = logging.getLogger("unum.lambda_endpoint")
@@ -69,6 +71,7 @@ class _Function:
     urls: list[str]
     on_failure: str | None
     free: list[str] = field(default_factory=list)
+    image: str = ""
 
     def __post_init__(self) -> None:
         self.free = list(self.urls)
@@ -110,7 +113,9 @@ class AsyncInvokeEndpoint(Service):
         self.attempts: list[Attempt] = []
         self.payloads: list[tuple[str, bytes]] = []  # (function, body) of accepted Event invokes, if kept
         self._keep_payloads = keep_payloads
-        self._functions: dict[str, _Function] = {}
+        self._functions: dict[str, _Function] = {}  # NAME ($LATEST) and NAME:N (published versions)
+        self.versions = VersionTable()
+        self._draw = random.Random()
         self._queue: list[_Event] = []
         self._seq = itertools.count()
         self._outstanding = 0
@@ -125,13 +130,57 @@ class AsyncInvokeEndpoint(Service):
 
     # ---- configuration -------------------------------------------------------------------
 
-    def register(self, name: str, urls: str | Sequence[str], *, on_failure: str | None = _SELF) -> None:
-        """Route `name` to RIE invocation URL(s) (one request at a time per URL). `on_failure`
-        names the destination function (default: the function itself; None drops the event)."""
+    def register(self, name: str, urls: str | Sequence[str], *, on_failure: str | None = _SELF,
+                 image: str = "") -> None:
+        """Route `name` (its `$LATEST`) to RIE invocation URL(s) (one request at a time per URL)
+        running `image` (a digest, shown in PublishVersion's configuration). `on_failure` names the
+        destination function (default: the function itself; None drops the event). Published
+        versions keep the URLs they were published with."""
         url_list = [urls] if isinstance(urls, str) else list(urls)
         with self._cv:
-            self._functions[name] = _Function(name, url_list, name if on_failure == _SELF else on_failure)
+            self._functions[name] = _Function(name, url_list, name if on_failure == _SELF else on_failure,
+                                              image=image)
             self._cv.notify_all()
+
+    def version_api(self, method: str, function: str, rest: list[str], body: dict[str, Any]) -> tuple[int, Any]:
+        """The version/alias operations under `/2015-03-31/functions/NAME/`: (status, reply).
+        Raises VersionApiError."""
+        with self._cv:
+            latest = self._functions.get(function)
+            if latest is None:
+                raise VersionApiError(404, "ResourceNotFoundException", f"Function not found: {function}")
+            table = self.versions
+            if rest == ["versions"] and method == "POST":
+                shape = table.publish(function, tuple(latest.urls), latest.image, str(body.get("Description", "")))
+                key = f"{function}:{shape['Version']}"
+                if key not in self._functions:
+                    self._functions[key] = _Function(key, list(latest.urls), latest.on_failure, image=latest.image)
+                return 201, shape
+            if rest == ["versions"] and method == "GET":
+                return 200, table.list_versions(function, tuple(latest.urls), latest.image)
+            if rest == ["aliases"] and method == "POST":
+                return 201, table.create_alias(function, body)
+            if rest == ["aliases"] and method == "GET":
+                return 200, table.list_aliases(function)
+            if len(rest) == 2 and rest[0] == "aliases":
+                name = urllib.parse.unquote(rest[1])
+                if method == "GET":
+                    return 200, table.alias_shape(function, table.alias(function, name))
+                if method == "PUT":
+                    return 200, table.update_alias(function, name, body)
+                if method == "DELETE":
+                    table.delete_alias(function, name)
+                    return 204, None
+        raise VersionApiError(404, "UnknownOperationException", f"unknown operation {method} {'/'.join(rest)}")
+
+    def route(self, function: str, qualifier: str | None) -> tuple[str, str]:
+        """(internal key, executed version) of an invoke of `function[:qualifier]`; an alias with
+        weights picks at random per invoke, as Lambda does. Raises VersionApiError."""
+        with self._cv:
+            if function not in self._functions:
+                raise VersionApiError(404, "ResourceNotFoundException", f"Function not found: {function}")
+            version = self.versions.resolve(function, qualifier, self._draw.random())
+        return (function if version == "$LATEST" else f"{function}:{version}"), version
 
     def duplicate_next(self, function: str, count: int = 1) -> None:
         """Fault injection: the next `count` Event invokes of `function` are each delivered twice."""
@@ -372,6 +421,27 @@ def _is_error_body(data: bytes) -> bool:
     return isinstance(parsed, dict) and "errorMessage" in parsed and ("errorType" in parsed or len(parsed) <= 3)
 
 
+def split_function_path(path: str) -> tuple[str, str | None, list[str]] | None:
+    """`/2015-03-31/functions/NAME|ARN[:QUALIFIER]/REST...[?Qualifier=Q]` → (NAME, QUALIFIER, REST)."""
+    raw, _, query = path.partition("?")
+    parts = raw.strip("/").split("/")
+    if len(parts) < 4 or parts[0] != "2015-03-31" or parts[1] != "functions":
+        return None
+    name = urllib.parse.unquote(parts[2])
+    qualifier: str | None = None
+    if name.startswith("arn:"):
+        pieces = name.split(":")
+        if len(pieces) < 7:
+            return None
+        name, qualifier = pieces[6], (pieces[7] if len(pieces) > 7 else None)
+    elif ":" in name:
+        name, qualifier = name.split(":", 1)
+    query_qualifier = urllib.parse.parse_qs(query).get("Qualifier")
+    if query_qualifier:
+        qualifier = query_qualifier[0]
+    return name, qualifier, parts[3:]
+
+
 def function_name_from_path(path: str) -> str | None:
     """`/2015-03-31/functions/NAME|ARN[:QUALIFIER]/invocations` → NAME."""
     parts = path.split("?", 1)[0].strip("/").split("/")
@@ -388,15 +458,50 @@ class _InvokeHandler(BaseHTTPRequestHandler):
     owner: AsyncInvokeEndpoint
     protocol_version = "HTTP/1.1"
 
-    def do_POST(self) -> None:  # noqa: N802 (http.server's naming)
-        function = function_name_from_path(self.path)
+    def do_GET(self) -> None:  # noqa: N802
+        self._versions("GET")
+
+    def do_PUT(self) -> None:  # noqa: N802
+        self._versions("PUT")
+
+    def do_DELETE(self) -> None:  # noqa: N802
+        self._versions("DELETE")
+
+    def _versions(self, method: str) -> None:
         length = int(self.headers.get("Content-Length") or 0)
-        body = self.rfile.read(length) if length else b""
-        if function is None:
+        raw = self.rfile.read(length) if length else b""
+        parsed = split_function_path(self.path)
+        if parsed is None:
             self._error(404, "UnknownOperationException", f"unknown path {self.path}")
             return
-        if not self.owner.known(function):
-            self._error(404, "ResourceNotFoundException", f"Function not found: {function}")
+        try:
+            body = json.loads(raw) if raw else {}
+            if not isinstance(body, dict):
+                raise ValueError("not an object")
+        except ValueError as exc:
+            self._error(400, "InvalidRequestContentException", f"request body is not a JSON object: {exc}")
+            return
+        try:
+            status, reply = self.owner.version_api(method, parsed[0], parsed[2], body)
+        except VersionApiError as exc:
+            self._error(exc.status, exc.code, exc.message)
+            return
+        self._reply(status, b"" if reply is None else json.dumps(reply).encode())
+
+    def do_POST(self) -> None:  # noqa: N802 (http.server's naming)
+        parsed = split_function_path(self.path)
+        if parsed is not None and parsed[2] != ["invocations"]:
+            self._versions("POST")
+            return
+        length = int(self.headers.get("Content-Length") or 0)
+        body = self.rfile.read(length) if length else b""
+        if parsed is None:
+            self._error(404, "UnknownOperationException", f"unknown path {self.path}")
+            return
+        try:
+            function, executed = self.owner.route(parsed[0], parsed[1])
+        except VersionApiError as exc:
+            self._error(exc.status, exc.code, exc.message)
             return
         kind = self.headers.get("X-Amz-Invocation-Type", "RequestResponse")
         if kind == "DryRun":
@@ -413,7 +518,7 @@ class _InvokeHandler(BaseHTTPRequestHandler):
                 self._error(413, "RequestEntityTooLargeException", f"{len(body)} byte payload is too large")
                 return
             status, data, failed = self.owner.invoke_sync(function, body)
-            headers = {"X-Amz-Executed-Version": "$LATEST"}
+            headers = {"X-Amz-Executed-Version": executed}
             if failed:
                 headers["X-Amz-Function-Error"] = "Unhandled"
             self._reply(status, data, headers)
