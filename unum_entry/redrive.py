@@ -67,13 +67,16 @@ def redrive(store: Store, workflow: str, invoker: Invoker, *, retention: Retenti
     unum_entry.local.runs), so a claim that already holds this failure record is a redrive that
     died between its claim and its clearing of the failure record (kill -9): it is continued
     under the same number (what it would have sent is sent, under the same name) instead of
-    refused."""
+    refused; so is one that died after clearing it, before what it sent was journaled (no
+    failure record, no outcome, its claim the latest: `continue_dead_redrive`)."""
     from unum_entry.outcome import STOP_FIELD, WorkflowStatus, read_outcome
     from unum_entry.retention import store_retention
 
     retention = retention or store_retention(store)
     key = naming.failure_key(workflow)
     raw = store.get(key)
+    if raw is None and adopt:
+        raw = _cleared_by_dead_redrive(store, workflow)
     if raw is None:
         status = read_outcome(store, workflow).status
         if status is WorkflowStatus.UNKNOWN:
@@ -107,6 +110,35 @@ def redrive(store: Store, workflow: str, invoker: Invoker, *, retention: Retenti
     _resend_dropped(store, workflow, invoker, deadline, meta)
     return Redriven(workflow=workflow, number=number, function=meta["f"], envelope=env,
                     failure=failure if isinstance(failure, dict) else {"Error": failure})
+
+
+def continue_dead_redrive(store: Store, workflow: str, invoker: Invoker, *,
+                          retention: Retention | None = None) -> Redriven | None:
+    """For a caller that holds the workflow's driver lease and found nothing journaled to resume
+    (`run --resume`): a redrive killed after it cleared the failure record and before what it
+    sent was journaled left the workflow with no failure, no work and its claim; that redrive is
+    continued (`redrive(adopt=True)`: under its number, a duplicate send is a redelivery). None
+    when the workflow has ended or no redrive cleared a failure of it."""
+    if store.get(naming.failure_key(workflow)) is not None or _cleared_by_dead_redrive(store, workflow) is None:
+        return None
+    return redrive(store, workflow, invoker, retention=retention, adopt=True)
+
+
+def _cleared_by_dead_redrive(store: Store, workflow: str) -> bytes | None:
+    """The failure record the workflow's latest redrive claim holds, while the workflow has no
+    failure record and no outcome (that redrive cleared it; a caller holding the driver lease
+    knows it is dead): what `adopt` continues. None otherwise."""
+    from unum_entry.outcome import finished
+
+    latest = None
+    for number in range(MAX_REDRIVES):
+        held = store.get(naming.redrive_key(workflow, number))
+        if held is None:
+            break
+        latest = held
+    if latest is None or finished(store, workflow):
+        return None
+    return latest
 
 
 def _claim(store: Store, workflow: str, failure: bytes, deadline: int, *, adopt: bool = False) -> int:

@@ -21,26 +21,12 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any
 
 from unum_entry.errors import UnumError, WorkflowFailed
 
 from builder.commands.console import Console
 from builder.commands.io import to_json
 from builder.commands.options import TIMEOUT_ENV, WORKERS_ENV, add_store_option, env_option, positive_int, positive_seconds
-
-
-class PlatformInvoker:
-    """The Invoker a redrive sends through: the embedded engine's queue (LocalPlatform.submit)."""
-
-    def __init__(self, platform: Any) -> None:
-        self._platform = platform
-
-    def invoke(self, function: str, payload: dict[str, Any]) -> None:
-        self._platform.submit(function, payload)
-
-    def invoke_at(self, when: float, function: str, payload: dict[str, Any], *, name: str) -> None:
-        self._platform.submit_at(when, function, payload, name=name)
 
 
 def cmd_redrive(args: argparse.Namespace) -> int:
@@ -92,7 +78,7 @@ def cmd_redrive(args: argparse.Namespace) -> int:
                                     "once that run has ended")
                 # holding the driver lease: a claim left by a redrive killed before it cleared the
                 # failure record is that dead redrive's, continued (unum_entry.redrive, adopt)
-                sent = redrive(store, args.workflow_id, PlatformInvoker(platform), adopt=rq.runs is not None)
+                sent = redrive(store, args.workflow_id, platform.invoker, adopt=rq.runs is not None)
                 rq.queue.flush()  # on disk before anything is said: a kill from here on leaves it to --resume
                 console.message(f"redrive {sent.number + 1} of workflow {args.workflow_id}: re-running {sent.function} "
                                 f"(it failed with {sent.failure.get('Error')}: {sent.failure.get('Cause')})")

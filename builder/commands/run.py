@@ -62,6 +62,7 @@ def _run(args: argparse.Namespace, results: TextIO) -> int:
     from unum_entry.local.heap import freeze_loaded
     from unum_entry.local.platform import LocalPlatform
     from unum_entry.outcome import finished, read_outcome
+    from unum_entry.redrive import continue_dead_redrive
     from unum_entry.runtime import new_workflow
     from unum_entry.stores import open_store
     from unum_entry.workflow import load_workflow
@@ -144,6 +145,11 @@ def _run(args: argparse.Namespace, results: TextIO) -> int:
             recovered = platform.recover(workflow_id)
             if recovered:
                 console.message(f"resuming: {recovered} deliveries and timers a previous run left pending")
+            elif args.resume and rq.runs is not None and (redriven := continue_dead_redrive(
+                    store, workflow_id, platform.invoker)) is not None:
+                rq.queue.flush()  # (on disk before anything is said, as redrive's own)
+                console.message(f"resuming: redrive {redriven.number + 1}, killed before it journaled what it "
+                                f"sends: re-running {redriven.function}")
             else:  # nothing journaled (a new workflow, or a store without a queue): from the entry's checkpoint
                 platform.start(start.input, workflow_id)
             _wait(platform, args.timeout, console, began, workflow_id,

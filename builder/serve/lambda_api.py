@@ -379,8 +379,6 @@ class LambdaApi:
         its Invoke's folder, or of the Step Functions execution whose durable Task waits."""
         from unum_entry.durable_functions.callback_ids import CallbackRef, InvalidCallbackId
 
-        from builder.commands.redrive import PlatformInvoker
-
         try:
             ref = CallbackRef.parse(callback_id)
         except InvalidCallbackId:
@@ -394,7 +392,7 @@ class LambdaApi:
         if folder is None:
             raise self.error("ResourceNotFoundException", "Callback not found: no durable execution of this server "
                                                           "waits on it")
-        return PlatformInvoker(self.engine.platform(folder))
+        return self.engine.platform(folder).invoker
 
     def _completing(self, callback_id: str, action: Callable[[Any], Any]) -> None:
         from unum_entry.durable_functions import callbacks

@@ -621,8 +621,6 @@ class StatesApi:
     def op_RedriveExecution(self, p: dict[str, Any]) -> dict[str, Any]:
         from unum_entry.redrive import CannotRedrive, redrive
 
-        from builder.commands.redrive import PlatformInvoker
-
         execution = self._execution(p["executionArn"])
         status = self.status(execution)[0]
         if status not in ("FAILED", "TIMED_OUT", "ABORTED"):
@@ -631,7 +629,7 @@ class StatesApi:
         if execution.express:
             raise ApiError("ExecutionNotRedrivable", f"An EXPRESS execution cannot be redriven: '{p['executionArn']}'")
         try:
-            redrive(self.store, execution.workflow, PlatformInvoker(self.engine.platform(execution.folder)))
+            redrive(self.store, execution.workflow, self.engine.platform(execution.folder).invoker)
         except CannotRedrive as exc:
             raise ApiError("ExecutionNotRedrivable", str(exc)) from None
         now = self.clock()
@@ -666,8 +664,6 @@ class StatesApi:
         """The invoker that runs a token's continuation: the platform of the execution it names."""
         from unum_entry.asl.callbacks import CallbackError, Token
 
-        from builder.commands.redrive import PlatformInvoker
-
         try:
             token = Token.parse(token_text)
         except CallbackError:
@@ -678,7 +674,7 @@ class StatesApi:
             execution = self.registry.execution(root)
         if execution is None:
             raise ApiError("TaskDoesNotExist", f"Task Does Not Exist: no execution of this server waits on this token")
-        return PlatformInvoker(self.engine.platform(execution.folder))
+        return self.engine.platform(execution.folder).invoker
 
     def _complete(self, token_text: str, outcome: dict[str, Any]) -> None:
         from unum_entry.asl import callbacks

@@ -101,7 +101,6 @@ def _in_background(store: Store, workflow: str, send: Callable[[Any], object], *
 
     from builder.commands import start_record
     from builder.commands.compile import runnable_workflow
-    from builder.commands.redrive import PlatformInvoker
 
     recorded = start_record.read(store, workflow)
     if recorded is None or not recorded.folder:
@@ -109,7 +108,7 @@ def _in_background(store: Store, workflow: str, send: Callable[[Any], object], *
                         "with --workflow FOLDER")
     platform = LocalPlatform(load_workflow(runnable_workflow(recorded.folder)), store, workers=4)
     try:
-        send(PlatformInvoker(platform))
+        send(platform.invoker)
     except BaseException:
         platform.close()
         raise

@@ -313,15 +313,14 @@ def test_redrive_killed_at_random_instants_succeeds_once(tmp_path: Path, seed: i
 
 
 # writes=1 (killed after its claim): the next CLI redrive, holding the driver lease, continues the dead
-# one's claim (unum_entry.redrive, adopt); before that fix every later redrive was refused
-STUCK = ("issue 45 finding: unum_entry.redrive.redrive writes its claim (1), deletes the failure record (2), "
-         "then the CLI journals the delivery; killed after (2) nothing is journaled, the workflow reads "
-         "interrupted and `run --resume` finishes 'without a result'. Not fixed here (see the report)")
+# one's claim (unum_entry.redrive, adopt); before that fix every later redrive was refused. writes=2
+# (killed after it cleared the failure record, before it journaled its send): `run --resume` finds
+# nothing journaled and continues that redrive (continue_dead_redrive); before, it ended 'without a result'
 LEFTOVER = ("issue 45 finding: killed right after its 4th write the workflow ends SUCCEEDED but the run queue "
             "keeps one delivery and the dead process's owner record (unum_entry.local.runs.run_state)")
 
 
-@pytest.mark.parametrize("writes", [1, pytest.param(2, marks=pytest.mark.xfail(strict=True, reason=STUCK)), 3,
+@pytest.mark.parametrize("writes", [1, 2, 3,
                                     pytest.param(4, marks=pytest.mark.xfail(strict=False, reason=LEFTOVER))])
 def test_redrive_killed_after_each_of_its_first_writes_succeeds_once(tmp_path: Path, writes: int) -> None:
     """kill -9 right after the redrive process's N-th store write, then continued to its end."""

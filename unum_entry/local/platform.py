@@ -220,6 +220,7 @@ class LocalPlatform:
         self._stopping = False
         self._executor = ThreadPoolExecutor((config or RuntimeConfig()).dispatch_workers, thread_name_prefix="unum-dispatch")
         invoker = _LocalInvoker(self)
+        self.invoker = invoker  # what sends to this platform from outside a function (a redrive, a resume)
         # An invoke here is a queue push (no latency to overlap): unless configured otherwise, a
         # fan-out's calls go out one after another from the invoking worker, not from 64 dispatch
         # threads that would contend with the workers for the GIL and the queue's lock.
