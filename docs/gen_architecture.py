@@ -26,7 +26,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("durable functions", ("durable_functions",)),
     ("steps layer", ("steps",)),  # below both front ends: a Task and a durable step build on its steps
     ("runtime core", ("runtime", "ingress", "egress", "plan", "hooks", "context", "timers")),
-    ("rules", ("checkpoint", "fanin", "outcome", "history", "watchdog", "redrive", "task_tokens")),
+    ("rules", ("checkpoint", "fanin", "outcome", "history", "watchdog", "redrive", "task_tokens", "ramp")),
     ("adapters", ("stores", "invokers", "tracing", "retention")),  # retention: the expiry of every write, the invokers' by-reference envelopes too
     ("foundation", ("errors", "codec", "packing", "frozen", "naming", "envelope", "ir", "conditions", "jsonpath", "workflow", "urls", "yielding_lock", "opaque_text")),
 )

@@ -411,6 +411,8 @@ class StatesApi:
         """What an execution named `name` of `ref` runs: (machine, definition, version, alias,
         revision). An alias picks one of its versions by weight, from the execution's name, so
         a repeated start picks the same one."""
+        from unum_entry.ramp import pick_version
+
         machine = self._machine(ref.name, arn)
         version_number, alias_name = ref.version, None
         if ref.alias is not None:
@@ -418,14 +420,11 @@ class StatesApi:
             if alias is None:
                 raise ApiError("StateMachineDoesNotExist", f"State Machine Does Not Exist: '{arn}'")
             alias_name = alias.name
-            draw = int(hashlib.sha256(f"{ref.name}\0{name}".encode()).hexdigest()[:8], 16) % 100
-            chosen = alias.routing[-1]
-            for route in alias.routing:
-                if draw < route["weight"]:
-                    chosen = route
-                    break
-                draw -= route["weight"]
-            version_number = self.arns.parse_machine(chosen["stateMachineVersionArn"]).version
+            stable, *ramped = alias.routing  # one or two routes, weights adding up to 100 (_routing)
+            chosen = pick_version(f"{ref.name}\0{name}", stable["stateMachineVersionArn"],
+                                  ramped[0]["stateMachineVersionArn"] if ramped else None,
+                                  ramped[0]["weight"] / 100 if ramped else 0.0)
+            version_number = self.arns.parse_machine(chosen).version
         if version_number is not None:
             version = self.registry.version(ref.name, version_number)
             if version is None:
