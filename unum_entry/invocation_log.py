@@ -11,7 +11,7 @@ The line (`line()`), keys always present:
     {"log": "unum.invocation", "severity": "INFO", "message": "Hello wf-1 attempt 1: done in 12.3 ms",
      "workflow_id": "wf-1", "function": "Hello", "invocation": "c-…", "attempt": 1,
      "duration_ms": 12.3, "outcome": "done", "error": null, "error_type": null,
-     "request_id": "8f1c…", "state": "Hello"}
+     "request_id": "8f1c…", "state": "Hello", "version": "v0123456789abcdef"}
 
 `attempt` counts from 1 (the failure record's "Attempts"); `outcome` is the delivery policy's
 verdict (`DeliveryStatus` value: done, dropped, retry_handler, redeliver, failed); `error` is
@@ -20,7 +20,9 @@ handler raised (`ValueError`, not `HandlerFailed`), else unum's error class; `re
 platform's id of the request (Lambda's `aws_request_id`, the CloudEvent / Pub/Sub message id)
 or null; `state` the Step Functions state a compiled function starts at (its Task, or the
 Pass/Map/Parallel/Choice it runs first; from its `unum-asl.json`) or null; `severity` (Cloud Logging's key) is INFO, WARNING for a retry or
-redelivery, ERROR for a failed workflow. Set `UNUM_INVOCATION_LOG=0` to turn the lines off.
+redelivery, ERROR for a failed workflow; `version` the version the workflow runs (docs/versions.md:
+the pinned version's id on the embedded engine, `UNUM_WORKFLOW_VERSION` in a function image) or
+null when unknown. Set `UNUM_INVOCATION_LOG=0` to turn the lines off.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ import enum
 import json
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, TextIO
 
 if TYPE_CHECKING:
@@ -37,6 +39,7 @@ if TYPE_CHECKING:
 
 LOG_NAME = "unum.invocation"
 ENV_SWITCH = "UNUM_INVOCATION_LOG"
+ENV_VERSION = "UNUM_WORKFLOW_VERSION"  # the version a function image runs, when its deploy set it
 ERROR_TEXT = 1000  # at most this many characters of the error in a line
 
 _SEVERITY = {"done": "INFO", "dropped": "INFO", "retry_handler": "WARNING", "redeliver": "WARNING",
@@ -56,7 +59,7 @@ class InvocationRecord:
     error: BaseException | None = None
     request_id: str | None = None   # the platform's id of this request
     state: str | None = None        # the state a compiled function starts at
-
+    version: str | None = None      # the version the workflow runs (builder.versions), if known
 
     @classmethod
     def of(cls, function: str, env: Envelope, outcome: enum.Enum, error: BaseException | None,
@@ -78,7 +81,8 @@ def line(record: InvocationRecord) -> str:
                        "workflow_id": record.workflow_id, "function": record.function,
                        "invocation": record.invocation, "attempt": record.attempt, "duration_ms": duration,
                        "outcome": outcome, "error": error, "error_type": error_type(record.error),
-                       "request_id": record.request_id, "state": record.state}, default=str)
+                       "request_id": record.request_id, "state": record.state,
+                       "version": record.version}, default=str)
 
 
 def message(record: InvocationRecord) -> str:
@@ -126,23 +130,28 @@ def hosted_state(function_dir: str | None) -> str | None:
 @dataclass(frozen=True)
 class InvocationLog:
     """Writes `line(record)` to `stream` (default: stdout at the time of writing), unless off;
-    with `text`, the line's `message` alone (`run -v` on the embedded engine)."""
+    with `text`, the line's `message` alone (`run -v` on the embedded engine). `version`, when
+    set, is the version of every record that names none (one log serves one pinned version)."""
 
     stream: TextIO | None = None
     enabled: bool = True
     text: bool = False
+    version: str | None = None
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str]) -> InvocationLog:
-        """On unless `UNUM_INVOCATION_LOG` is 0, false, no or off."""
+        """On unless `UNUM_INVOCATION_LOG` is 0, false, no or off; the version from
+        `UNUM_WORKFLOW_VERSION` (none when unset or empty)."""
         raw = environ.get(ENV_SWITCH, "1").strip().lower()
-        return cls(enabled=raw not in ("0", "false", "no", "off"))
+        return cls(enabled=raw not in ("0", "false", "no", "off"), version=environ.get(ENV_VERSION, "").strip() or None)
 
     def write(self, record: InvocationRecord) -> None:
         """Never raises: a log line must not fail a delivery."""
         if not self.enabled:
             return
         try:
+            if record.version is None and self.version is not None:
+                record = replace(record, version=self.version)
             stream = self.stream if self.stream is not None else sys.stdout
             stream.write((message(record) if self.text else line(record)) + "\n")
             stream.flush()

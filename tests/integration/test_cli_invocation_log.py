@@ -86,3 +86,13 @@ def test_the_switch_turns_it_off(tmp_path: Path) -> None:
     proc = run_function(tmp_path, "def handler(event, context):\n    return 1\n", "req-3", UNUM_INVOCATION_LOG="0")
     assert proc.returncode == 0, proc.stderr
     assert lines(proc.stdout) == []
+
+
+def test_the_line_names_the_version_the_image_runs(tmp_path: Path) -> None:
+    """`UNUM_WORKFLOW_VERSION` (set by a deploy) is every line's `version`; unset, it is null."""
+    code = "def handler(event, context):\n    return event['n']\n"
+    pinned = run_function(tmp_path / "a", code, "req-v", UNUM_WORKFLOW_VERSION="v0123456789abcdef")
+    unset = run_function(tmp_path / "b", code, "req-u")
+    assert pinned.returncode == 0 == unset.returncode, pinned.stderr + unset.stderr
+    assert [line["version"] for line in lines(pinned.stdout)] == ["v0123456789abcdef"] * 2
+    assert [line["version"] for line in lines(unset.stdout)] == [None, None]

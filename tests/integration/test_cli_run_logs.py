@@ -18,7 +18,7 @@ pytestmark = pytest.mark.integration
 
 REPO = Path(__file__).resolve().parents[2]
 KEYS = {"log", "severity", "message", "workflow_id", "function", "invocation", "attempt", "duration_ms", "outcome",
-        "error", "error_type", "request_id", "state"}
+        "error", "error_type", "request_id", "state", "version"}
 
 
 def cli(*args: str | Path) -> subprocess.CompletedProcess[str]:

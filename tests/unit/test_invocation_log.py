@@ -15,7 +15,7 @@ from unum_entry.runtime import new_workflow
 pytestmark = pytest.mark.unit
 
 KEYS = {"log", "severity", "message", "workflow_id", "function", "invocation", "attempt", "duration_ms", "outcome", "error",
-        "error_type", "request_id", "state"}
+        "error_type", "request_id", "state", "version"}
 
 
 def test_a_done_delivery() -> None:
@@ -25,7 +25,7 @@ def test_a_done_delivery() -> None:
     assert shown == {"log": "unum.invocation", "severity": "INFO", "message": "Hello wf-7 attempt 1: done in 12.3 ms",
                      "workflow_id": "wf-7", "function": "Hello", "invocation": checkpoint_key("wf-7", "Hello", env.frames),
                      "attempt": 1, "duration_ms": 12.3, "outcome": "done", "error": None, "error_type": None,
-                     "request_id": None, "state": None}
+                     "request_id": None, "state": None, "version": None}
 
 
 def test_a_failed_delivery_names_its_error_and_is_an_error() -> None:
