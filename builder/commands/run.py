@@ -126,6 +126,11 @@ def _run(args: argparse.Namespace, results: TextIO) -> int:
         ended = read_outcome(store, workflow_id)
         if ended.status in ENDED:
             console.message(f"workflow {workflow_id} has already ended; its recorded outcome follows")
+            if rq.runs is not None and rq.runs.acquire(workflow_id) is None:
+                # no live driver: what a killed one left queued is stale (an ended workflow runs
+                # nothing more), and so is its driver record
+                rq.runs.forget([workflow_id])
+                rq.runs.release(workflow_id)
             platform.close()
             rq.close()
             with contextlib.redirect_stdout(results):
