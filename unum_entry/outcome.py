@@ -4,9 +4,23 @@
   (`Ending.keys`, `Ending.reached`): the one definition every part uses (the retention check in
   `Runtime`, the steps layer before running a step afresh and when it logs a compensation, the
   checkpoint rule's witnesses).
-- Its failure record is built by `failure_record` alone and written by `record_failure`
-  (create-if-absent: the first failure wins): `{"Error", "Cause", "Function", "Invocation",
-  "Attempts"}` plus, when user code raised, `"Trace"` (see `user_trace`).
+- Its failure record is built by `failure_record` alone: `{"Error", "Cause", "Function",
+  "Invocation", "Attempts"}` plus, when user code raised, `"Trace"` (see `user_trace`).
+- THE rule of every failure write: it is created only while the workflow has not ended. An
+  invocation's (`record_failure`: `Runtime.end_in_failure`, a saga's abort) and the deadline
+  watchdog's (`create_failure`) are one store transaction that creates the failure record
+  (first failure wins) AND requires the root result key absent, so neither a claim (`end_workflow`,
+  step 1) nor a root-level result can be followed by an invocation's failure: refused, the
+  writer continues as a duplicate of the ending that won (False). The one unguarded failure
+  write is a claimer's own step 3 (`end_workflow`), which needs its own claim present.
+  Timeline it closes: a stop claims (a reader says STOPPED), a failing invocation writes its
+  failure (before: created, a reader now says FAILED; now: refused), the stop writes its failure
+  record (STOPPED for good). Every reader's sequence is monotone: once STOPPED always STOPPED,
+  once FAILED always FAILED. Cost, on the failure path only: on DynamoDB a two-item
+  `TransactWriteItems` (the Put and a ConditionCheck of the root result key) instead of one
+  conditional `PutItem` (transactional items bill double: about 4 write units instead of 1 for a
+  record under 1 KB); on Firestore one transaction reading two documents; on SQLite, the file
+  and memory stores the same single local transaction with one key more read.
 - `read_outcome` reads what it left: results, failure, what the store still retains; a workflow
   without a failure has SUCCEEDED once its results cover every fan-out position
   (`covers_every_position`, also what `python -m builder list` asks of the result records).
@@ -155,9 +169,11 @@ def end_workflow(store: Store, workflow: str, record: Mapping[str, Any]) -> bool
     2. the results are read once: if the branches' results that came before the claim cover
        every position, the workflow had succeeded, and this ending yields (refused; the claim
        stays and yields to them for every reader: `read_outcome`);
-    3. the workflow's failure record, which every reader goes by. A failure that an invocation
-       records between the writes wins (this ending is refused); an ending that died between
-       them reads as ended (`read_outcome`) and is completed by calling it again.
+    3. the workflow's failure record, which every reader goes by (`_claimer_failure`: the one
+       failure write without the root-key guard, since the key holds its own claim). No
+       invocation's failure can land between the writes (every other failure write requires the
+       root result key absent: module docstring); an ending that died between them reads as
+       ended (`read_outcome`) and is completed by calling it again.
 
     Timeline of the race it closes (a map whose branches write the results, a stop): the stop
     reads "running"; the last branch writes its result (a reader now says succeeded); the stop
@@ -175,7 +191,15 @@ def end_workflow(store: Store, workflow: str, record: Mapping[str, Any]) -> bool
         return False
     if results_complete(store, workflow):
         return False
-    return record_failure(store, workflow, record)
+    return _claimer_failure(store, workflow, record)
+
+
+def _claimer_failure(store: Store, workflow: str, record: Mapping[str, Any]) -> bool:
+    """`end_workflow`'s step 3: the failure record of the ending whose claim holds the root
+    result key (create-if-absent, no guard: the guard every other failure write carries would
+    find that claim). Returns whether this call wrote it."""
+    ledger = Ledger.bounded(workflow, 0, store_retention(store))
+    return ledger.create(store, ledger.failure(), encode(dict(record)), Kind.FAILURE)[1]
 
 
 def results_complete(store: Store, workflow: str) -> bool:
@@ -237,12 +261,30 @@ def is_claim(value: Any) -> bool:
 
 def record_failure(store: Store, workflow: str, record: Mapping[str, Any], *, stamp: bytes = b"",
                    deadline: int = 0, retention: Retention | None = None) -> bool:
-    """Write the workflow's failure record unless one exists (the first failure wins), followed
-    by `stamp` (the failing invocation's history, unum_entry.history). Returns whether this call
-    wrote it. Its expiry comes from the workflow's ledger (unum_entry.retention: `deadline`, or
-    when the caller does not know it, the bound `now + TTL`; `retention`: the store's by default)."""
+    """An invocation's failure: write the workflow's failure record, followed by `stamp` (the
+    failing invocation's history, unum_entry.history), unless the workflow has ended
+    (`create_failure`: a failure record, a claim or a root-level result exists). Returns whether
+    this call wrote it; False: the invocation continues as a duplicate of the ending that won.
+    Its expiry comes from the workflow's ledger (unum_entry.retention: `deadline`, or when the
+    caller does not know it, the bound `now + TTL`; `retention`: the store's by default)."""
     ledger = Ledger.bounded(workflow, deadline, retention or store_retention(store))
-    return ledger.create(store, ledger.failure(), encode(dict(record)) + stamp, Kind.FAILURE)[1]
+    return create_failure(store, ledger, encode(dict(record)) + stamp)
+
+
+def create_failure(store: Store, ledger: Ledger, value: bytes) -> bool:
+    """THE failure write of every writer but a claimer (module docstring): one transaction that
+    creates `ledger`'s failure record holding `value` (first failure wins) and requires the
+    workflow's root result key absent (no claim, no root-level result). Returns whether this call
+    created it; False when a failure record exists or the guard refused (nothing written)."""
+    from unum_entry.errors import GuardFailed
+    from unum_entry.stores.base import Guard
+
+    root = Ending.of(ledger.workflow).result
+    try:
+        return store.transact(ledger.failure(), value, (), workflow=ledger.workflow, kind=Kind.FAILURE,
+                              guards=[Guard(root, present=False)], expires_at=ledger.expires_at(Kind.FAILURE))[1]
+    except GuardFailed:
+        return False
 
 
 @dataclass(frozen=True)

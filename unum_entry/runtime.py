@@ -429,8 +429,10 @@ class Runtime:
                        deadline: int = 0) -> None:
         """Write the workflow's failure record (unum_entry.outcome.failure_record; `history`: the
         failing invocation's stamp, unum_entry.history; `deadline`: the workflow's, 0 if not
-        known here), then let the layer react. Idempotent: a retry writes nothing new and
-        re-drives the layer."""
+        known here) unless the workflow has ended (`outcome.record_failure`: refused after a
+        failure, a stop's or timeout's claim, or a root-level result), then let the layer react.
+        Idempotent: a retry, or a refused write, writes nothing new and re-drives the layer, as a
+        duplicate of the ending that won."""
         record_failure(self.store, workflow, record, stamp=history, deadline=deadline, retention=self.retention)
         self.layer.workflow_failed(workflow)
         self._answer_caller(workflow)

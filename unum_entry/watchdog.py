@@ -16,8 +16,8 @@
   - later than the deadline itself: nothing but a log line (objects may have expired by then,
     so success and a stall can no longer be told apart: recording a failure could turn a
     succeeded workflow into a failed one);
-  - otherwise: the failure `Unum.RetentionExpired` is recorded (create-if-absent, the first
-    failure wins), marked `"Watchdog": true`, naming what was pending (`pending_of`: Tasks
+  - otherwise: the failure `Unum.RetentionExpired` is recorded (`outcome.create_failure`: the
+    first failure wins, and none is written once a claim or a root result exists), marked `"Watchdog": true`, naming what was pending (`pending_of`: Tasks
     waiting for their callback, joins not complete, how many checkpoints were committed). It
     starts no compensation: a branch that started before `deadline - margin` may still commit
     a result after the record (below), and compensating a workflow that then succeeds would
@@ -58,7 +58,8 @@ from unum_entry.codec import decode, encode
 from unum_entry.envelope import DataRef, Envelope
 from unum_entry.errors import RetentionExpired, TimersUnavailable
 from unum_entry.ir import time_scale as ir_time_scale
-from unum_entry.outcome import TIMEOUT_FIELD, WATCHDOG_FIELD, Ending, covers_every_position, end_workflow, failure_record
+from unum_entry.outcome import (TIMEOUT_FIELD, WATCHDOG_FIELD, Ending, covers_every_position, create_failure, end_workflow,
+                                failure_record)
 from unum_entry.retention import Ledger, Retention
 from unum_entry.stores.base import Kind, Record, Store
 
@@ -149,8 +150,8 @@ class Watchdog:
                                 invocation=timer_of(workflow, env.attempt), attempts=env.attempt + 1)
         record.update({WATCHDOG_FIELD: True, "Pending": pending})
         ledger = Ledger(workflow, deadline, self.retention)
-        if not ledger.create(self.store, ledger.failure(), encode(record), Kind.FAILURE)[1]:
-            return "ended"  # another failure (or a concurrent copy of this timer) was recorded first
+        if not create_failure(self.store, ledger, encode(record)):
+            return "ended"  # another failure, a claim or a root result (or a copy of this timer) came first
         log.error("workflow %s: no outcome by its deadline: %s", workflow, record["Cause"])
         return "recorded"
 
