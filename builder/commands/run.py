@@ -103,7 +103,7 @@ def _run(args: argparse.Namespace, results: TextIO) -> int:
         return source_path(path, pinned.folder, folder) if pinned.folder != folder else path
     rq = RunQueue.for_store(store)  # deliveries and timers kept in the store's database: a killed run resumes
     platform = LocalPlatform(workflow, store, workers=args.workers, queue=rq.queue, helpers=args.helpers,
-                             invocation_log=_invocation_log(args, console))
+                             invocation_log=_invocation_log(args, console, pinned.version))
     freeze_loaded()  # what the workflow loaded stays out of the cycle collector's passes (unum_entry.local.heap)
     try:
         start = start_record.claim(store, workflow_id, input_value, folder=os.path.abspath(args.workflow),
@@ -252,15 +252,15 @@ def wait_for_workflow(platform: LocalPlatform, timeout: float, workflow_id: str,
                 tick(progress)
 
 
-def _invocation_log(args: argparse.Namespace, console: Console) -> InvocationLog | None:
-    """The function images' line per delivery on stderr: as JSON (`--log-format json`), or its
-    message alone with `-v`; none by default."""
+def _invocation_log(args: argparse.Namespace, console: Console, version: str | None) -> InvocationLog | None:
+    """The function images' line per delivery on stderr: as JSON (`--log-format json`, each with
+    the workflow's pinned `version`), or its message alone with `-v`; none by default."""
     from unum_entry.invocation_log import InvocationLog
 
     from builder.commands.console import ConsoleLines
 
     if getattr(args, "log_format", "text") == "json":
-        return InvocationLog(stream=ConsoleLines(console))  # type: ignore[arg-type]  # a write/flush stream
+        return InvocationLog(stream=ConsoleLines(console), version=version)  # type: ignore[arg-type]  # a write/flush stream
     if getattr(args, "verbose", False):
         return InvocationLog(stream=ConsoleLines(console), text=True)  # type: ignore[arg-type]
     return None

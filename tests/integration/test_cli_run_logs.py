@@ -43,6 +43,8 @@ def test_json_lines_on_stderr_one_per_delivery_and_stdout_the_result_only(tmp_pa
         assert set(line) == KEYS and line["log"] == LOG_NAME and line["workflow_id"] == "wf-log"
         assert (line["outcome"], line["attempt"], line["error_type"], line["state"]) == ("done", 1, None, None)
     assert len({line["invocation"] for line in lines}) == 3
+    shown = json.loads(cli("inspect", "wf-log", "--store", tmp_path / "s").stdout)
+    assert {line["version"] for line in lines} == {shown["version"]} and shown["version"].startswith("v")
 
 
 def test_a_compiled_machine_names_its_states_and_a_failure_its_users_error_type(tmp_path: Path) -> None:

@@ -256,7 +256,7 @@ def stopped_once(root: Path, run: subprocess.Popen[bytes]) -> None:
 @pytest.mark.parametrize("writes", [1, 2, 3])
 def test_stop_killed_after_each_of_its_writes_ends_stopped_once(tmp_path: Path, writes: int) -> None:
     """kill -9 right after `stop`'s 1st write (its claim), 2nd (its failure record), 3rd (none)."""
-    run = started(tmp_path, "0.5")
+    run = started(tmp_path, "2")
     killed = subprocess.run([sys.executable, "-m", "tests.support.kill_after", str(writes), "stop", "w",
                              "--store", str(tmp_path / "unum.db")], cwd=tmp_path, env=env(),
                             capture_output=True, text=True, timeout=60)
@@ -269,7 +269,7 @@ def test_stop_killed_after_each_of_its_writes_ends_stopped_once(tmp_path: Path, 
 def test_stop_killed_at_random_instants_ends_stopped_once(tmp_path: Path, seed: int) -> None:
     """`stop` SIGKILLed at a random instant of its life (before, at or after its writes)."""
     rnd = random.Random(seed)
-    run = started(tmp_path, "0.5")
+    run = started(tmp_path, "2")  # the Wait lasts 8 s: a stop killed before it acted is repeated while it runs
     killed_at(tmp_path, rnd.uniform(0.05, 1.2), "stop", "w", "--store", tmp_path / "unum.db")
     stopped_once(tmp_path, run)
 
