@@ -82,6 +82,12 @@ class StaleInvocation(UnumError):
     envelope was already handled, or a step found the workflow already ended."""
 
 
+class EndedBeforeDelivery(StaleInvocation):
+    """A delivery found its workflow already ended (a timer after a stop: unum_entry.timers): it
+    is dropped, and the runtime answers the workflow's durable caller again (a duplicate of the
+    ending, absorbed), since the drained work that used to answer it never runs."""
+
+
 class RetentionExpired(UnumError):
     """A workflow outlived its objects' retention (unum_entry.retention): an execution started
     after the workflow's deadline, or an input it needs has expired. The workflow fails with

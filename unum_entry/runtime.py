@@ -19,7 +19,7 @@ from unum_entry.checkpoint import commit, commit_joining, commit_joining_many, c
 from unum_entry.context import DeliveryContext, InvocationContext
 from unum_entry.egress import EgressContext, EgressReport, egress, planned_fan_out, planned_hop
 from unum_entry.envelope import DataRef, Envelope
-from unum_entry.errors import (HandlerFailed, InvokeError, RetentionExpired, StaleInvocation,
+from unum_entry.errors import (EndedBeforeDelivery, HandlerFailed, InvokeError, RetentionExpired, StaleInvocation,
                                StoreError, StoreMisuse, UnumError, WorkflowAborted)
 from unum_entry.frozen import Frozen, frozen
 from unum_entry.history import stamp
@@ -280,11 +280,13 @@ class Runtime:
         except WorkflowAborted as abort:
             self._give_up(env, abort, invocation)
             return None
-        except StaleInvocation:
+        except StaleInvocation as stale:
             # The layer found the workflow ended (drop), or this invocation committed while
             # this slow duplicate ran: continue as a duplicate with the committed output.
             committed = self.store.get(checkpoint) if checkpoint is not None else None
             if committed is None:
+                if isinstance(stale, EndedBeforeDelivery):
+                    self._answer_caller(env.workflow)
                 return None
             return self._egress_over(env, invocation, checkpoint, committed, False)
         if self._hooked:

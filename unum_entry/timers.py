@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from unum_entry import naming
 from unum_entry.envelope import DataRef, Envelope, Frame
-from unum_entry.errors import StaleInvocation
+from unum_entry.errors import EndedBeforeDelivery, StaleInvocation
 from unum_entry.frozen import Frozen, frozen
 
 if TYPE_CHECKING:
@@ -38,6 +38,10 @@ class TimerNotDue(StaleInvocation):
     re-armed, and this delivery is dropped without a commit (the runtime drops a
     StaleInvocation raised by a handler, or continues as a duplicate if the invocation had
     committed meanwhile)."""
+
+
+class TimerAfterEnding(TimerNotDue, EndedBeforeDelivery):
+    """A timer delivered after its workflow ended (`Timers.read`): dropped, never re-armed."""
 
 
 @frozen
@@ -100,7 +104,7 @@ class Timers(Frozen):
         ending = Ending.of(self.workflow)
         found = self.store.read([*wanted, *(k for k in ending.keys if k not in wanted)])
         if ending.reached(found):
-            raise TimerNotDue(f"a timer of workflow {self.workflow}: the workflow has ended")
+            raise TimerAfterEnding(f"a timer of workflow {self.workflow}: the workflow has ended")
         return {key: record for key, record in found.items() if key in wanted}
 
 

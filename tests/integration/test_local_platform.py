@@ -226,7 +226,10 @@ def test_a_store_that_never_recovers_dead_letters_the_delivery_instead_of_hangin
         assert message.startswith(f"A: workflow {outcome.workflow_id}: gave up after 6 consecutive failed deliveries")
         assert message.endswith("last error: StoreError: create: throttled (injected)")
         assert platform.stats["deliveries"] == 6 and platform.stats["redeliveries"] == 5
-    assert outcome.results == [] and outcome.failure is None  # the store took no failure record either
+    # the failure write is a transaction (outcome.create_failure: it also requires the root result
+    # key absent), which this store's injected fault does not hit: the workflow ends FAILED, not unended
+    assert outcome.results == [] and outcome.failure is not None
+    assert outcome.failure["Error"] == "StoreError" and "gave up after 6" in outcome.failure["Cause"]
 
 
 def test_an_unusable_store_stops_the_platform_at_once_with_the_deliveries_still_queued(tmp_path):

@@ -39,7 +39,7 @@ from typing import Any, NoReturn
 
 from unum_entry.asl.callbacks import WAIT
 from unum_entry.errors import StatesRuntimeError
-from unum_entry.timers import TIMER, TimerNotDue, Timers
+from unum_entry.timers import TIMER, TimerAfterEnding, TimerNotDue, Timers
 
 # At most this long (real seconds, after scaling) a Wait or Retry back-off sleeps in the function
 # instead of arming a timer: a timer costs a schedule, an invocation, a read and a commit (about
@@ -122,7 +122,7 @@ def fired(timers: Timers, timer: Mapping[str, Any]) -> Fired:
     now = timers.now()
     if record is None or record.value is None:
         if ending.reached(timers.read(ending.keys)):
-            raise TimerNotDue(f"timer {purpose} of {waiting}: the workflow has ended")
+            raise TimerAfterEnding(f"timer {purpose} of {waiting}: the workflow has ended")
         # Armed by an execution that had not committed its wait yet: look again shortly.
         _rearm(timers, purpose, waiting, rounds, now + min(UNCOMMITTED_BACKOFF * 2 ** rounds, MAX_BACKOFF))
     if not isinstance(wait, Mapping) or not _FIELDS[purpose].issubset(wait):
@@ -167,7 +167,7 @@ def nested_due(timers: Timers, timer: Mapping[str, Any]) -> Mapping[str, Any]:
     if record is None or record.value is None:
         ending = Ending.of(timers.workflow)
         if ending.reached(timers.read(ending.keys)):
-            raise TimerNotDue(f"timer {purpose} of {waiting}: the workflow has ended")
+            raise TimerAfterEnding(f"timer {purpose} of {waiting}: the workflow has ended")
         _rearm(timers, purpose, waiting, rounds, now + min(UNCOMMITTED_BACKOFF * 2 ** rounds, MAX_BACKOFF))
     decision = decode(record.value)
     fan = decision.get("fanout") if isinstance(decision, Mapping) else None
