@@ -20,7 +20,7 @@ import sys
 import tempfile
 import tomllib
 import zipfile
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -163,10 +163,6 @@ def write_unum_wheel(root: Path, dest: Path) -> Path:
             info.compress_type = zipfile.ZIP_DEFLATED
             zf.writestr(info, data)
     return wheel
-
-
-def wheel_files(folder: Path) -> Iterable[Path]:
-    return sorted(folder.glob("*.whl"))
 
 
 def _digest(data: bytes) -> str:

@@ -21,7 +21,7 @@ import uuid
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from types import TracebackType
-from typing import Any, Protocol, Self
+from typing import Any, Self
 
 from builder.local_stack.lambda_containers import LambdaContainerConfig, lambda_container_config, wait_for_rie
 from builder.local_stack.lambda_endpoint import AsyncInvokeEndpoint
@@ -35,10 +35,6 @@ from unum_entry.workflow import Workflow
 
 
 LOCAL_SCHEDULER_ROLE = "arn:aws:iam::123456789012:role/unum-local-scheduler"
-
-
-class ContainerHandle(Protocol):
-    def stop(self) -> None: ...
 
 
 class DockerSdkContainer:

@@ -227,9 +227,6 @@ class HostLambdaFunction(ManagedProcess):
     def ready(self) -> bool:
         return port_open(self.ports.invoke)
 
-    def log_text(self) -> str:
-        return self.log_path.read_text(errors="replace") if self.log_path is not None and self.log_path.exists() else ""
-
     @property
     def invoke_url(self) -> str:
         return self.ports.invoke_url

@@ -67,9 +67,6 @@ class Arns:
     def activity(self, name: str) -> str:
         return f"{self._prefix}:activity:{name}"
 
-    def map_run(self, machine: str, state: str, run: str) -> str:
-        return f"{self._prefix}:mapRun:{machine}/{state}:{run}"
-
     def _parts(self, arn: str, kinds: tuple[str, ...], what: str) -> list[str]:
         if not isinstance(arn, str):
             raise ApiError("InvalidArn", f"Invalid Arn: {what} must be a string")

@@ -83,8 +83,6 @@ if TYPE_CHECKING:
 
     from builder.serve.registry import Execution, Registry
 
-STATUS_TEXT = {"SUCCEEDED": "succeeded", "FAILED": "failed", "ABORTED": "stopped", "TIMED_OUT": "timed out",
-               "RUNNING": "running"}
 PAYLOAD_QUOTA = 256 * 1024  # Step Functions' payload quota: a larger value is left out, truncated
 ALL_INLINE = 1 << 62  # read every committed value whole (the replay needs them, not references)
 _END_EVENT = {"SUCCEEDED": "ExecutionSucceeded", "FAILED": "ExecutionFailed", "ABORTED": "ExecutionAborted",
