@@ -152,7 +152,9 @@ class _Checker:
                 raise self.error(full, key, "is a JSONata field; set \"QueryLanguage\": \"JSONata\" to use it")
         self.transitions(full, kind, state, scope)
         self.types(full, kind, state, ql)
-        getattr(self, f"kind_{kind.lower()}")(name, full, state, scope, ql)
+        check = getattr(self, f"kind_{kind.lower()}", None)  # Pass, Succeed, Fail: the shared checks only
+        if check is not None:
+            check(name, full, state, scope, ql)
         self.expressions(full, state, ql)
 
     # ---- shared checks --------------------------------------------------------------------
@@ -314,18 +316,9 @@ class _Checker:
             lambda_name(full, state, ql, self.source)  # raises when the resource is not a Lambda function
         self.retry_catch(full, state, scope, ql)
 
-    def kind_pass(self, name: str, full: str, state: Mapping[str, Any], scope: Scope, ql: str) -> None:
-        return None
-
     def kind_wait(self, name: str, full: str, state: Mapping[str, Any], scope: Scope, ql: str) -> None:
         if not any(k in state for k in ("Seconds", "SecondsPath", "Timestamp", "TimestampPath")):
             raise self.error(full, "Seconds", "a Wait state needs one of Seconds, SecondsPath, Timestamp, TimestampPath")
-
-    def kind_succeed(self, name: str, full: str, state: Mapping[str, Any], scope: Scope, ql: str) -> None:
-        return None
-
-    def kind_fail(self, name: str, full: str, state: Mapping[str, Any], scope: Scope, ql: str) -> None:
-        return None
 
     def kind_choice(self, name: str, full: str, state: Mapping[str, Any], scope: Scope, ql: str) -> None:
         choices = state.get("Choices")

@@ -444,32 +444,22 @@ def split_function_path(path: str) -> tuple[str, str | None, list[str]] | None:
 
 def function_name_from_path(path: str) -> str | None:
     """`/2015-03-31/functions/NAME|ARN[:QUALIFIER]/invocations` → NAME."""
-    parts = path.split("?", 1)[0].strip("/").split("/")
-    if len(parts) != 4 or parts[0] != "2015-03-31" or parts[1] != "functions" or parts[3] != "invocations":
-        return None
-    name = urllib.parse.unquote(parts[2])
-    if name.startswith("arn:"):
-        pieces = name.split(":")
-        return pieces[6] if len(pieces) >= 7 else None
-    return name.split(":", 1)[0]
+    parsed = split_function_path(path)
+    return parsed[0] if parsed is not None and parsed[2] == ["invocations"] else None
 
 
 class _InvokeHandler(BaseHTTPRequestHandler):
     owner: AsyncInvokeEndpoint
     protocol_version = "HTTP/1.1"
 
-    def do_GET(self) -> None:  # noqa: N802
-        self._versions("GET")
-
-    def do_PUT(self) -> None:  # noqa: N802
-        self._versions("PUT")
-
-    def do_DELETE(self) -> None:  # noqa: N802
-        self._versions("DELETE")
-
-    def _versions(self, method: str) -> None:
+    def _body(self) -> bytes:
         length = int(self.headers.get("Content-Length") or 0)
-        raw = self.rfile.read(length) if length else b""
+        return self.rfile.read(length) if length else b""
+
+    def _versions(self, raw: bytes | None = None) -> None:
+        """The version and alias API (`self.command`: GET, PUT, DELETE, or a POST not to
+        `invocations`, whose body `raw` is already read)."""
+        raw = self._body() if raw is None else raw
         parsed = split_function_path(self.path)
         if parsed is None:
             self._error(404, "UnknownOperationException", f"unknown path {self.path}")
@@ -482,19 +472,20 @@ class _InvokeHandler(BaseHTTPRequestHandler):
             self._error(400, "InvalidRequestContentException", f"request body is not a JSON object: {exc}")
             return
         try:
-            status, reply = self.owner.version_api(method, parsed[0], parsed[2], body)
+            status, reply = self.owner.version_api(self.command, parsed[0], parsed[2], body)
         except VersionApiError as exc:
             self._error(exc.status, exc.code, exc.message)
             return
         self._reply(status, b"" if reply is None else json.dumps(reply).encode())
 
+    do_GET = do_PUT = do_DELETE = _versions  # (http.server's naming)
+
     def do_POST(self) -> None:  # noqa: N802 (http.server's naming)
+        body = self._body()
         parsed = split_function_path(self.path)
         if parsed is not None and parsed[2] != ["invocations"]:
-            self._versions("POST")
+            self._versions(body)
             return
-        length = int(self.headers.get("Content-Length") or 0)
-        body = self.rfile.read(length) if length else b""
         if parsed is None:
             self._error(404, "UnknownOperationException", f"unknown path {self.path}")
             return

@@ -45,7 +45,7 @@ def events(state: Any, ops: Mapping[str, Any], ending: Ending, *, include_data: 
     found: list[tuple[float, int, dict[str, Any]]] = []
 
     def add(when: Any, event: dict[str, Any]) -> None:
-        found.append((_seconds(when), len(found), event))
+        found.append((seconds(when), len(found), event))
 
     def result(text: str | None) -> dict[str, Any]:
         return {"Payload": text, "Truncated": False} if include_data else {"Truncated": text is not None}
@@ -61,7 +61,7 @@ def events(state: Any, ops: Mapping[str, Any], ending: Ending, *, include_data: 
         if kind == "EXECUTION":
             started = op.start_timestamp
             deadline = int(meta.get("Deadline") or 0)
-            timeout = max(0, deadline - int(_seconds(started))) if deadline else 0
+            timeout = max(0, deadline - int(seconds(started))) if deadline else 0
             add(started, {**base, "EventType": "ExecutionStarted", "EventTimestamp": started,
                           "ExecutionStartedDetails": {"Input": result(meta.get("Input")), "ExecutionTimeout": timeout}})
             continue
@@ -117,7 +117,7 @@ def _started(kind: str, op: Any, state: Any, op_id: str, result: Any) -> dict[st
         return {"Duration": _wait_seconds(op), "ScheduledEndTimestamp": end}
     if kind == "CALLBACK":
         timeout_at, heartbeat_ms = state.callback_timeouts.get(op_id, (0, 0))
-        start_ms = int(_seconds(op.start_timestamp) * 1000)
+        start_ms = int(seconds(op.start_timestamp) * 1000)
         return {"CallbackId": op.callback_details.callback_id if op.callback_details else "",
                 "Timeout": (timeout_at - start_ms) // 1000 if timeout_at else None,
                 "HeartbeatTimeout": heartbeat_ms // 1000 if heartbeat_ms else None}
@@ -131,10 +131,11 @@ def _wait_seconds(op: Any) -> int:
     end = op.wait_details.scheduled_end_timestamp if op.wait_details else None
     if end is None or op.start_timestamp is None:
         return 0
-    return max(0, round(_seconds(end) - _seconds(op.start_timestamp)))
+    return max(0, round(seconds(end) - seconds(op.start_timestamp)))
 
 
-def _seconds(when: Any) -> float:
+def seconds(when: Any) -> float:
+    """An instant (a datetime, epoch seconds, or None: 0) as epoch seconds."""
     if isinstance(when, dt.datetime):
         return when.timestamp()
     return float(when or 0)

@@ -121,19 +121,9 @@ class _Handler(BaseHTTPRequestHandler):
         self._error(ApiError("AccessDeniedException", f"unum serve answers {self.server.url} only (Host {host!r})", 403))
         return False
 
-    def do_POST(self) -> None:  # noqa: N802 - BaseHTTPRequestHandler's name
-        self._dispatch("POST")
-
-    def do_GET(self) -> None:  # noqa: N802
-        self._dispatch("GET")
-
-    def do_PUT(self) -> None:  # noqa: N802
-        self._dispatch("PUT")
-
-    def do_DELETE(self) -> None:  # noqa: N802
-        self._dispatch("DELETE")
-
-    def _dispatch(self, method: str) -> None:
+    def _dispatch(self) -> None:
+        """Every method's request (`self.command`): Step Functions' by X-Amz-Target, else a REST route."""
+        method = self.command
         if not self._admitted():
             return
         target = self.headers.get("X-Amz-Target")
@@ -146,6 +136,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._states(target or "", body)
             return
         self._rest(method, body)
+
+    do_POST = do_GET = do_PUT = do_DELETE = _dispatch  # BaseHTTPRequestHandler's names
 
     def _states(self, target: str, body: bytes) -> None:
         try:

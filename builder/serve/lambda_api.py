@@ -44,7 +44,7 @@ from typing import Any
 
 from builder.serve.durable_arns import LATEST, LambdaArns, check_execution_name
 from builder.serve.durable_code import DurableCode
-from builder.serve.durable_history import Ending
+from builder.serve.durable_history import Ending, seconds
 from builder.serve.durable_index import DurableExecution, DurableIndex
 from builder.serve.wire import ApiError, Service, rest_request, rest_response
 
@@ -309,9 +309,9 @@ class LambdaApi:
         for execution in reversed(executions) if p.get("ReverseOrder") else executions:
             if p.get("DurableExecutionName") and execution.name != p["DurableExecutionName"]:
                 continue
-            if p.get("StartedAfter") is not None and execution.started <= _epoch(p["StartedAfter"]):
+            if p.get("StartedAfter") is not None and execution.started <= seconds(p["StartedAfter"]):
                 continue
-            if p.get("StartedBefore") is not None and execution.started >= _epoch(p["StartedBefore"]):
+            if p.get("StartedBefore") is not None and execution.started >= seconds(p["StartedBefore"]):
                 continue
             ending = self._ending(execution)
             if wanted and ending.status not in wanted:
@@ -509,12 +509,6 @@ def _same_payload(a: str, b: str) -> bool:
         return bool(_input_value(a) == _input_value(b))
     except ValueError:
         return a == b
-
-
-def _epoch(when: Any) -> float:
-    import datetime as dt
-
-    return when.timestamp() if isinstance(when, dt.datetime) else float(when)
 
 
 def _error_object(failure: Mapping[str, Any]) -> dict[str, Any]:
