@@ -26,6 +26,8 @@ def _target_module(target: str) -> Any | None:
 
 
 def cmd_deploy(args: argparse.Namespace) -> int:
+    if getattr(args, "api", False) and args.target != "aws":
+        raise BuildError(f"deploy --api: the Step Functions API deploys to --target aws only, not {args.target}")
     module = _target_module(args.target)
     if module is None:
         raise BuildError(f"deploy --target {args.target}: this installation has no builder.deploy.{args.target}")
@@ -40,6 +42,8 @@ def register(sub: Any) -> None:
     deploy.add_argument("--image-prefix", default="", help="registry/repository the images were pushed to "
                         "(e.g. us-docker.pkg.dev/PROJECT/unum)")
     deploy.add_argument("--tag", default="latest", help="image tag (default: latest)")
+    deploy.add_argument("--api", action="store_true", help="aws: add the Step Functions API as one more function "
+                        "behind a function URL with AWS_IAM auth (docs/api.md, In the cloud)")
     for target in TARGETS:
         module = _target_module(target)
         if module is not None and hasattr(module, "add_arguments"):

@@ -54,6 +54,9 @@ def deploy_aws(args: argparse.Namespace) -> int:
     template = sam_template(workflow, image_prefix=args.image_prefix, tag=args.tag, tag_prefix=args.aws_tag_prefix,
                             memory=args.aws_memory, timeout=args.aws_timeout, retries=args.aws_retries,
                             max_event_age=args.aws_max_event_age)
+    if getattr(args, "api", False):
+        add_api(template, workflow, image_prefix=args.image_prefix, tag=args.tag, tag_prefix=args.aws_tag_prefix,
+                memory=args.aws_memory, timeout=args.aws_timeout)
     emit(render(template), args.out,
          next_step=f"{len(workflow.functions)} functions; deploy with `sam deploy --template-file {{out}} "
                    "--stack-name <name> --capabilities CAPABILITY_IAM --image-repositories ...` or "
@@ -130,6 +133,58 @@ def sam_template(workflow: Workflow, *, image_prefix: str, tag: str = "latest", 
                            "Value": {"Ref": TABLE}},
         },
     }
+
+
+API = "UnumApi"
+API_URL = "UnumApiUrl"
+API_FUNCTION = "unum-api"  # the API function's name after the stack's, and its image's
+# What the API does to the table: point reads and batch reads (the registry, outcomes), creates
+# (registry revisions, start records, stops), the transactions and deletes of a stop or redrive,
+# and the Scan of a list (ListStateMachines, ListExecutions); never a table-level action.
+API_ITEM_ACTIONS = [*ITEM_ACTIONS, "dynamodb:Scan"]
+
+
+def add_api(template: dict[str, Any], workflow: Workflow, *, image_prefix: str, tag: str = "latest",
+            tag_prefix: str = "unum/", memory: int = 512, timeout: int = 60) -> None:
+    """`deploy --api`: add the Step Functions API (builder.serve.cloud_entry) as one more Lambda
+    function over the workflow's table, behind a function URL with `AWS_IAM` auth (callers need
+    `lambda:InvokeFunctionUrl` on it). Its role may use the table's item actions and Scan on the
+    table only, and invoke exactly the workflow's functions. The workflow must be a compiled
+    state machine (its folder holds the `statemachine.json` the API serves)."""
+    if not (workflow.folder / "statemachine.json").is_file():
+        raise BuildError(f"deploy --api: {workflow.folder} is not a compiled state machine (no statemachine.json); "
+                         "compile one with `python -m builder compile statemachine.json --out FOLDER`")
+    if API_FUNCTION in workflow.functions:
+        raise BuildError(f"deploy --api: the workflow has a function named {API_FUNCTION!r}, the API function's name")
+    repository = image_repository(tag_prefix, workflow.name, API_FUNCTION)
+    template["Resources"][API] = {
+        "Type": "AWS::Serverless::Function",
+        "Properties": {
+            "FunctionName": {"Fn::Sub": f"${{AWS::StackName}}-{API_FUNCTION}"},
+            "Description": f"unum workflow {workflow.name}: the Step Functions API (function URL, AWS_IAM)",
+            "PackageType": "Image",
+            "ImageUri": f"{image_prefix.rstrip('/')}/{repository}:{tag}",
+            "MemorySize": memory,
+            "Timeout": timeout,
+            "Environment": {"Variables": {
+                "UNUM_STORE": {"Fn::Sub": f"dynamodb://${{{TABLE}}}?region=${{AWS::Region}}"},
+                "UNUM_INVOKER": {"Fn::Sub": "lambda://?prefix=${AWS::StackName}-&region=${AWS::Region}"},
+                "UNUM_API_ACCOUNT": {"Ref": "AWS::AccountId"},
+            }},
+            "Policies": [{"Statement": [
+                {"Effect": "Allow", "Action": list(API_ITEM_ACTIONS), "Resource": {"Fn::GetAtt": [TABLE, "Arn"]}},
+                {"Effect": "Allow", "Action": ["lambda:InvokeFunction"],
+                 "Resource": [_function_arn(name) for name in sorted(workflow.functions)]},
+            ]}],
+        },
+    }
+    template["Resources"][API_URL] = {
+        "Type": "AWS::Lambda::Url",
+        "Properties": {"AuthType": "AWS_IAM", "TargetFunctionArn": {"Fn::GetAtt": [API, "Arn"]}},
+    }
+    template["Outputs"]["ApiUrl"] = {
+        "Description": "the Step Functions API: boto3.client('stepfunctions', endpoint_url=...) (docs/api.md)",
+        "Value": {"Fn::GetAtt": [API_URL, "FunctionUrl"]}}
 
 
 def _timer_resources(functions: list[str]) -> dict[str, Any]:
