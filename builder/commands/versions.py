@@ -31,7 +31,7 @@ from builder.commands.options import add_store_option
 if TYPE_CHECKING:
     from unum_entry.stores.base import Store
 
-    from builder.commands.start_record import StartRecord
+    from builder.runs.start_record import StartRecord
 
 
 class ReplayCheckFailed(UnumError):
@@ -110,10 +110,10 @@ class Usage:
 
 def usage(store: Store) -> dict[str, Usage]:
     """Per version id: the workflows the store retains that run it (start records and upgrades,
-    builder.commands.start_record.versions_of), and how many have no outcome yet."""
+    builder.runs.start_record.versions_of), and how many have no outcome yet."""
     from unum_entry.outcome import ENDED
 
-    from builder.commands.start_record import versions_of
+    from builder.runs.start_record import versions_of
     from builder.ui.listing import status_of
 
     entries = {entry.workflow: entry for entry in store.workflows()}
@@ -286,11 +286,53 @@ def replay_check(points: list[Point], old_folder: str, new_folder: str) -> str |
     return None
 
 
+def durable_executions(store: Store, workflow_id: str) -> list[Any]:
+    """The workflow's durable executions that have not ended (their retained logs,
+    unum_entry.durable_functions.replay_check.Execution): what a durable replay check replays.
+    An ended execution runs nothing again, so it is not replayed."""
+    from unum_entry.durable_functions.replay_check import executions, has_ended
+
+    return [execution for execution in executions(store, workflow_id) if not has_ended(execution)]
+
+
+def durable_check(durable: list[Any], new_folder: str) -> str | None:
+    """The durable replay check (docs/versions.md): each execution's log replayed against the
+    handler of its function in the new version (unum_entry.durable_functions.replay_check);
+    None when every one produces the same operations up to where it stands, else the first
+    divergence (one line). Loads the new version's handlers; writes nothing."""
+    if not durable:
+        return None
+    import time
+
+    from unum_entry.durable_functions.replay_check import check
+    from unum_entry.handlers import load_handler
+    from unum_entry.workflow import load_workflow
+
+    new = load_workflow(new_folder)
+    for execution in durable:
+        spec = new.functions.get(execution.function)
+        if spec is None:
+            return (f"function {execution.function!r} (a durable execution) does not exist in the new version "
+                    f"(its functions: {', '.join(sorted(new.functions))})")
+        try:
+            handler = load_handler(spec.folder, spec.ir.handler, function=execution.function)
+        except UnumError as exc:
+            return f"the new version's handler of {execution.function!r} does not load: {exc}"
+        sdk_handler = getattr(handler, "sdk_handler", None)
+        if sdk_handler is None:
+            return (f"function {execution.function!r} ran a durable execution, but its handler in the new version "
+                    "is not decorated with @durable_execution")
+        diverges = check(sdk_handler, execution, now_ms=int(time.time() * 1000))
+        if diverges is not None:
+            return diverges
+    return None
+
+
 def cmd_upgrade(args: argparse.Namespace) -> int:
     from unum_entry.outcome import ENDED, WorkflowStatus, read_outcome
 
-    from builder.commands import start_record
-    from builder.commands.compile import runnable_workflow
+    from builder.runs import start_record
+    from builder.runs.folders import runnable_workflow
     from builder.commands.options import open_existing_store
 
     console = Console()
@@ -314,10 +356,15 @@ def cmd_upgrade(args: argparse.Namespace) -> int:
             raise UnumError(f"upgrade: workflow {args.workflow_id} has ended ({status}): nothing of it runs any more")
         points = pending_points(store, args.workflow_id)
         diverges = replay_check(points, old.folder, str(target.path))
+        durable = durable_executions(store, args.workflow_id)
+        if diverges is None:
+            diverges = durable_check(durable, str(target.path))
         if diverges is not None:
             raise ReplayCheckFailed(f"upgrade of workflow {args.workflow_id} to {target.id} refused, nothing changed: "
                                     f"{diverges}")
         where_now = ", ".join(f"{p.function}" + (f"/{p.state}" if p.state else "") for p in points) or "nothing pending"
+        if durable:
+            where_now += f"; {len(durable)} durable execution(s) replayed"
         if args.dry_run:
             print(f"would upgrade workflow {args.workflow_id} from {recorded.version} to {target.id} "
                   f"(replay check passed: {where_now})")

@@ -1,0 +1,135 @@
+"""The durable replay check of `upgrade` (unum_entry/durable_functions/replay_check.py,
+builder/commands/versions.py; docs/versions.md), through the real CLI: a durable handler's
+retained operation log replayed against the new version's code must give the same operations
+(name, type, order) up to where the workflow stands. A code change that keeps them passes and the
+workflow finishes on the new code; a renamed step, a removed wait, a reordering, a handler that
+returns early or raises are refused in one line naming the first operation that diverges (exit
+2), and nothing changes; the replay runs no step body."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.integration
+
+WORKFLOW = {"unum_workflow": 1, "name": "pay", "entry": "Pay"}
+IR = {"unum_ir": 1, "function": "Pay", "handler": "app.handler", "instructions": []}
+HEAD = ("from aws_durable_execution_sdk_python import DurableContext, durable_execution\n"
+        "from aws_durable_execution_sdk_python.config import Duration\n\n\n"
+        "@durable_execution\ndef handler(event: dict, context: DurableContext) -> dict:\n")
+RESERVE = '    reserved = context.step(lambda _: event["amount"], name="reserve")\n'
+WAIT = '    context.wait(Duration.from_seconds(event["cool_off"]), name="cool-off")\n'
+CHARGE = '    return context.step(lambda _: {{"charged": reserved, "by": "{by}"}}, name="charge")\n'
+
+
+def code(*lines: str, by: str = "v1") -> str:
+    return HEAD + "".join(lines).replace("{by}", by).replace("{{", "{").replace("}}", "}")
+
+
+def cli(cwd: Path, *args: object, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    done = subprocess.run([sys.executable, "-m", "builder", *map(str, args)], cwd=cwd, capture_output=True,
+                          text=True, timeout=timeout, env=dict(os.environ))
+    assert "Traceback" not in done.stderr, done.stderr
+    return done
+
+
+def write(cwd: Path, source: str) -> None:
+    (cwd / "wf" / "Pay").mkdir(parents=True, exist_ok=True)
+    (cwd / "wf" / "unum-workflow.json").write_text(json.dumps(WORKFLOW))
+    (cwd / "wf" / "Pay" / "unum-ir.json").write_text(json.dumps(IR))
+    (cwd / "wf" / "Pay" / "app.py").write_text(source)
+
+
+def start(cwd: Path, workflow_id: str, cool_off: int) -> None:
+    """Run the workflow until it waits in its `cool-off` (operation 2)."""
+    write(cwd, code(RESERVE, WAIT, CHARGE))
+    done = cli(cwd, "run", "wf", "--input", json.dumps({"amount": 5, "cool_off": cool_off}),
+               "--workflow-id", workflow_id, "--timeout", "1")
+    assert done.returncode == 0 and "is waiting until" in done.stderr, done.stderr
+
+
+def inspected(cwd: Path, workflow_id: str) -> dict[str, object]:
+    shown = cli(cwd, "inspect", workflow_id)
+    assert shown.returncode == 0, shown.stderr
+    return json.loads(shown.stdout)
+
+
+@pytest.fixture(scope="module")
+def waiting(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One workflow `p-1` waiting an hour in its cool-off: the refusals change nothing of it."""
+    cwd = tmp_path_factory.mktemp("durable-upgrade")
+    start(cwd, "p-1", 3600)
+    return cwd
+
+
+def test_a_change_that_keeps_the_operations_passes_and_the_workflow_finishes_on_the_new_code(tmp_path: Path) -> None:
+    start(tmp_path, "p-2", 3)
+    before = inspected(tmp_path, "p-2")["version"]
+    write(tmp_path, code(RESERVE, WAIT, CHARGE, by="v2"))
+    moved = cli(tmp_path, "upgrade", "p-2", "--to", "wf")
+    assert moved.returncode == 0, moved.stderr
+    assert moved.stdout.startswith(f"upgraded workflow p-2 from {before} to v"), moved.stdout
+    assert "1 durable execution(s) replayed" in moved.stdout
+    shown = inspected(tmp_path, "p-2")
+    assert shown["upgrades"] == 1 and shown["version"] != before
+    finished = cli(tmp_path, "run", "wf", "--workflow-id", "p-2", "--resume", timeout=90)
+    assert finished.returncode == 0, finished.stderr
+    assert json.loads(finished.stdout) == {"charged": 5, "by": "v2"}
+
+
+REFUSALS = {
+    "renamed step": (code(RESERVE.replace('"reserve"', '"hold"'), WAIT, CHARGE),
+                     "operation 1 of handler 'Pay' was step 'reserve' in the old version, step 'hold' in the new one"),
+    "removed wait": (code(RESERVE, CHARGE),
+                     "operation 2 of handler 'Pay' was wait 'cool-off' in the old version, step 'charge' in the new one"),
+    "reordered": (code(WAIT, RESERVE, CHARGE),
+                  "operation 1 of handler 'Pay' was step 'reserve' in the old version, wait 'cool-off' in the new one"),
+    "returns early": (code(RESERVE, "    return {'early': reserved}\n", WAIT, CHARGE),
+                      "operation 2 of handler 'Pay' was wait 'cool-off' in the old version, nothing in the new one "
+                      "(its handler returns before it)"),
+    "raises": (code("    raise ValueError('no amount today')\n", RESERVE, WAIT, CHARGE),
+               "handler 'Pay' raised ValueError in its replay: no amount today"),
+}
+
+
+@pytest.mark.parametrize("change", list(REFUSALS))
+def test_a_changed_operation_is_refused_naming_the_first_that_diverges_and_nothing_changes(waiting: Path,
+                                                                                          change: str) -> None:
+    source, why = REFUSALS[change]
+    before = inspected(waiting, "p-1")
+    write(waiting, source)
+    for dry in ((), ("--dry-run",)):
+        refused = cli(waiting, "upgrade", "p-1", "--to", "wf", *dry)
+        assert refused.returncode == 2 and refused.stdout == "", (refused.stdout, refused.stderr)
+        lines = refused.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("error: upgrade of workflow p-1 to v"), refused.stderr
+        assert lines[0].endswith(f"refused, nothing changed: {why}"), lines[0]
+    after = inspected(waiting, "p-1")
+    assert (after["version"], after.get("upgrades", 0)) == (before["version"], 0)
+
+
+def test_dry_run_says_what_would_change_and_changes_nothing(waiting: Path) -> None:
+    before = inspected(waiting, "p-1")["version"]
+    write(waiting, code(RESERVE, WAIT, CHARGE, by="v3"))
+    dry = cli(waiting, "upgrade", "p-1", "--to", "wf", "--dry-run")
+    assert dry.returncode == 0, dry.stderr
+    assert dry.stdout.startswith(f"would upgrade workflow p-1 from {before} to v"), dry.stdout
+    assert "replay check passed" in dry.stdout and "1 durable execution(s) replayed" in dry.stdout
+    assert inspected(waiting, "p-1").get("upgrades", 0) == 0
+
+
+def test_the_replay_runs_no_step_body_past_where_the_workflow_stands(waiting: Path) -> None:
+    """A new step after the wait (where the workflow stands) passes the check, and its body,
+    which would write a file, does not run during it."""
+    side = waiting / "side-effect"
+    extra = f'    context.step(lambda _: open({str(side)!r}, "w").write("ran"), name="extra")\n'
+    write(waiting, code(RESERVE, WAIT, extra, CHARGE))
+    dry = cli(waiting, "upgrade", "p-1", "--to", "wf", "--dry-run")
+    assert dry.returncode == 0, dry.stderr
+    assert not side.exists()
