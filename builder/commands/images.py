@@ -24,6 +24,11 @@ def cmd_build(args: argparse.Namespace) -> int:
         return 0
     built = build_images(client, args.folder, base_tag=base, tag_prefix=args.tag_prefix,
                          functions=args.function or None, progress=stderr_progress)
+    if getattr(args, "api", False):  # the Step Functions API's image (builder.image.api_image, deploy --api)
+        from builder.image.api_image import build_api_image
+
+        built.append(build_api_image(client, args.folder, base_tag=base, tag_prefix=args.tag_prefix,
+                                     progress=stderr_progress))
     if args.json:
         print(json.dumps([{"workflow": b.workflow, "function": b.function, "tag": b.tag, "id": b.image_id,
                            "seconds": round(b.seconds, 2)} for b in built], indent=2))
@@ -41,6 +46,8 @@ def cmd_push(args: argparse.Namespace) -> int:
         raise BuildError("push: give --registry HOST[:PORT][/NAMESPACE] or --ecr")
     workflow, specs = resolve_functions(Path(args.folder))
     images = [f"{image_repository(args.tag_prefix, workflow, s.ir.function)}:latest" for s in specs]
+    if getattr(args, "api", False):  # the Step Functions API's image, as `build --api` tagged it
+        images.append(f"{image_repository(args.tag_prefix, workflow, 'unum-api')}:latest")
     if args.ecr:
         registry = ecr_registry(_ecr_client(args), location=registry_location(args.registry) if args.registry else None)
     else:
@@ -79,6 +86,8 @@ def register(sub: Any) -> None:
     build.add_argument("--function", action="append", help="build only this function (repeatable)")
     build.add_argument("--no-base-rebuild", action="store_true", help="use the existing base image as it is")
     build.add_argument("--json", action="store_true", help="print the built images as JSON")
+    build.add_argument("--api", action="store_true", help="also build the Step Functions API's image "
+                       "(<prefix><workflow>-unum-api, for deploy --api; a compiled state machine only)")
     build.set_defaults(func=cmd_build)
 
     push = sub.add_parser("push", help="push a workflow's function images to ECR, Artifact Registry or any registry; prints digests")
@@ -91,4 +100,5 @@ def register(sub: Any) -> None:
     push.add_argument("--username", help="registry user (password from $UNUM_REGISTRY_PASSWORD)")
     push.add_argument("--tag-prefix", default=DEFAULT_TAG_PREFIX, help=f"as given to build (default: {DEFAULT_TAG_PREFIX})")
     push.add_argument("--json", action="store_true", help="print the pushed images as JSON")
+    push.add_argument("--api", action="store_true", help="also push the Step Functions API's image (build --api)")
     push.set_defaults(func=cmd_push)
