@@ -16,6 +16,9 @@ from builder.graphing.style import BOLD, DASHED, FILL, STROKE
 from unum_entry.errors import UnumError
 
 RENDER_TIMEOUT = 60  # seconds for one `dot` run
+NODE_AND_EDGE_DEFAULTS = (  # every DOT graph's (this one's and builder.graphing.states')
+    '  node [shape=box, style="rounded,filled", fillcolor="#ffffff", color="#888888", fontname=Helvetica, fontsize=11];',
+    '  edge [fontname=Helvetica, fontsize=9, color="#444444"];')
 
 
 class GraphError(UnumError):
@@ -36,33 +39,31 @@ class ImageFormat(str, enum.Enum):
 def to_dot(graph: Graph) -> str:
     ids = {name: f"n{i}" for i, name in enumerate(graph.nodes)}
     anchor = {name: (f"{ids[name]}_s0" if node.states else ids[name]) for name, node in graph.nodes.items()}
-    lines = [f"digraph {_q(graph.name)} {{",
-             "  graph [rankdir=TB, compound=true, fontname=Helvetica, fontsize=11];",
-             '  node [shape=box, style="rounded,filled", fillcolor="#ffffff", color="#888888", fontname=Helvetica, fontsize=11];',
-             "  edge [fontname=Helvetica, fontsize=9, color=\"#444444\"];"]
+    lines = [f"digraph {quoted(graph.name)} {{",
+             "  graph [rankdir=TB, compound=true, fontname=Helvetica, fontsize=11];", *NODE_AND_EDGE_DEFAULTS]
     for name, node in graph.nodes.items():
         state = graph.states.get(name)
         label = name + (f"\n{node.detail}" if node.detail else "")
         colours = "" if state is None else f', fillcolor="{FILL[state]}", color="{STROKE[state]}", penwidth=2'
         if name in (END, FAIL):
-            lines.append(f"  {ids[name]} [label={_q(name)}, shape=circle, fontsize=9];")
+            lines.append(f"  {ids[name]} [label={quoted(name)}, shape=circle, fontsize=9];")
         elif not node.states:
-            lines.append(f"  {ids[name]} [label={_q(label)}{colours}];")
+            lines.append(f"  {ids[name]} [label={quoted(label)}{colours}];")
         else:
             fill = FILL[state] if state is not None else "#f5f5f5"
             lines.append(f"  subgraph cluster_{ids[name]} {{")
-            lines.append(f'    label={_q(label)}; style="rounded,filled"; fillcolor="{fill}"; '
+            lines.append(f'    label={quoted(label)}; style="rounded,filled"; fillcolor="{fill}"; '
                          f'color="{STROKE.get(state, "#888888") if state else "#888888"}";')
             index = {s: j for j, s in enumerate(node.states)}
             for j, s in enumerate(node.states):
-                lines.append(f'    {ids[name]}_s{j} [label={_q(s)}, shape=box, style="filled", fillcolor="#ffffff", fontsize=10];')
+                lines.append(f'    {ids[name]}_s{j} [label={quoted(s)}, shape=box, style="filled", fillcolor="#ffffff", fontsize=10];')
             for a, b in node.state_edges:
                 lines.append(f"    {ids[name]}_s{index[a]} -> {ids[name]}_s{index[b]} [color=\"#999999\", arrowsize=0.6];")
             lines.append("  }")
     for edge in graph.edges:
         attrs = []
         if edge.label:
-            attrs.append(f"label={_q(edge.label)}")
+            attrs.append(f"label={quoted(edge.label)}")
         if edge.loop or edge.kind in DASHED:
             attrs.append("style=dashed")
         elif edge.kind in BOLD:
@@ -83,7 +84,7 @@ def _legend(shown: set[NodeState]) -> list[str]:
     items = [s for s in NodeState if s in shown]
     lines = ['  subgraph cluster_legend { label="legend"; fontsize=9; color="#cccccc";']
     for i, state in enumerate(items):
-        lines.append(f'    legend{i} [label={_q(state.value)}, fillcolor="{FILL[state]}", color="{STROKE[state]}", fontsize=9];')
+        lines.append(f'    legend{i} [label={quoted(state.value)}, fillcolor="{FILL[state]}", color="{STROKE[state]}", fontsize=9];')
     lines.extend(f"    legend{i} -> legend{i + 1} [style=invis];" for i in range(len(items) - 1))
     lines.append("  }")
     return lines
@@ -107,6 +108,6 @@ def render(dot_text: str, fmt: ImageFormat) -> bytes:
     return done.stdout
 
 
-def _q(text: str) -> str:
+def quoted(text: str) -> str:
     """A DOT double-quoted string."""
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'

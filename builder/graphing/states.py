@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from builder.graphing.build import condition_label
+from builder.graphing.dot import NODE_AND_EDGE_DEFAULTS, quoted
 
 RAN_FILL, RAN_STROKE = "#d9ead3", "#6aa84f"
 FAILED_FILL, FAILED_STROKE = "#f4cccc", "#cc0000"
@@ -127,13 +128,12 @@ def _colours(name: str, kind: str, ran: Collection[str], failed: Collection[str]
 
 def states_to_dot(view: StateView, *, ran: Collection[str] = (), failed: Collection[str] = ()) -> str:
     """DOT text; states named in `ran` are green, in `failed` red (by state name)."""
-    lines = [f'digraph "{_esc(view.name)}" {{', "  graph [rankdir=TB, fontname=Helvetica, fontsize=11];",
-             '  node [shape=box, style="rounded,filled", fillcolor="#ffffff", color="#888888", fontname=Helvetica, fontsize=11];',
-             '  edge [fontname=Helvetica, fontsize=9, color="#444444"];']
+    lines = [f"digraph {quoted(view.name)} {{", "  graph [rankdir=TB, fontname=Helvetica, fontsize=11];",
+             *NODE_AND_EDGE_DEFAULTS]
     for what, ident, indent in _layout(view):
         if what == "open":
             label = view.containers[ident][0]
-            lines.append(f'{indent}subgraph cluster_{ident} {{ label="{_esc(label)}"; style="rounded"; color="#999999";')
+            lines.append(f'{indent}subgraph cluster_{ident} {{ label={quoted(label)}; style="rounded"; color="#999999";')
         elif what == "close":
             lines.append(f"{indent}}}")
         else:
@@ -142,9 +142,9 @@ def states_to_dot(view: StateView, *, ran: Collection[str] = (), failed: Collect
             colours = _colours(name, kind, ran, failed)
             colour = f', fillcolor="{colours[0]}", color="{colours[1]}", penwidth=2' if colours else ""
             label = name if kind in ("Start", "End", "Task") else f"{name}\n({kind})"
-            lines.append(f'{indent}{ident} [label="{_esc(label)}", shape={shape}{colour}];')
+            lines.append(f'{indent}{ident} [label={quoted(label)}, shape={shape}{colour}];')
     for source, target, label, dashed in view.edges:
-        attrs = ([f'label="{_esc(label)}"'] if label else []) + (["style=dashed"] if dashed else [])
+        attrs = ([f"label={quoted(label)}"] if label else []) + (["style=dashed"] if dashed else [])
         lines.append(f"  {source} -> {target} [{', '.join(attrs)}];")
     lines.append("}")
     return "\n".join(lines) + "\n"
@@ -173,6 +173,3 @@ def states_to_mermaid(view: StateView, *, ran: Collection[str] = (), failed: Col
         lines.append(f'  {source} {arrow}|"{shown}"| {target}' if label else f"  {source} {arrow} {target}")
     return "\n".join(lines) + "\n"
 
-
-def _esc(text: str) -> str:
-    return text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")

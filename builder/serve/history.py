@@ -75,7 +75,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from unum_entry.asl.runner import NOTED, Fragment, Services, _Runner, _TaskError
+from unum_entry.asl.runner import NOTED, Fragment, Services, _Runner, _TaskError, invoke_response
 
 if TYPE_CHECKING:
     from unum_entry.history import History, Step
@@ -561,7 +561,7 @@ class _Replay(_Runner):
             raise _TaskError(error, cause)
         invoke = resource.startswith(_SERVICE_PREFIX + "lambda:invoke") and not mocked
         result = self.result[0] if self.result else self._candidate(invoke)
-        shown = _invoke_response(result) if invoke else result
+        shown = invoke_response(result) if invoke else result
         if integration:
             self._outcome("TaskSucceeded", {"resourceType": service, "resource": action, **_value("output", shown)})
         else:
@@ -709,12 +709,6 @@ def _failed_type(integration: bool, error: str) -> str:
     if integration:
         return "TaskTimedOut" if timed_out else "TaskFailed"
     return "LambdaFunctionTimedOut" if timed_out else "LambdaFunctionFailed"
-
-
-def _invoke_response(payload: Any) -> dict[str, Any]:
-    """`lambda:invoke`'s result around the function's payload, as unum_entry.asl.runner builds it."""
-    return {"ExecutedVersion": "$LATEST", "Payload": payload, "StatusCode": 200,
-            "SdkHttpMetadata": {"HttpStatusCode": 200}, "SdkResponseMetadata": {}}
 
 
 def _next_input(decision: Mapping[str, Any]) -> Any:

@@ -29,7 +29,7 @@ import json
 import threading
 import traceback
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from datetime import datetime, timezone
 from typing import Any
 
@@ -72,12 +72,10 @@ class Fragment:
 
     @classmethod
     def from_json(cls, doc: Mapping[str, Any]) -> Fragment:
-        return cls(function=doc["function"], head=doc["head"], join=doc.get("join", False),
-                   in_branch=doc.get("in_branch", False), states=doc["states"], task=doc.get("task"),
-                   query_language=doc.get("query_language", "JSONPath"), machine=doc.get("machine", {}),
-                   carry_input=doc.get("carry_input", False), lambda_name=doc.get("lambda_name"),
-                   positions=doc.get("positions", False), renamed=doc.get("renamed", 0),
-                   mocking=doc.get("mocking", False), mock=doc.get("mock"))
+        """The fragment `doc` (an `unum-asl.json`) holds: its keys named as the fields, a field
+        left out takes its default; TypeError when `function`, `head` or `states` is missing."""
+        names = {f.name for f in fields(cls)}
+        return cls(**{key: value for key, value in doc.items() if key in names})
 
 
 @dataclass(frozen=True)
@@ -165,6 +163,12 @@ class _Thread:
     def advanced(self, events: int | None) -> _Thread:
         """This thread after `events` more history events (None: the count is no longer known)."""
         return replace(self, ev=None if self.ev is None or events is None else self.ev + events)
+
+
+def invoke_response(payload: Any) -> dict[str, Any]:
+    """The `lambda:invoke` integration's result around the function's payload, as Step Functions shows it."""
+    return {"ExecutedVersion": "$LATEST", "Payload": payload, "StatusCode": 200,
+            "SdkHttpMetadata": {"HttpStatusCode": 200}, "SdkResponseMetadata": {}}
 
 
 class _TaskError(Exception):
@@ -480,8 +484,7 @@ class _Runner:
         if exceeded is not None:
             return self._catch(name, state, th, exceeded.error, exceeded.cause)
         if invoke_api and self.f.mock is None:  # (a mocked Return is Lambda's whole response)
-            result = {"ExecutedVersion": "$LATEST", "Payload": result, "StatusCode": 200,
-                      "SdkHttpMetadata": {"HttpStatusCode": 200}, "SdkResponseMetadata": {}}
+            result = invoke_response(result)
         scope = self._scope(name, th, retry_count=sum(counts))
         try:
             output, variables = dataflow.state_output(state, th.input, result, scope)
