@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import subprocess
 import sys
 import time
@@ -106,6 +107,17 @@ def test_boto3_stepfunctions_through_the_function_url(front_door: str) -> None:
     assert (stopped["status"], stopped["error"], stopped["cause"]) == ("ABORTED", "Halt", "e2e")
     listed = sfn.list_executions(stateMachineArn=arn)["executions"]
     assert [(e["name"], e["status"]) for e in listed] == [("two", "ABORTED"), ("one", "SUCCEEDED")]
+
+
+def test_the_docs_client_code_as_written(front_door: str) -> None:
+    """docs/api.md's "In the cloud" client code, the stack's ApiUrl output being the local URL."""
+    from tests.integration.test_docs_api_cloud import client_code
+
+    code = client_code().replace("<ApiUrl output>", front_door)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test"})
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "['greeter']"  # the machine the first test created
 
 
 def test_a_request_not_signed_for_lambda_is_refused(front_door: str) -> None:
