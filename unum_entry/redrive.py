@@ -11,8 +11,13 @@ invocation can be sent again exactly as it was first sent. `redrive`:
 2. claims redrive number n with one create-if-absent (`naming.redrive_key(workflow, n)`, n = the
    redrives so far), which keeps the failure record it clears: of two redrives at once, one
    claims and the other is refused (it finds its claim, or a claim holding the same failure);
-3. deletes the failure record (the workflow is running again) and invokes the failed invocation
-   (attempt 0, marked redelivered, so its ingress reads its checkpoint first);
+3. deletes the failure record (the workflow is running again), arms the workflow's timers again
+   (`rearm`: the execution timeout - TimeoutSeconds counted from this redrive - and the deadline
+   watchdog, under names of redrive n, unum_entry.watchdog "After a redrive"), then invokes the
+   failed invocation (attempt 0, marked redelivered, so its ingress reads its checkpoint first).
+   Timers first: on the embedded engine's journal (a prefix of what was sent survives a kill) a
+   redrive killed before its invocation was journaled left at most its timers, which do not count
+   as work to resume, so `continue_dead_redrive` continues it and arms them again (by name: once);
 4. sends again the fan-out items that noticed the failure and did not run (`_resend_dropped`:
    the embedded engine drops them; unum_entry.ingress drops those that read anyway), by
    re-delivering as a duplicate the committed invocation that sends them — a duplicate's
@@ -41,6 +46,7 @@ if TYPE_CHECKING:
     from unum_entry.invokers import Invoker
     from unum_entry.retention import Retention
     from unum_entry.stores.base import Store
+    from unum_entry.watchdog import Rearm
 
 MAX_REDRIVES = 1000  # Step Functions allows 1,000 redrives of one execution
 
@@ -61,8 +67,11 @@ class Redriven:
 
 
 def redrive(store: Store, workflow: str, invoker: Invoker, *, retention: Retention | None = None,
-            adopt: bool = False) -> Redriven:
+            adopt: bool = False, rearm: Rearm | None = None) -> Redriven:
     """Redrive `workflow` (module docstring). Raises CannotRedrive with one line saying why not.
+    `rearm`: the timers its entry function arms at a start (`watchdog.Rearm.of(loaded workflow)`),
+    armed again for this redrive; None arms none (the redriven run is bounded by nothing but a
+    timer still pending from before).
     `adopt`: the caller holds the workflow's exclusive driver lease (the embedded engine's
     unum_entry.local.runs), so a claim that already holds this failure record is a redrive that
     died between its claim and its clearing of the failure record (kill -9): it is continued
@@ -103,6 +112,12 @@ def redrive(store: Store, workflow: str, invoker: Invoker, *, retention: Retenti
                             "a failure decided at the top level only; start it again instead")
     number = _claim(store, workflow, raw, deadline, adopt=adopt)
     store.delete([key])
+    if rearm is not None:
+        from unum_entry.watchdog import Watchdog
+
+        Watchdog(rearm.function, store, invoker, retention, enabled=rearm.watchdog,
+                 timeout_seconds=rearm.timeout_seconds, time_scale=rearm.time_scale).arm_redriven(workflow, deadline,
+                                                                                                  number)
     env = envelope_of(workflow, meta, deadline)
     if meta.get("k"):  # its checkpoint holds the decision to fail: run it again under a name of its own
         env = replace(env, frames=(*env.frames[:-1], redriven_frame(env.frames[-1], number)))
@@ -112,8 +127,8 @@ def redrive(store: Store, workflow: str, invoker: Invoker, *, retention: Retenti
                     failure=failure if isinstance(failure, dict) else {"Error": failure})
 
 
-def continue_dead_redrive(store: Store, workflow: str, invoker: Invoker, *,
-                          retention: Retention | None = None) -> Redriven | None:
+def continue_dead_redrive(store: Store, workflow: str, invoker: Invoker, *, retention: Retention | None = None,
+                          rearm: Rearm | None = None) -> Redriven | None:
     """For a caller that holds the workflow's driver lease and found nothing journaled to resume
     (`run --resume`): a redrive killed after it cleared the failure record and before what it
     sent was journaled left the workflow with no failure, no work and its claim; that redrive is
@@ -121,7 +136,7 @@ def continue_dead_redrive(store: Store, workflow: str, invoker: Invoker, *,
     when the workflow has ended or no redrive cleared a failure of it."""
     if store.get(naming.failure_key(workflow)) is not None or _cleared_by_dead_redrive(store, workflow) is None:
         return None
-    return redrive(store, workflow, invoker, retention=retention, adopt=True)
+    return redrive(store, workflow, invoker, retention=retention, adopt=True, rearm=rearm)
 
 
 def _cleared_by_dead_redrive(store: Store, workflow: str) -> bytes | None:

@@ -40,6 +40,17 @@
   machine a durable function's `context.invoke` started (its caller's deadline: no watchdog of
   its own) arms this timer alone at its start, and its firing fails the caller's invoke
   (`Runtime`, unum_entry.durable_functions.chained).
+- **After a redrive** (`Rearm`, `Watchdog.arm_redriven`: unum_entry.redrive calls it after it
+  cleared the failure record, before it sends anything): redrive n arms both timers again under
+  names of its own (`timer_name(workflow, purpose, "redrive", n, rearms)`, their input carrying
+  `"redrive": n`), the execution timeout counted from the redrive (`now + TimeoutSeconds`), the
+  deadline watchdog at the same `fires_at(deadline)`: the runner drops a workflow's timers when it
+  ends (builder.commands.run), so a redriven run would otherwise have neither. An execution-timeout
+  timer armed before redrive n+1 (the start's, or redrive n's) finds that redrive's claim
+  (`naming.redrive_key`) and does nothing ("superseded"): a redriven run is timed out by its own
+  timer only, at most once. Left open: an older timer that read no claim, then a failure and the
+  whole next redrive land before its own claim of the result record (`end_workflow`) - the claim
+  transaction does not require the newer redrive's claim absent.
 - **Cost**: one timer per workflow (arming is idempotent by name; each duplicate of the start
   re-sends it), and at its firing one batch read of the two ending records plus, when the
   workflow has not ended, one scan of its objects. `RuntimeConfig(watchdog=False)` (workflow
@@ -51,7 +62,8 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Iterator
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from unum_entry import naming
 from unum_entry.codec import decode, encode
@@ -62,6 +74,9 @@ from unum_entry.outcome import (TIMEOUT_FIELD, WATCHDOG_FIELD, Ending, covers_ev
                                 failure_record)
 from unum_entry.retention import Ledger, Retention
 from unum_entry.stores.base import Kind, Record, Store
+
+if TYPE_CHECKING:
+    from unum_entry.workflow import Workflow
 
 log = logging.getLogger("unum.watchdog")
 
@@ -76,9 +91,38 @@ def fires_at(retention: Retention, deadline: int) -> int:
     return deadline - min(retention.margin_seconds, retention.ttl_seconds // 2)
 
 
-def timer_of(workflow: str, rearms: int) -> str:
-    """The timer's name: the first arming's, then one per re-arm (`rearms` = 1, 2, ...)."""
+def timer_of(workflow: str, rearms: int, redrive: int | None = None) -> str:
+    """The timer's name: the first arming's, then one per re-arm (`rearms` = 1, 2, ...); those
+    redrive number `redrive` armed have names of their own (module docstring)."""
+    if redrive is not None:
+        return naming.timer_name(workflow, PURPOSE, "redrive", redrive, rearms)
     return naming.timer_name(workflow, PURPOSE) if rearms == 0 else naming.timer_name(workflow, PURPOSE, rearms)
+
+
+def timeout_timer_of(workflow: str, rearms: int, redrive: int | None = None) -> str:
+    """The execution-timeout timer's name, as `timer_of` names the watchdog's."""
+    if redrive is not None:
+        return naming.timer_name(workflow, TIMEOUT_PURPOSE, "redrive", redrive, rearms)
+    return naming.timer_name(workflow, TIMEOUT_PURPOSE, rearms)
+
+
+@dataclass(frozen=True, slots=True)
+class Rearm:
+    """What a redrive re-arms (module docstring, "After a redrive"): the timers of the workflow's
+    entry function `function` (whose runtime handles them), the deadline watchdog unless
+    `watchdog` is False, the execution timeout when `timeout_seconds` is set (times
+    `time_scale`, None: `UNUM_ASL_TIME_SCALE`)."""
+
+    function: str
+    timeout_seconds: float | None = None
+    watchdog: bool = True
+    time_scale: float | None = None
+
+    @classmethod
+    def of(cls, workflow: Workflow) -> Rearm:
+        """The timers a loaded workflow's entry arms at its start."""
+        entry = workflow.functions[workflow.entry].ir
+        return cls(workflow.entry, timeout_seconds=entry.timeout_seconds, watchdog=workflow.watchdog)
 
 
 class Watchdog:
@@ -121,13 +165,35 @@ class Watchdog:
                 log.warning("%s: %s: workflow %s runs without its execution timeout (TimeoutSeconds)",
                             self.function, exc, env.workflow)
 
+    def arm_redriven(self, workflow: str, deadline: int, redrive: int) -> None:
+        """Arm the timers of redrive number `redrive` of `workflow` (module docstring, "After a
+        redrive"): the execution timeout from now, the watchdog at its deadline's. Raises
+        InvokeError when the scheduler refused (nothing was sent yet: the redrive is continued
+        by the next one, unum_entry.redrive)."""
+        if self.enabled:
+            try:
+                self._schedule(workflow, deadline, 0, redrive)
+            except TimersUnavailable as exc:
+                log.warning("%s: %s: redriven workflow %s runs without a deadline watchdog", self.function, exc,
+                            workflow)
+        if self.timeout_seconds is not None and self._invoke_at is not None:
+            seconds = self.timeout_seconds
+            try:
+                self._schedule_timeout(workflow, deadline, seconds, self.retention.clock() + seconds * self.time_scale,
+                                       0, redrive)
+            except TimersUnavailable as exc:
+                log.warning("%s: %s: redriven workflow %s runs without its execution timeout (TimeoutSeconds)",
+                            self.function, exc, workflow)
+
     def fire(self, env: Envelope) -> str:
         """Handle one delivery of the watchdog timer `env`; returns what it did: "early",
-        "late", "ended", "succeeded" or "recorded" (logs and tests). Raises StoreError /
-        InvokeError on transient trouble (the platform redelivers the timer)."""
-        timeout = env.inputs[0].value if env.inputs and env.inputs[0].inline else None
-        if isinstance(timeout, dict) and "timeout" in timeout:
-            return self._time_out(env, timeout)
+        "late", "ended", "succeeded", "superseded" (an execution timeout a later redrive armed
+        again) or "recorded" (logs and tests). Raises StoreError / InvokeError on transient
+        trouble (the platform redelivers the timer)."""
+        timer = env.inputs[0].value if env.inputs and env.inputs[0].inline else None
+        if isinstance(timer, dict) and "timeout" in timer:
+            return self._time_out(env, timer)
+        redrive = _redrive_of(timer)
         workflow, deadline = env.workflow, env.deadline
         now = self.retention.clock()
         try:
@@ -136,7 +202,7 @@ class Watchdog:
             pass
         else:
             if fires_at(self.retention, deadline) > now:
-                self._schedule(workflow, deadline, env.attempt + 1)
+                self._schedule(workflow, deadline, env.attempt + 1, redrive)
                 return "early"
         if now >= deadline:
             log.warning("workflow %s: its watchdog fired %d s after the deadline; objects may have expired, so "
@@ -147,7 +213,7 @@ class Watchdog:
             return over
         pending = pending_of(records, workflow)
         record = failure_record("Unum.RetentionExpired", _cause(workflow, deadline, pending), function=self.function,
-                                invocation=timer_of(workflow, env.attempt), attempts=env.attempt + 1)
+                                invocation=timer_of(workflow, env.attempt, redrive), attempts=env.attempt + 1)
         record.update({WATCHDOG_FIELD: True, "Pending": pending})
         ledger = Ledger(workflow, deadline, self.retention)
         if not create_failure(self.store, ledger, encode(record)):
@@ -159,15 +225,18 @@ class Watchdog:
         """One delivery of the execution-timeout timer (module docstring): "early", "ended",
         "succeeded" or "recorded"."""
         workflow, due, seconds = env.workflow, float(timer["at"]), timer["timeout"]
+        redrive = _redrive_of(timer)
         if self.retention.clock() < due:
-            self._schedule_timeout(workflow, env.deadline, seconds, due, env.attempt + 1)
+            self._schedule_timeout(workflow, env.deadline, seconds, due, env.attempt + 1, redrive)
             return "early"
-        over, _ = self._over(workflow)
+        # the claim of the next redrive (its own timer counts from it), read with the endings
+        later = naming.redrive_key(workflow, (-1 if redrive is None else redrive) + 1)
+        over, _ = self._over(workflow, later)
         if over:
             return over
         record = failure_record("States.Timeout", f"the execution timed out: its TimeoutSeconds ({seconds:g} s) "
                                 f"elapsed", function=self.function,
-                                invocation=naming.timer_name(workflow, TIMEOUT_PURPOSE, env.attempt),
+                                invocation=timeout_timer_of(workflow, env.attempt, redrive),
                                 attempts=env.attempt + 1)
         record[TIMEOUT_FIELD] = True
         if not end_workflow(self.store, workflow, record):
@@ -175,30 +244,44 @@ class Watchdog:
         log.info("workflow %s: %s", workflow, record["Cause"])
         return "recorded"
 
-    def _over(self, workflow: str) -> tuple[str | None, list[Record]]:
-        """Whether `workflow` is over for a timer: "ended" (an ending record), "succeeded" (its
-        results cover every position) or None, with its records when they were listed."""
+    def _over(self, workflow: str, later: str | None = None) -> tuple[str | None, list[Record]]:
+        """Whether `workflow` is over for a timer: "ended" (an ending record), "superseded" (the
+        record `later`, a later redrive's claim, exists; read in the same batch), "succeeded"
+        (its results cover every position) or None, with its records when they were listed."""
         ending = Ending.of(workflow)
-        if ending.reached(self.store.read(ending.keys)):
+        found = self.store.read((*ending.keys, later) if later is not None else ending.keys)
+        if ending.reached(found):
             return "ended", []
+        if later is not None and later in found:
+            return "superseded", []
         records = list(self.store.records(workflow))
         results = [decode(r.value) for r in records if r.kind is Kind.RESULT and r.value is not None]
         return ("succeeded" if covers_every_position(results) else None), records
 
-    def _schedule_timeout(self, workflow: str, deadline: int, seconds: float, due: float, rearms: int) -> None:
+    def _schedule_timeout(self, workflow: str, deadline: int, seconds: float, due: float, rearms: int,
+                          redrive: int | None = None) -> None:
         if self._invoke_at is None:
             return
-        timer = Envelope(workflow=workflow, inputs=(DataRef(value={"timeout": seconds, "at": due}),),
-                         deadline=deadline, attempt=rearms, watchdog=True)
-        self._invoke_at(due, self.function, timer.to_wire(), name=naming.timer_name(workflow, TIMEOUT_PURPOSE, rearms))
+        value: dict[str, Any] = {"timeout": seconds, "at": due}
+        if redrive is not None:
+            value["redrive"] = redrive
+        timer = Envelope(workflow=workflow, inputs=(DataRef(value=value),), deadline=deadline, attempt=rearms,
+                         watchdog=True)
+        self._invoke_at(due, self.function, timer.to_wire(), name=timeout_timer_of(workflow, rearms, redrive))
 
-    def _schedule(self, workflow: str, deadline: int, rearms: int) -> None:
+    def _schedule(self, workflow: str, deadline: int, rearms: int, redrive: int | None = None) -> None:
         if self._invoke_at is None:  # not `enabled`: nothing to arm with
             return
-        timer = Envelope(workflow=workflow, inputs=(DataRef(value=None),), deadline=deadline, attempt=rearms,
-                         watchdog=True)
+        timer = Envelope(workflow=workflow, inputs=(DataRef(value=None if redrive is None else {"redrive": redrive}),),
+                         deadline=deadline, attempt=rearms, watchdog=True)
         self._invoke_at(fires_at(self.retention, deadline), self.function, timer.to_wire(),
-                        name=timer_of(workflow, rearms))
+                        name=timer_of(workflow, rearms, redrive))
+
+
+def _redrive_of(timer: Any) -> int | None:
+    """The redrive number a timer's input names (None: armed at the workflow's start)."""
+    number = timer.get("redrive") if isinstance(timer, dict) else None
+    return number if isinstance(number, int) and not isinstance(number, bool) else None
 
 
 def pending_of(records: Iterable[Record], workflow: str) -> dict[str, Any]:

@@ -36,6 +36,7 @@ def cmd_redrive(args: argparse.Namespace) -> int:
     from unum_entry.errors import WorkflowTimeout
     from unum_entry.outcome import WorkflowStatus, finished, read_outcome
     from unum_entry.redrive import redrive
+    from unum_entry.watchdog import Rearm
 
     from builder.commands.interrupts import raised
     from builder.commands.io import command_line
@@ -78,7 +79,8 @@ def cmd_redrive(args: argparse.Namespace) -> int:
                                     "once that run has ended")
                 # holding the driver lease: a claim left by a redrive killed before it cleared the
                 # failure record is that dead redrive's, continued (unum_entry.redrive, adopt)
-                sent = redrive(store, args.workflow_id, platform.invoker, adopt=rq.runs is not None)
+                sent = redrive(store, args.workflow_id, platform.invoker, adopt=rq.runs is not None,
+                               rearm=Rearm.of(workflow))  # its TimeoutSeconds counts from here
                 rq.queue.flush()  # on disk before anything is said: a kill from here on leaves it to --resume
                 console.message(f"redrive {sent.number + 1} of workflow {args.workflow_id}: re-running {sent.function} "
                                 f"(it failed with {sent.failure.get('Error')}: {sent.failure.get('Cause')})")

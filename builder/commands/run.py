@@ -63,6 +63,7 @@ def _run(args: argparse.Namespace, results: TextIO) -> int:
     from unum_entry.local.platform import LocalPlatform
     from unum_entry.outcome import finished, read_outcome
     from unum_entry.redrive import continue_dead_redrive
+    from unum_entry.watchdog import Rearm
     from unum_entry.runtime import new_workflow
     from unum_entry.stores import open_store
     from unum_entry.workflow import load_workflow
@@ -151,7 +152,7 @@ def _run(args: argparse.Namespace, results: TextIO) -> int:
             if recovered:
                 console.message(f"resuming: {recovered} deliveries and timers a previous run left pending")
             elif args.resume and rq.runs is not None and (redriven := continue_dead_redrive(
-                    store, workflow_id, platform.invoker)) is not None:
+                    store, workflow_id, platform.invoker, rearm=Rearm.of(workflow))) is not None:
                 rq.queue.flush()  # (on disk before anything is said, as redrive's own)
                 console.message(f"resuming: redrive {redriven.number + 1}, killed before it journaled what it "
                                 f"sends: re-running {redriven.function}")

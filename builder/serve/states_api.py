@@ -619,6 +619,7 @@ class StatesApi:
 
     def op_RedriveExecution(self, p: dict[str, Any]) -> dict[str, Any]:
         from unum_entry.redrive import CannotRedrive, redrive
+        from unum_entry.watchdog import Rearm
 
         execution = self._execution(p["executionArn"])
         status = self.status(execution)[0]
@@ -628,7 +629,8 @@ class StatesApi:
         if execution.express:
             raise ApiError("ExecutionNotRedrivable", f"An EXPRESS execution cannot be redriven: '{p['executionArn']}'")
         try:
-            redrive(self.store, execution.workflow, self.engine.platform(execution.folder).invoker)
+            platform = self.engine.platform(execution.folder)
+            redrive(self.store, execution.workflow, platform.invoker, rearm=Rearm.of(platform.workflow))
         except CannotRedrive as exc:
             raise ApiError("ExecutionNotRedrivable", str(exc)) from None
         now = self.clock()
