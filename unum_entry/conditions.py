@@ -155,24 +155,14 @@ class _Comparison(Frozen):
         self.__dict__.update(variable=variable, operand=operand, relation=relation, by_path=by_path)
 
 
+_RELATIONS = (("Equals", operator.eq), ("LessThan", operator.lt), ("GreaterThan", operator.gt),
+              ("LessThanEquals", operator.le), ("GreaterThanEquals", operator.ge))
 _LITERAL_COMPARISONS: Mapping[str, _Comparison] = MappingProxyType({
-    "StringEquals": _Comparison(_STRING, _STRING, operator.eq),
-    "StringLessThan": _Comparison(_STRING, _STRING, operator.lt),
-    "StringGreaterThan": _Comparison(_STRING, _STRING, operator.gt),
-    "StringLessThanEquals": _Comparison(_STRING, _STRING, operator.le),
-    "StringGreaterThanEquals": _Comparison(_STRING, _STRING, operator.ge),
+    **{f"{family}{suffix}": _Comparison(kind, kind, relation)  # StringEquals ... TimestampGreaterThanEquals
+       for family, kind in (("String", _STRING), ("Numeric", _NUMBER), ("Timestamp", _TIMESTAMP_STRING))
+       for suffix, relation in _RELATIONS},
     "StringMatches": _Comparison(_STRING, _PATTERN, _matches),
-    "NumericEquals": _Comparison(_NUMBER, _NUMBER, operator.eq),
-    "NumericLessThan": _Comparison(_NUMBER, _NUMBER, operator.lt),
-    "NumericGreaterThan": _Comparison(_NUMBER, _NUMBER, operator.gt),
-    "NumericLessThanEquals": _Comparison(_NUMBER, _NUMBER, operator.le),
-    "NumericGreaterThanEquals": _Comparison(_NUMBER, _NUMBER, operator.ge),
     "BooleanEquals": _Comparison(_BOOLEAN, _BOOLEAN, operator.eq),
-    "TimestampEquals": _Comparison(_TIMESTAMP_STRING, _TIMESTAMP_STRING, operator.eq),
-    "TimestampLessThan": _Comparison(_TIMESTAMP_STRING, _TIMESTAMP_STRING, operator.lt),
-    "TimestampGreaterThan": _Comparison(_TIMESTAMP_STRING, _TIMESTAMP_STRING, operator.gt),
-    "TimestampLessThanEquals": _Comparison(_TIMESTAMP_STRING, _TIMESTAMP_STRING, operator.le),
-    "TimestampGreaterThanEquals": _Comparison(_TIMESTAMP_STRING, _TIMESTAMP_STRING, operator.ge),
 })
 
 _NO_PATH_FORM = frozenset({"StringMatches"})  # as in ASL: there is no StringMatchesPath
@@ -358,34 +348,15 @@ def evaluate(rule: Mapping[str, Any], output: Any, context: Mapping[str, Any],
     present (an undefined variable is not present).
     """
     name = next(key for key in rule if key != "Variable")
-    if name in _COMBINATORS:
-        return _COMBINATOR_EVALUATORS[name](rule[name], output, context, variables)
+    if name == "And":  # every rule holds (stops at the first that does not)
+        return all(evaluate(member, output, context, variables) for member in rule[name])
+    if name == "Or":  # some rule holds (stops at the first that does)
+        return any(evaluate(member, output, context, variables) for member in rule[name])
+    if name == "Not":
+        return not evaluate(rule[name], output, context, variables)
     if name in _COMPARISONS:
         return _evaluate_comparison(name, rule, output, context, variables)
     return _evaluate_type_test(name, rule, output, context, variables)
-
-
-def _evaluate_and(rules: list[Mapping[str, Any]], output: Any, context: Mapping[str, Any],
-                  variables: _Variables) -> bool:
-    """True if every rule holds; stops at the first that does not."""
-    return all(evaluate(rule, output, context, variables) for rule in rules)
-
-
-def _evaluate_or(rules: list[Mapping[str, Any]], output: Any, context: Mapping[str, Any],
-                 variables: _Variables) -> bool:
-    """True if any rule holds; stops at the first that does."""
-    return any(evaluate(rule, output, context, variables) for rule in rules)
-
-
-def _evaluate_not(rule: Mapping[str, Any], output: Any, context: Mapping[str, Any],
-                  variables: _Variables) -> bool:
-    """True if `rule` does not hold."""
-    return not evaluate(rule, output, context, variables)
-
-
-_COMBINATOR_EVALUATORS: Mapping[str, Callable[[Any, Any, Mapping[str, Any], _Variables], bool]] = (
-    MappingProxyType({"And": _evaluate_and, "Or": _evaluate_or, "Not": _evaluate_not})
-)
 
 
 def _evaluate_comparison(
