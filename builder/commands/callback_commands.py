@@ -101,7 +101,7 @@ def complete_locally(args: argparse.Namespace, store: Any, folder: str, complete
     from unum_entry.outcome import finished, read_outcome
     from unum_entry.workflow import load_workflow
 
-    from builder.commands import start_record
+    from builder.runs import start_record
     from builder.commands.console import Console
     from builder.commands.run import ENDED, wait_for_workflow
     from builder.commands.run_queue import RunQueue

@@ -45,7 +45,7 @@ def cmd_callback(args: argparse.Namespace) -> int:
 def _locally(args: argparse.Namespace, store: Any, outcome: dict[str, Any]) -> int:
     from unum_entry.asl import callbacks
 
-    from builder.commands.compile import runnable_workflow
+    from builder.runs.folders import runnable_workflow
 
     def complete(invoker: Submit) -> str:
         return callbacks.complete(args.token, outcome, store=store, invoker=invoker).workflow

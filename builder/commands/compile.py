@@ -1,18 +1,12 @@
-"""`python -m builder compile`, and state machines accepted by `python -m builder run`."""
+"""`python -m builder compile`, and the compile options of `python -m builder run` (which loads a
+state machine through builder.runs.folders.runnable_workflow)."""
 
 from __future__ import annotations
 
 import argparse
-import atexit
-import shutil
-import sys
-import tempfile
 from pathlib import Path
 
-from builder.compiler.load import STATE_MACHINE_SUFFIXES, find_definition
 from builder.compiler.substitute import parse_substitutions
-
-WORKFLOW_FILE = "unum-workflow.json"
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -49,29 +43,6 @@ def cmd_compile(args: argparse.Namespace) -> int:
         what = f"Task {info['task']!r} -> {info['lambda']} ({info['handler']})" if info["task"] else info["kind"]
         print(f"  {name:<28} starts at {info['head']!r}; {what}")
     return 0
-
-
-def runnable_workflow(path: str, functions: str | None = None, handler: str | None = None,
-                      substitutions: list[str] | None = None) -> str:
-    """The workflow folder `run` should load: `path` itself, or a temporary folder compiled from
-    the state machine file `path` is (or holds), with `substitutions` (`KEY=VALUE` strings).
-    The temporary folder is removed at exit."""
-    target = Path(path)
-    if target.is_dir() and (target / WORKFLOW_FILE).is_file():
-        return path
-    if target.is_dir():
-        if find_definition(target) is None:
-            return path  # let load_workflow explain what is missing
-    elif not (target.is_file() and target.suffix in STATE_MACHINE_SUFFIXES):
-        return path
-    from builder.compiler import compile_state_machine
-
-    out = Path(tempfile.mkdtemp(prefix="unum-asl-")) / "workflow"
-    atexit.register(shutil.rmtree, out.parent, True)
-    values = parse_substitutions(substitutions)
-    result = compile_state_machine(target, out, functions=functions, handler=handler, substitutions=values)
-    print(f"compiled {result.name}: {len(result.functions)} functions", file=sys.stderr)
-    return str(result.out)
 
 
 def _default_out(source: Path) -> Path:

@@ -4,12 +4,9 @@
 from __future__ import annotations
 
 import argparse
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from builder.graphing.output import GraphFormat
-
-if TYPE_CHECKING:
-    from builder.graphing.states import StateView
 
 
 def add_format_options(parser: argparse.ArgumentParser, *, format_flag: str = "--format") -> None:
@@ -36,32 +33,13 @@ def _graph_format(value: str) -> GraphFormat:
 def cmd_graph(args: argparse.Namespace) -> int:
     from builder.graphing.build import load_graph
     from builder.graphing.output import write_graph, write_state_view
+    from builder.runs.path import load_state_view
 
     if args.view == "states":
         write_state_view(load_state_view(args.workflow), args.graph_format, args.out)
         return 0
     write_graph(load_graph(args.workflow), args.graph_format, args.out)
     return 0
-
-
-def load_state_view(source: str) -> StateView:
-    """The state view of a state machine file (or a folder holding one); one line otherwise."""
-    from pathlib import Path
-
-    from builder.compiler.load import find_definition, load_definition
-    from builder.compiler.validate import validate
-    from builder.graphing.states import state_view
-    from unum_entry.errors import UnumError
-
-    path = Path(source)
-    found = find_definition(path) if path.is_dir() else (path if path.is_file() else None)
-    if found is None:  # an IR workflow folder (a compiled one keeps its statemachine.json: drawn)
-        raise UnumError(f"--view states: {source} is not a state machine (a .json/.yaml definition, or a folder "
-                        "holding one); an IR workflow has functions only (--view functions)")
-    validate(load_definition(found), str(found))
-    doc = load_definition(found)
-    return state_view(doc, found.resolve().parent.name if found.stem.lower().startswith("statemachine")
-                      else found.stem.split(".")[0])
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -100,24 +78,9 @@ def write_inspect_graph(args: argparse.Namespace, store: object, folder: str | N
 
 def write_run_states(args: argparse.Namespace, store: Any, source: str) -> None:
     """The state view of the run's state machine, its path coloured from its history: the states
-    it entered green, the Task of an invocation that failed red (builder.commands.inspect_history)."""
+    it entered green, the Task of an invocation that failed red (builder.runs.path)."""
     from builder.graphing.output import write_state_view
+    from builder.runs.path import run_path
 
     view, ran, failed = run_path(store, args.workflow_id, source)
     write_state_view(view, args.graph_format, args.out, ran=ran, failed=failed)
-
-
-def run_path(store: Any, workflow_id: str, source: str) -> tuple[StateView, set[str], set[str]]:
-    """The state view of a run's state machine and the path it took, from its history: the
-    states it entered, and (if it failed) the states of the invocation that failed it."""
-    from builder.commands.inspect_history import history_document
-    from unum_entry.outcome import read_outcome
-
-    view = load_state_view(source)
-    outcome = read_outcome(store, workflow_id)
-    document = history_document(store, workflow_id, str(outcome.status), outcome.failure, source)
-    ran = {e["state"] for e in document["events"] if "state" in e}
-    failing = {(e.get("function"), e.get("index")) for e in document["events"] if e["type"] == "LambdaFunctionFailed"}
-    failed = {e["state"] for e in document["events"] if outcome.failure is not None and "state" in e
-              and e["type"].endswith("StateEntered") and (e.get("function"), e.get("index")) in failing}
-    return view, ran - failed, failed

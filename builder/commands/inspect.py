@@ -17,7 +17,9 @@ from unum_entry.retention import GC_SKEW_SECONDS
 
 from builder.commands.console import Console
 from builder.commands.io import command_line, to_json, utc
-from builder.commands.options import DEFAULT_STORE, add_store_option, non_negative_seconds, open_existing_store
+from builder.commands.options import add_store_option, non_negative_seconds, open_existing_store
+from builder.program import DEFAULT_STORE, callback_hint
+from builder.runs.start_record import UnknownWorkflow
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -28,10 +30,6 @@ if TYPE_CHECKING:
     from unum_entry.local.runs import RunState
     from unum_entry.outcome import RunResult
     from unum_entry.stores.base import Store
-
-
-class UnknownWorkflow(UnumError):
-    """`inspect` of a workflow id the store retains nothing for."""
 
 
 def report(outcome: RunResult, store_url: str, folder: str | None = None,
@@ -74,23 +72,12 @@ def report(outcome: RunResult, store_url: str, folder: str | None = None,
     return shown
 
 
-def callback_hint(store_url: str, folder: str | None, functions: str | None = None) -> str:
-    """How to complete a waiting Task: `task-success TOKEN --output JSON …` (or task-failure);
-    `functions`: the state machine's function code as given (--functions), if it was."""
-    store = [] if store_url == DEFAULT_STORE else ["--store", store_url]
-    where = ["--workflow", folder] if folder else ["--workflow", "STATEMACHINE"]
-    if functions is not None:
-        where += ["--functions", functions]
-    success = command_line("task-success", "TOKEN", "--output", "JSON", *store, *where)
-    return f"{success}   (or: task-failure TOKEN --error E --cause C)"
-
-
 def cmd_inspect(args: argparse.Namespace) -> int:
     from unum_entry.asl.callbacks import waiting
     from unum_entry.local.runs import run_state
     from unum_entry.outcome import WorkflowStatus, read_outcome
 
-    from builder.commands import start_record
+    from builder.runs import start_record
     from builder.versions import directory
 
     store = open_existing_store(args.store)

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import base64
 import json
-import shlex
-import sys
 from pathlib import Path
 from typing import Any
 
 from unum_entry.errors import UnumError
+
+from builder.program import command_line as command_line  # the commands' helpers; their home is builder.program
+from builder.program import program_name as program_name
 
 
 def parse_input(raw: str, option: str = "--input") -> Any:
@@ -78,14 +79,3 @@ def to_json(value: Any, compact: bool) -> str:
 def utc(epoch: int) -> str:
     from datetime import UTC, datetime
     return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def program_name(argv0: str | None = None) -> str:
-    """How the user started us: `unum` (the console script) or `python -m builder`."""
-    name = Path(argv0 if argv0 is not None else (sys.argv[0] if sys.argv else "")).name
-    return "python -m builder" if name in ("__main__.py", "", "-c") else name
-
-
-def command_line(*words: str) -> str:
-    """A command the user can paste: our program name, then `words` shell-quoted."""
-    return " ".join([program_name(), *(shlex.quote(w) for w in words)])

@@ -15,10 +15,11 @@ import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from builder.program import DEFAULT_STORE as DEFAULT_STORE  # its home: builder.program
+
 if TYPE_CHECKING:
     from unum_entry.stores.base import Store
 
-DEFAULT_STORE = ".unum/unum.db"  # the SQLite store (unum_entry.stores.sqlite)
 STORE_ENV = "UNUM_STORE"
 DURABILITY_ENV = "UNUM_DURABILITY"
 DURABILITIES = ("full", "normal", "off")

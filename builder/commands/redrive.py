@@ -44,8 +44,8 @@ def cmd_redrive(args: argparse.Namespace) -> int:
     from builder.commands.run import wait_for_workflow
     from builder.commands.run_queue import RunQueue
 
-    from builder.commands import start_record
-    from builder.commands.compile import runnable_workflow
+    from builder.runs import start_record
+    from builder.runs.folders import runnable_workflow
     from builder.commands.options import open_existing_store
     from builder.commands.versions import changed_since, pin
 

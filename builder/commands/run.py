@@ -68,8 +68,8 @@ def _run(args: argparse.Namespace, results: TextIO) -> int:
     from unum_entry.stores import open_store
     from unum_entry.workflow import load_workflow
 
-    from builder.commands import start_record
-    from builder.commands.compile import runnable_workflow
+    from builder.runs import start_record
+    from builder.runs.folders import runnable_workflow
     from builder.commands.interrupts import Terminated, raised
     from builder.commands.run_queue import RunQueue, follow
     from builder.commands.versions import changed_since, pin

@@ -13,11 +13,9 @@ from __future__ import annotations
 
 import argparse
 
-from unum_entry.errors import UnumError
-from unum_entry.stores.base import Store
-
 from builder.commands.console import Console
 from builder.commands.options import add_store_option
+from builder.runs.stop import stop
 
 
 def cmd_stop(args: argparse.Namespace) -> int:
@@ -30,25 +28,6 @@ def cmd_stop(args: argparse.Namespace) -> int:
         store.close()
     Console().message(f"stopped workflow {args.workflow_id}")
     return 0
-
-
-def stop(store: Store, workflow: str, *, error: str | None = None, cause: str | None = None,
-         where: str = "this store") -> None:
-    """Stop `workflow` (the CLI's and the web console's stop): raises UnknownWorkflow when the
-    store holds nothing of it, UnumError naming how it ended when it had ended. Whether it
-    had is decided by the store within `stop_workflow`, never by the read made here (which
-    only tells an unknown id from a known one)."""
-    from unum_entry.outcome import WorkflowStatus, read_outcome, stop_workflow
-
-    from builder.commands.inspect import UnknownWorkflow
-
-    if read_outcome(store, workflow).status is WorkflowStatus.UNKNOWN:
-        raise UnknownWorkflow(f"no workflow {workflow!r} in {where} (mistyped, another --store, or expired "
-                              "and collected)")
-    # a stop that died between its two writes reads stopped: stop_workflow completes it
-    if not stop_workflow(store, workflow, error=error, cause=cause):
-        raise UnumError(f"workflow {workflow} has already ended ({read_outcome(store, workflow).status}): "
-                        "nothing to stop")
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -90,7 +90,7 @@ def report_callbacks(store: Any, workflow_id: str, args: argparse.Namespace, con
 
 
 def _task_tokens(workflow_id: str, tasks: list[Any], args: argparse.Namespace, console: Console) -> None:
-    from builder.commands.inspect import callback_hint
+    from builder.program import callback_hint
 
     states = sorted({t.state for t in tasks})
     console.message(f"workflow {workflow_id} is waiting for {len(tasks)} task-token callback(s) at "

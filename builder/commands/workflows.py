@@ -15,7 +15,7 @@ def cmd_list(args: argparse.Namespace) -> int:
     from builder.commands.options import open_existing_store
     from builder.ui.listing import human_age, list_workflows, parse_duration, utc
 
-    from builder.commands.start_record import versions_of
+    from builder.runs.start_record import versions_of
     from builder.versions import UnknownVersion, check_id, directory, find
 
     wanted = check_id(args.version) if args.version is not None else None

@@ -116,7 +116,7 @@ class Engine:
 
     def start(self, folder: str, workflow_id: str, input_value: Any) -> None:
         """Start `workflow_id` on `folder` with `input_value` (its start recorded first, as `run` does)."""
-        from builder.commands import start_record
+        from builder.runs import start_record
 
         platform = self.platform(folder)
         start_record.claim(self.store, workflow_id, input_value, folder=folder, resume=False)

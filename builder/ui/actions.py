@@ -5,7 +5,7 @@ Two checks, both required (`check`): the request's `Origin` is the UI's own
 (`http://127.0.0.1:PORT`; a browser always sends it with a POST, and a page elsewhere cannot
 set it), and its form carries this server's session token, a random value made when the server
 starts and written only into its own pages (another origin cannot read them). The actions:
-`stop` (builder.commands.stop.stop, as `python -m builder stop`: the store decides whether the
+`stop` (builder.runs.stop.stop, as `python -m builder stop`: the store decides whether the
 workflow had ended) and `redrive`
 (unum_entry.redrive on the embedded engine, as `python -m builder redrive`).
 """
@@ -44,7 +44,7 @@ def check(headers: Mapping[str, str], form: Mapping[str, list[str]], *, origin: 
 def run_action(store: Store, action: str, form: Mapping[str, list[str]]) -> str:
     """Perform `action` on the workflow the form names; returns the workflow id. Raises UnumError
     with one line for what cannot be done (an unknown action, a workflow that already ended)."""
-    from builder.commands.stop import stop
+    from builder.runs.stop import stop
 
     workflow = (form.get("w") or [""])[0]
     if not workflow:
@@ -99,8 +99,8 @@ def _in_background(store: Store, workflow: str, send: Callable[[Any], object], *
     from unum_entry import load_workflow
     from unum_entry.local.platform import LocalPlatform
 
-    from builder.commands import start_record
-    from builder.commands.compile import runnable_workflow
+    from builder.runs import start_record
+    from builder.runs.folders import runnable_workflow
 
     recorded = start_record.read(store, workflow)
     if recorded is None or not recorded.folder:

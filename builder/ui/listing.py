@@ -1,6 +1,6 @@
 """The workflows a store holds, with status and age, and removing them.
 
-A workflow's start is what `run` recorded (builder.commands.start_record); for workflows started
+A workflow's start is what `run` recorded (builder.runs.start_record); for workflows started
 otherwise (a deployed entry function) it is derived from its *deadline* (start + TTL, the expiry
 of its earliest objects: unum_entry.retention): `started = first expiry - TTL`, exact for the
 TTL the workflow ran with (`--ttl`, default the runtime's 7 days). Status is `read_outcome`'s rule:
@@ -54,8 +54,8 @@ def list_workflows(store: Store, *, ttl_seconds: int = DEFAULT_TTL_SECONDS, now:
 
 
 def _recorded_starts(store: Store, workflows: list[str]) -> dict[str, int]:
-    """Start times that `run` recorded (builder.commands.start_record), one batch read."""
-    from builder.commands.start_record import start_key
+    """Start times that `run` recorded (builder.runs.start_record), one batch read."""
+    from builder.runs.start_record import start_key
 
     keys = {start_key(w): w for w in workflows}
     found: dict[str, int] = {}

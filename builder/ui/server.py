@@ -142,7 +142,6 @@ class UiServer:
         """Status, results, failure and the coloured graph (None when its definition is unknown)."""
         from builder.graphing.status import colour, replay
         from builder.ui.listing import _running_or_waiting
-        from builder.ui.pages import workflow_versions
         from unum_entry.outcome import WorkflowStatus, read_outcome
 
         outcome = read_outcome(self.store, workflow_id)
@@ -159,10 +158,9 @@ class UiServer:
             shown["graph"] = coloured
             shown["nodes"] = {name: state.value for name, state in coloured.states.items()}
         shown["states_svg"] = self._state_path(workflow_id)
-        shown.update(workflow_versions(self.store, workflow_id))  # its version and upgrades (builder.ui.pages)
         if status is WorkflowStatus.WAITING:  # each waiting Task, its token and how to complete it
-            from builder.commands import start_record
-            from builder.commands.inspect import callback_hint
+            from builder.runs import start_record
+            from builder.program import callback_hint
             from unum_entry.asl.callbacks import waiting
 
             recorded = start_record.read(self.store, workflow_id)
@@ -174,8 +172,8 @@ class UiServer:
     def _state_path(self, workflow_id: str) -> str | None:
         """For a run of a state machine: its states as SVG, the path it took coloured
         (builder.graphing.states); None for an IR workflow, an unknown folder, or no Graphviz."""
-        from builder.commands import start_record
-        from builder.commands.graph import run_path
+        from builder.runs import start_record
+        from builder.runs.path import run_path
         from builder.graphing.dot import GraphvizMissing, ImageFormat, render
         from builder.graphing.states import states_to_dot
 
@@ -196,9 +194,9 @@ class UiServer:
         return sorted({name for name in (workflow_name(r) for r in list(self._starts.values())) if name})
 
     def history(self, workflow_id: str) -> dict[str, Any]:
-        """The workflow's execution history (builder.commands.inspect_history.history_document)."""
-        from builder.commands import start_record
-        from builder.commands.inspect_history import history_document
+        """The workflow's execution history (builder.runs.history.history_document)."""
+        from builder.runs import start_record
+        from builder.runs.history import history_document
         from unum_entry.outcome import read_outcome
 
         outcome = read_outcome(self.store, workflow_id)
@@ -209,7 +207,7 @@ class UiServer:
     def _definition(self, workflow_id: str) -> Graph | None:
         """The graph of the workflow `workflow_id` ran: the folder its run recorded, else the
         first `--workflow` candidate whose entry invocation the store holds."""
-        from builder.commands import start_record
+        from builder.runs import start_record
         from builder.graphing.build import load_graph
         from builder.graphing.status import entry_committed
 
@@ -452,8 +450,6 @@ def _value_html(workflow: str, value: Any) -> str:
 
 
 def workflow_fragment(shown: dict[str, Any], *, token: str = "") -> str:
-    from builder.ui.pages import versions_fragment
-
     parts = [_header(shown["workflow"], shown["status"], "overview")]
     if token and shown["status"] in ("running", "waiting", "interrupted"):
         parts.append(f"<form id='stop' method='post' action='/action/stop'><input type='hidden' name='token' "
@@ -479,7 +475,6 @@ def workflow_fragment(shown: dict[str, Any], *, token: str = "") -> str:
         parts.append(f"<form id='redrive' method='post' action='/action/redrive'><input type='hidden' name='token' "
                      f"value='{html.escape(token)}'><input type='hidden' name='w' value='{html.escape(shown['workflow'])}'>"
                      "<button id='redrive-button'>Redrive</button></form>")
-    parts.append(versions_fragment(shown))  # builder.ui.pages: its version, upgrade n: from -> to, when
     graph: Graph | None = shown["graph"]
     if graph is None:
         parts.append("<p id='nograph'>Its workflow definition is unknown here: start the page with "

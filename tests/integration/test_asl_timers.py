@@ -172,7 +172,7 @@ def test_a_timeout_timer_that_fires_after_the_task_success_changes_nothing(tmp_p
     from unum_entry.workflow import load_workflow
 
     from builder.commands.callback_commands import Submit
-    from builder.commands.compile import runnable_workflow
+    from builder.runs.folders import runnable_workflow
 
     monkeypatch.setenv("UNUM_ASL_TIME_SCALE", SCALE)
     monkeypatch.setenv("TOKEN_DIR", str(tmp_path))
@@ -200,7 +200,7 @@ def test_timers_delivered_early_twice_and_late_change_nothing(tmp_path: Path, mo
     from unum_entry.local.platform import LocalPlatform
     from unum_entry.workflow import load_workflow
 
-    from builder.commands.compile import runnable_workflow
+    from builder.runs.folders import runnable_workflow
 
     class Unpunctual(LocalPlatform):
         """Every ASL timer is delivered on time and 0.3 s late; each first one also at once (early;
@@ -277,7 +277,7 @@ def test_crashes_duplicates_and_delays_around_timers_change_nothing(tmp_path: Pa
     from unum_entry.local.platform import LocalPlatform
     from unum_entry.workflow import load_workflow
 
-    from builder.commands.compile import runnable_workflow
+    from builder.runs.folders import runnable_workflow
 
     # x 0.0002: the 2 h Wait is 1.44 s, the 1 h timeout 0.72 s - still long beside the 0.05 s delays, and the
     # faults land on the same step boundaries around the same timers (only the wait between them is shorter).

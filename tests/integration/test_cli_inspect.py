@@ -27,7 +27,7 @@ def test_inspect_a_finished_workflow(tmp_path):
     assert report["status"] == "succeeded"
     assert report["results"][0]["greeting"] == "HELLO, ADA!"
     # every function's checkpoint is retained (docs/coordination.md), until a stated time
-    # Hello, Shout (Sign commits the result itself), and run's start record (builder/commands/start_record.py)
+    # Hello, Shout (Sign commits the result itself), and run's start record (builder/runs/start_record.py)
     assert report["retained_objects"] == {"checkpoint": 2, "marker": 1}
     assert report["retained_until"].endswith("Z")
 

@@ -108,7 +108,7 @@ def _platform_run(tmp_path: Path, monkeypatch: Any, definition: dict[str, Any], 
     let every timer fire (on time and late), then finish the stop; judge."""
     from unum_entry.workflow import load_workflow
 
-    from builder.commands.compile import runnable_workflow
+    from builder.runs.folders import runnable_workflow
 
     monkeypatch.setenv("UNUM_ASL_TIME_SCALE", "0.0003")
     monkeypatch.setenv("MARK_DIR", str(tmp_path))
@@ -193,7 +193,7 @@ def test_a_task_success_against_a_stop_one_ending_and_a_late_callback_is_refused
     from unum_entry.asl.callbacks import task_heartbeat, task_success
     from unum_entry.workflow import load_workflow
 
-    from builder.commands.compile import runnable_workflow
+    from builder.runs.folders import runnable_workflow
 
     monkeypatch.setenv("UNUM_ASL_TIME_SCALE", "0.0003")
     monkeypatch.setenv("MARK_DIR", str(tmp_path))

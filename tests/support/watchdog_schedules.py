@@ -304,7 +304,7 @@ def task_never_called_back(make: MakeStore, tmp: Path) -> None:
     """A `.waitForTaskToken` Task whose callback never comes (its token goes to a Lambda
     handler, which drops it): the workflow waits, then the watchdog records the failure naming
     the waiting state, its function and its token."""
-    from builder.commands.compile import runnable_workflow
+    from builder.runs.folders import runnable_workflow
 
     (tmp / "functions" / "Ask").mkdir(parents=True)
     (tmp / "functions" / "Ask" / "app.py").write_text(ASK.format(folder=str(tmp)))

@@ -47,6 +47,10 @@ class NothingToResume(UnumError):
     """`--resume` of a workflow id the store has no record of."""
 
 
+class UnknownWorkflow(UnumError):
+    """A workflow id the store holds nothing of (no start record, no outcome)."""
+
+
 class StartKind(enum.Enum):
     """How `claim` found the workflow id."""
 
