@@ -176,6 +176,48 @@ def collect(store: Store) -> tuple[int, int]:
     return removed, kept
 
 
+@dataclass(frozen=True, slots=True)
+class Upgrade:
+    """Upgrade `number` (1, 2, …) of a workflow: from version `source` to `target`, at `at`
+    (epoch seconds; 0 when not recorded)."""
+
+    number: int
+    source: str | None
+    target: str
+    at: int
+
+    def as_json(self) -> dict[str, Any]:
+        return {"number": self.number, "from": self.source, "to": self.target, "at": self.at}
+
+
+def upgrade_history(store: Store, workflow_ids: list[str]) -> dict[str, list[Upgrade]]:
+    """Every recorded upgrade of each of `workflow_ids` (builder.runs.start_record.upgrade_key:
+    upgrade n is a record of its own), oldest first; a workflow never moved maps to []. One
+    batch read per upgrade number, of the workflows that have the one before."""
+    from unum_entry.codec import decode
+
+    from builder.runs.start_record import MAX_UPGRADES, upgrade_key
+
+    found: dict[str, list[Upgrade]] = {w: [] for w in workflow_ids}
+    number, candidates = 0, list(workflow_ids)
+    while candidates and number < MAX_UPGRADES:
+        keys = {upgrade_key(w, number): w for w in candidates}
+        candidates = []
+        for key, raw in store.get_many(list(keys)).items():
+            try:
+                record = decode(raw)
+            except Exception:  # noqa: BLE001 - not an upgrade record
+                continue
+            if not isinstance(record, dict) or not isinstance(record.get("version"), str):
+                continue
+            source, at = record.get("from"), record.get("at")
+            found[keys[key]].append(Upgrade(number + 1, source if isinstance(source, str) else None,
+                                            record["version"], at if isinstance(at, int) else 0))
+            candidates.append(keys[key])
+        number += 1
+    return found
+
+
 # ---- upgrade --------------------------------------------------------------------------------
 
 @dataclass(frozen=True, slots=True)
@@ -328,6 +370,56 @@ def durable_check(durable: list[Any], new_folder: str) -> str | None:
     return None
 
 
+MAX_CHILD_DEPTH = 16  # invoked children of invoked children followed, at most
+
+
+def children_check(store: Store, workflow_id: str, old_folder: str, new_folder: str) -> str | None:
+    """A durable `context.invoke` child runs the version its parent started it on: the
+    embedded engine runs one version per process, so moving a parent while a child of it is
+    in flight is refused when a function of that child (the invoke's target, the functions it
+    has run or has pending, and so on for its own children in flight) is not the same in the
+    new version; None when every child in flight runs the same code in both (or there is none)."""
+    from unum_entry.durable_functions.replay_check import executions
+    from unum_entry.outcome import invoked_children
+    from unum_entry.workflow import load_workflow
+
+    old, new = load_workflow(old_folder), load_workflow(new_folder)
+
+    def same(function: str) -> bool:
+        was, now = old.functions.get(function), new.functions.get(function)
+        return was is not None and now is not None and versions.content_id(was.folder) == versions.content_id(now.folder)
+
+    parents, depth = [workflow_id], 0
+    while parents and depth < MAX_CHILD_DEPTH:
+        children: list[str] = []
+        for parent in parents:
+            targets = _invoke_targets(executions(store, parent), parent)
+            for child in invoked_children(store, parent):
+                functions = {targets.get(child, "")} - {""}
+                functions |= {point.function for point in pending_points(store, child)}
+                functions |= {execution.function for execution in executions(store, child)}
+                for function in sorted(functions):
+                    if not same(function):
+                        return (f"its invoked child {child} (function {function!r}) is still running on version "
+                                f"{versions.content_id(old_folder)}, and {function!r} is not the same in the new "
+                                "version: a child runs the version it was started on; upgrade after it ends")
+                children.append(child)
+        parents, depth = children, depth + 1
+    return None
+
+
+def _invoke_targets(executions: list[Any], workflow_id: str) -> dict[str, str]:
+    """Per invoked child workflow of `workflow_id`: the function its invoke targets (from the
+    parent's durable logs)."""
+    from unum_entry import naming
+
+    found: dict[str, str] = {}
+    for execution in executions:
+        for op_id, target in execution.state.invokes.items():
+            found[naming.invoked_workflow(workflow_id, op_id)] = str(target.get("function") or "")
+    return found
+
+
 def cmd_upgrade(args: argparse.Namespace) -> int:
     from unum_entry.outcome import ENDED, WorkflowStatus, read_outcome
 
@@ -359,6 +451,8 @@ def cmd_upgrade(args: argparse.Namespace) -> int:
         durable = durable_executions(store, args.workflow_id)
         if diverges is None:
             diverges = durable_check(durable, str(target.path))
+        if diverges is None:
+            diverges = children_check(store, args.workflow_id, old.folder, str(target.path))
         if diverges is not None:
             raise ReplayCheckFailed(f"upgrade of workflow {args.workflow_id} to {target.id} refused, nothing changed: "
                                     f"{diverges}")

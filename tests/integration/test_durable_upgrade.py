@@ -133,3 +133,61 @@ def test_the_replay_runs_no_step_body_past_where_the_workflow_stands(waiting: Pa
     dry = cli(waiting, "upgrade", "p-1", "--to", "wf", "--dry-run")
     assert dry.returncode == 0, dry.stderr
     assert not side.exists()
+
+
+# ---- durable `invoke` children stay on the version they were started on ----------------------
+
+PARENT = ("from aws_durable_execution_sdk_python import DurableContext, durable_execution\n\n\n"
+          "@durable_execution\ndef handler(event: dict, context: DurableContext) -> dict:\n"
+          "    slow = context.invoke('Slow', {'n': event['n']}, name='slow')\n"
+          "    return context.step(lambda _: {'child': slow, 'parent': 'PARENT'}, name='finish')\n")
+CHILD = ("from aws_durable_execution_sdk_python import DurableContext, durable_execution\n"
+         "from aws_durable_execution_sdk_python.config import Duration\n\n\n"
+         "@durable_execution\ndef handler(event: dict, context: DurableContext) -> dict:\n"
+         "    context.wait(Duration.from_seconds(3), name='nap')\n"
+         "    return context.step(lambda _: {'n': event['n'], 'by': 'CHILD'}, name='answer')\n")
+
+
+def family(cwd: Path, parent: str, child: str) -> None:
+    """A durable parent P that invokes a durable child Slow, which naps 3 s."""
+    (cwd / "wf").mkdir(exist_ok=True)
+    (cwd / "wf" / "unum-workflow.json").write_text(json.dumps({"unum_workflow": 1, "name": "family", "entry": "P"}))
+    for function, source in (("P", PARENT.replace("PARENT", parent)), ("Slow", CHILD.replace("CHILD", child))):
+        (cwd / "wf" / function).mkdir(exist_ok=True)
+        (cwd / "wf" / function / "unum-ir.json").write_text(json.dumps({**IR, "function": function}))
+        (cwd / "wf" / function / "app.py").write_text(source)
+
+
+def start_family(cwd: Path, workflow_id: str) -> str:
+    family(cwd, "p1", "c1")
+    done = cli(cwd, "run", "wf", "--input", '{"n": 7}', "--workflow-id", workflow_id, "--timeout", "1")
+    assert done.returncode == 0 and "is waiting until" in done.stderr, done.stderr  # the child naps
+    return str(inspected(cwd, workflow_id)["version"])
+
+
+def test_an_invoked_child_runs_the_version_it_was_started_on(tmp_path: Path) -> None:
+    """The folder's child code changes: an upgrade of the parent is refused while the child is in
+    flight (nothing changes), and the resumed workflow's child runs the old code anyway."""
+    started = start_family(tmp_path, "f-1")
+    family(tmp_path, "p1", "c2")
+    refused = cli(tmp_path, "upgrade", "f-1", "--to", "wf")
+    assert refused.returncode == 2, refused.stdout
+    [line] = refused.stderr.strip().splitlines()
+    assert line.startswith("error: upgrade of workflow f-1 to v") and line.endswith(
+        f"(function 'Slow') is still running on version {started}, and 'Slow' is not the same in the new version: "
+        "a child runs the version it was started on; upgrade after it ends"), line
+    assert "its invoked child f-1~" in line
+    assert inspected(tmp_path, "f-1").get("upgrades", 0) == 0
+    resumed = cli(tmp_path, "run", "wf", "--workflow-id", "f-1", "--resume", timeout=90)
+    assert resumed.returncode == 0, resumed.stderr
+    assert json.loads(resumed.stdout) == {"child": {"n": 7, "by": "c1"}, "parent": "p1"}
+
+
+def test_a_parent_upgraded_mid_flight_finishes_on_its_new_code_its_child_on_the_old(tmp_path: Path) -> None:
+    start_family(tmp_path, "f-2")
+    family(tmp_path, "p2", "c1")  # only the parent's code changed
+    moved = cli(tmp_path, "upgrade", "f-2", "--to", "wf")
+    assert moved.returncode == 0, moved.stderr
+    resumed = cli(tmp_path, "run", "wf", "--workflow-id", "f-2", "--resume", timeout=90)
+    assert resumed.returncode == 0, resumed.stderr
+    assert json.loads(resumed.stdout) == {"child": {"n": 7, "by": "c1"}, "parent": "p2"}
