@@ -34,7 +34,7 @@ from unum_entry.errors import StaleInvocation
 from unum_entry.ir import FunctionIR
 from unum_entry.outcome import Ending, create_result
 from unum_entry.retention import Ledger
-from unum_entry.stores.base import KIND_CHECKPOINT, Guard, Joined, Joining, SetAdd, SetState, Store
+from unum_entry.stores.base import Guard, Joined, Joining, Kind, SetAdd, SetState, Store
 
 if TYPE_CHECKING:
     from unum_entry.plan import Call
@@ -68,7 +68,7 @@ def commit(store: Store, ir: FunctionIR, retention: Retention, env: Envelope, ke
     ledger = Ledger.of(env, retention)
     if commits_its_result(ir):  # (`key` is its result record: outcome.create_result writes it)
         return create_result(store, ledger, env.frames, result_record(env, output) + stamp)
-    return ledger.create(store, key, encode(output, what=_output_of(ir.function)) + stamp, KIND_CHECKPOINT)
+    return ledger.create(store, key, encode(output, what=_output_of(ir.function)) + stamp, Kind.CHECKPOINT)
 
 
 def commit_joining(store: Store, ir: FunctionIR, ledger: Ledger, key: str, output: Any,

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING
 from unum_entry import naming
 from unum_entry.errors import RetentionExpired, StoreMisuse
 from unum_entry.frozen import Frozen, frozen
-from unum_entry.stores.base import KIND_SET, Kind, Record, SetAdd, SetState, Store
+from unum_entry.stores.base import Kind, Record, SetAdd, SetState, Store
 
 if TYPE_CHECKING:
     from unum_entry.retention import Ledger
@@ -85,7 +85,7 @@ def leaf_add(ledger: Ledger, set_key: str, width: int, slot: int, member: str) -
     shard_index, position = divmod(slot, SHARD_SLOTS)
     shard = _shard(set_key, 0, shard_index, _level_widths(width)[0])
     ledger.check_join(set_key, shard.key)
-    return SetAdd(shard.key, position, member, shard.size, ledger.expires_at(KIND_SET))
+    return SetAdd(shard.key, position, member, shard.size, ledger.expires_at(Kind.SET))
 
 
 def ends_at_leaf(leaf_state: SetState | None) -> bool:
@@ -108,7 +108,7 @@ def next_add(ledger: Ledger, set_key: str, width: int, slot: int, leaf_state: Se
     parent_index, parent_position = divmod(shard_index, SHARD_SLOTS)
     parent = _shard(set_key, 1, parent_index, widths[1])
     ledger.check_join(set_key, parent.key)
-    return SetAdd(parent.key, parent_position, _PARENT_MEMBER, parent.size, ledger.expires_at(KIND_SET))
+    return SetAdd(parent.key, parent_position, _PARENT_MEMBER, parent.size, ledger.expires_at(Kind.SET))
 
 
 def _carries_on(state: SetState, position: int) -> bool | None:

@@ -72,9 +72,6 @@ class Shape(str, enum.Enum):
     NEIGHBOUR = "neighbour"
 
 
-SHAPE_AGGREGATE = Shape.AGGREGATE  # (read at every fan-in branch: unum_entry.stores.base.KIND_SET says why)
-
-
 @frozen
 class Pop(Frozen):
     """Pop the top fan-out frame for the transitions that follow."""

@@ -16,7 +16,7 @@ from unum_entry.conditions import evaluate, resolve_path
 from unum_entry.envelope import DataRef, Envelope, Frame, Gather
 from unum_entry.errors import PlanError
 from unum_entry.frozen import Frozen, ReadOnly, frozen
-from unum_entry.ir import (SHAPE_AGGREGATE, CreateSet, Fail, FanIn, FanOut, FunctionIR, Invoke, Map, Next, Pop, Shape,
+from unum_entry.ir import (CreateSet, Fail, FanIn, FanOut, FunctionIR, Invoke, Map, Next, Pop, Shape,
                            Succeed, Suspend)
 
 
@@ -343,7 +343,7 @@ def _fan_in(ins: FanIn, env: Envelope, frames: tuple[Frame, ...], program: Progr
     if len(frames) == 1:
         raise PlanError(f"fan_in to {ins.function!r} outside any fan-out (no frame to join on)")
     top = frames[-1]
-    if ins.shape is SHAPE_AGGREGATE:
+    if ins.shape is Shape.AGGREGATE:
         target_frames, slot, width = frames[:-1], top.index, top.size
     else:
         # neighbour: target i joins branch i (slot 0) and the target's own output at i-1 (slot 1)

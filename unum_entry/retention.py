@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING
 from unum_entry import naming
 from unum_entry.errors import RetentionExpired
 from unum_entry.frozen import Frozen, frozen
-from unum_entry.stores.base import KIND_CHECKPOINT, KIND_SET, Joining, Kind
+from unum_entry.stores.base import Joining, Kind
 
 if TYPE_CHECKING:
     from unum_entry.envelope import Envelope, Frame
@@ -129,7 +129,7 @@ class Ledger(Frozen):
 
     def expires_at(self, kind: Kind) -> int:
         """When an object of `kind` written now by this workflow expires (module docstring)."""
-        if kind is KIND_SET:
+        if kind is Kind.SET:
             return self.deadline
         return self.retention.expires_at(self.deadline)
 
@@ -190,7 +190,7 @@ class Ledger(Frozen):
 
     def joining(self, key: str, value: bytes, join: SetAdd) -> Joining:
         """The item of `store.create_joining_many` that `create_joining` of a checkpoint would write."""
-        return Joining(key, value, self.workflow, self.expires_at(KIND_CHECKPOINT), join)
+        return Joining(key, value, self.workflow, self.expires_at(Kind.CHECKPOINT), join)
 
     def add_to_set(self, store: Store, set_key: str, shard_key: str, slot: int, member: str, *,
                    size: int) -> SetState:
@@ -198,7 +198,7 @@ class Ledger(Frozen):
         expired (`check_join`), stamped with the deadline."""
         self.check_join(set_key, shard_key)
         return store.add_to_set(shard_key, slot, member, size=size, workflow=self.workflow,
-                                expires_at=self.expires_at(KIND_SET))
+                                expires_at=self.expires_at(Kind.SET))
 
     def transact(self, store: Store, key: str, value: bytes, ops: Iterable[AppOp], *,
                  guards: Iterable[Guard] = ()) -> tuple[bytes, bool]:

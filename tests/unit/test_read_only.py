@@ -15,7 +15,7 @@ from unum_entry.envelope import Envelope
 from unum_entry.frozen import ReadOnly
 from unum_entry.ingress import Ready
 from unum_entry.plan import Call, Join, Plan
-from unum_entry.platforms.common import STATUS_DONE, DeliveryOutcome
+from unum_entry.platforms.common import DeliveryOutcome, DeliveryStatus
 from unum_entry.stores.base import Kind, Record, SetAdd, SetState
 
 REPO = Path(__file__).resolve().parents[2]
@@ -26,7 +26,7 @@ from unum_entry.egress import EgressReport
 from unum_entry.envelope import Envelope
 from unum_entry.ingress import Ready
 from unum_entry.plan import Call, Join, Plan
-from unum_entry.platforms.common import STATUS_DONE, DeliveryOutcome
+from unum_entry.platforms.common import DeliveryOutcome, DeliveryStatus
 from unum_entry.stores.base import Kind, Record, SetAdd, SetState
 
 EgressReport(1, True, 0, False).created = False
@@ -34,7 +34,7 @@ Ready(1).event = 2
 Call("f", Envelope(workflow="w")).function = "g"
 Join("s", 2, 0, "t", ()).slot = 1
 Plan().terminal = True
-DeliveryOutcome(STATUS_DONE).status = STATUS_DONE
+DeliveryOutcome(DeliveryStatus.DONE).status = DeliveryStatus.DONE
 SetState(2, {}).members = {0: "a"}
 SetAdd("k", 0, "m", 2, 9).member = "n"
 Record("k", Kind.CHECKPOINT, "w", 9).value = b"x"
@@ -120,7 +120,7 @@ def test_the_per_delivery_classes_keep_their_value_semantics() -> None:
     assert Join("s", 2, 0, "t", ()) == Join("s", 2, 0, "t", ()) != Join("s", 2, 1, "t", ())
     assert SetState(2, {0: "a", 1: "b"}, completed_by=1) == SetState(2, {0: "a", 1: "b"})  # completed_by: not compared
     assert SetState(2, {0: "a", 1: "b"}).full and not SetState(2, {0: "a"}).full
-    assert Ready([1]) == Ready([1]) and DeliveryOutcome(STATUS_DONE) == DeliveryOutcome(STATUS_DONE)
+    assert Ready([1]) == Ready([1]) and DeliveryOutcome(DeliveryStatus.DONE) == DeliveryOutcome(DeliveryStatus.DONE)
     assert Record("k", Kind.SET, "w", 9, size=2) == Record("k", Kind.SET, "w", 9, size=2)
     assert SetAdd("k", 0, "m", 2, 9) == SetAdd("k", 0, "m", 2, 9)
 

@@ -50,7 +50,7 @@ from unum_entry.local.handoff import call_wire, envelope_wire, is_plain, open_ca
 from unum_entry.local.queue import MAX_HOPS, CallRun, Delivery, DeliveryQueue, MemoryQueue
 from unum_entry.outcome import Ending, RunResult, read_outcome
 from unum_entry.plan import Call, FanOutCalls
-from unum_entry.platforms.common import (STATUS_DONE, DeliveryOutcome, DeliveryStatus, RetryPolicy, deliver,
+from unum_entry.platforms.common import (DeliveryOutcome, DeliveryStatus, RetryPolicy, deliver,
                                         deliver_many, record_failure)
 from unum_entry.runtime import Handler, Runtime, RuntimeConfig, new_workflow
 from unum_entry.durable_functions.chained import workflow_ended
@@ -962,7 +962,7 @@ class LocalPlatform:
                 hand: _Hand) -> None:
         """Count `delivery`'s outcome and do what it asks (a retry, a redelivery)."""
         status = outcome.status
-        if status is STATUS_DONE:  # (first and alone: nearly every delivery)
+        if status is DeliveryStatus.DONE:  # (first and alone: nearly every delivery)
             report = outcome.done_report
             self._count_done(delivery, hand, created=report.created, failed=report.failed)
             return

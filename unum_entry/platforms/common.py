@@ -141,9 +141,6 @@ class DeliveryStatus(enum.Enum):
     FAILED = "failed"                # the workflow's failure is recorded (`Runtime.fail` returned)
 
 
-STATUS_DONE = DeliveryStatus.DONE  # (read at every delivery: unum_entry.stores.base.KIND_SET says why)
-
-
 class DeliveryOutcome(ReadOnly):
     """The policy's answer for one delivery. `report` is set for DONE; `retry` and `delay` for
     RETRY_HANDLER; `error` (what went wrong) for RETRY_HANDLER, REDELIVER and FAILED."""
@@ -207,7 +204,7 @@ def deliver(runtime: Runtime, env: Envelope, *, retry: RetryPolicy) -> DeliveryO
         return _outcome_of_error(runtime, env, exc, retry)
     if report is None:  # (`_outcome_of_report`, inlined: every delivery comes here, ~0.5 % of a chain hop)
         return DeliveryOutcome(DeliveryStatus.DROPPED)
-    return DeliveryOutcome(STATUS_DONE, report=report)
+    return DeliveryOutcome(DeliveryStatus.DONE, report=report)
 
 
 def deliver_many(runtime: Runtime, envs: Sequence[Envelope], *, retry: RetryPolicy) -> list[DeliveryOutcome]:
@@ -224,7 +221,7 @@ def deliver_many(runtime: Runtime, envs: Sequence[Envelope], *, retry: RetryPoli
 def _outcome_of_report(report: EgressReport | None) -> DeliveryOutcome:
     if report is None:
         return DeliveryOutcome(DeliveryStatus.DROPPED)
-    return DeliveryOutcome(STATUS_DONE, report=report)
+    return DeliveryOutcome(DeliveryStatus.DONE, report=report)
 
 
 def _outcome_of_error(runtime: Runtime, env: Envelope, error: Exception, retry: RetryPolicy) -> DeliveryOutcome:

@@ -66,12 +66,6 @@ class Kind(str, enum.Enum):
     CHUNK = "chunk"                # a piece of a value stored by reference (see the module docstring)
 
 
-# Python 3.11 reads a member off an enum class through `EnumType.__getattr__`'s slot hook, ~1,100
-# instructions a read (3.12 dropped the hook; bench/instructions.py counts it): the members that
-# code running at every transition reads are plain module constants as well.
-KIND_CHECKPOINT = Kind.CHECKPOINT
-KIND_SET = Kind.SET
-
 #: The members of every record that is not a set: one shared read-only mapping, not an empty dict
 #: per record (64 B each: a million-branch map's checkpoints, held by a MemoryStore or read at once
 #: by a fan-in).
@@ -354,7 +348,7 @@ class Store(ABC):
             return [self._joining_or_error(create) for create in creates]
 
         def prepare(create: Joining) -> tuple[Record, Record, int, str]:
-            record, set_record = self._joining_records(create.key, create.value, create.workflow, KIND_CHECKPOINT,
+            record, set_record = self._joining_records(create.key, create.value, create.workflow, Kind.CHECKPOINT,
                                                        create.expires_at, create.join)
             return record, set_record, create.join.slot, create.join.member
 
@@ -860,7 +854,7 @@ def _set_record(key: str, slot: int, size: int, workflow: str, expires_at: int) 
     """The set record an add at `slot` upserts (`Store.add_to_set`); StoreMisuse for a bad add
     or expiry, before anything is written."""
     _check_set_add(key, slot, size)
-    return Record(key, KIND_SET, workflow, _expiry(key, expires_at), None, size)
+    return Record(key, Kind.SET, workflow, _expiry(key, expires_at), None, size)
 
 
 def _check_set_add(key: str, slot: int, size: int) -> None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from unum_entry.errors import GuardFailed, StoreError, TransactionConflict
-from unum_entry.stores.base import (KIND_SET, AppOp, Guard, Kind, Record, SetState, Store, Versioned,
+from unum_entry.stores.base import (AppOp, Guard, Kind, Record, SetState, Store, Versioned,
                                      live_values, tally_records)
 from unum_entry.yielding_lock import YieldingLock
 
@@ -44,7 +44,7 @@ class MemoryStore(Store):
         with self._lock:
             records = self._records
             # (a set is copied, `_snapshot`; any other record is handed out as it is: a wide join reads 20,000 at once)
-            return {key: record if record.kind is not KIND_SET else _snapshot(record)
+            return {key: record if record.kind is not Kind.SET else _snapshot(record)
                     for key in keys if (record := records.get(key)) is not None}
 
     def _get_values(self, keys: list[str], now: float) -> tuple[dict[str, bytes], dict[str, Record]]:
@@ -78,7 +78,7 @@ class MemoryStore(Store):
         if current is None:
             current = Record(record.key, record.kind, record.workflow, record.expires_at, None, record.size, {})
             self._records[record.key] = current
-        elif current.kind is not KIND_SET or current.size is None:
+        elif current.kind is not Kind.SET or current.size is None:
             raise StoreError(f"store key {record.key!r} holds a {current.kind.value}, not a set")
         members = current.members
         if slot not in members:  # a slot keeps its first member (idempotent add)
@@ -153,7 +153,7 @@ class MemoryStore(Store):
 
 def _snapshot(record: Record) -> Record:
     """A record safe to hand out: sets get a copy of their members."""
-    if record.kind is not KIND_SET:
+    if record.kind is not Kind.SET:
         return record
     return Record(key=record.key, kind=record.kind, workflow=record.workflow, expires_at=record.expires_at,
                   value=record.value, size=record.size, members=dict(record.members))

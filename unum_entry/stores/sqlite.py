@@ -31,7 +31,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 import msgpack  # type: ignore[import-untyped]
 
 from unum_entry.errors import GuardFailed, StoreError, TransactionConflict
-from unum_entry.stores.base import KIND_SET, MANIFEST_TAG, AppOp, Guard, Kind, Record, SetState, Store, Versioned
+from unum_entry.stores.base import MANIFEST_TAG, AppOp, Guard, Kind, Record, SetState, Store, Versioned
 from unum_entry.stores.sqlite_database import (DEFAULT_BUSY_TIMEOUT, SCHEMA_VERSION, Database, Durability)
 
 __all__ = ["SCHEMA_VERSION", "Database", "Durability", "SQLiteStore", "is_sqlite_location", "parse_url"]
@@ -466,7 +466,7 @@ def _creation(record: Record) -> tuple[str, tuple[Any, ...]]:
     """The create statement for `record` and its parameters but the clock's `now`: a value
     record's without its NULL columns (`_CREATE_VALUE`). (`_value_`: an enum member's `value`
     is a Python-level property, two calls per read.)"""
-    if record.kind is not KIND_SET and record.size is None and record.value is not None:
+    if record.kind is not Kind.SET and record.size is None and record.value is not None:
         return _CREATE_VALUE, (record.key, record.kind._value_, record.workflow, int(record.expires_at),
                                _blob(record.value))
     return _CREATE, _row(record)
@@ -482,7 +482,7 @@ def _blob(data: bytes) -> bytes | bytearray:
 
 
 def _row(record: Record) -> tuple[Any, ...]:
-    members = _pack_members(dict(record.members)) if record.kind is KIND_SET else None
+    members = _pack_members(dict(record.members)) if record.kind is Kind.SET else None
     return (record.key, record.kind._value_, record.workflow, int(record.expires_at), record.value, record.size,
             members)
 

@@ -90,7 +90,6 @@ class Durability(str, enum.Enum):
             raise StoreError(f"{where}: unknown durability {text!r}: use full, normal or off") from None
 
 
-DURABILITY_FULL = Durability.FULL  # (read at every commit: unum_entry.stores.base.KIND_SET says why)
 
 
 #: The store's tables (unum_entry.stores.sqlite), created when a database is opened.
@@ -516,7 +515,7 @@ class Database:
         try:
             with self._write_mutex:
                 conn = self._writer if self._writer is not None else self._writer_connection()
-                relaxed = self.durability is DURABILITY_FULL and _none_synced(batch)
+                relaxed = self.durability is Durability.FULL and _none_synced(batch)
                 try:
                     if not self._wal_ready:
                         self._presize_wal(conn)
