@@ -191,3 +191,33 @@ def test_a_parent_upgraded_mid_flight_finishes_on_its_new_code_its_child_on_the_
     resumed = cli(tmp_path, "run", "wf", "--workflow-id", "f-2", "--resume", timeout=90)
     assert resumed.returncode == 0, resumed.stderr
     assert json.loads(resumed.stdout) == {"child": {"n": 7, "by": "c1"}, "parent": "p2"}
+
+
+# ---- docs/versions.md's durable example, run as written -----------------------------------------
+
+def test_docs_durable_upgrade_commands_run_as_written(tmp_path: Path) -> None:
+    import shutil
+
+    from tests.support.doc_commands import REPO, doc_commands
+
+    shutil.copytree(REPO / "images" / "durable-versions", tmp_path / "images" / "durable-versions")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "python").write_text(f'#!/bin/sh\nexec {sys.executable} "$@"\n')  # this interpreter, as `python`
+    (bin_dir / "python").chmod(0o755)
+    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
+    commands = [c for c in doc_commands("docs/versions.md") if "images/durable-versions" in c.text]
+    assert len(commands) == 5, [c.text for c in commands]
+    outputs = []
+    for command in commands:
+        done = subprocess.run(["bash", "-c", command.text], cwd=tmp_path, capture_output=True, text=True,
+                              timeout=90, env=env)
+        assert done.returncode == 0 and "Traceback" not in done.stderr, f"{command.text}: {done.stderr}"
+        if command.comment.startswith("{"):
+            assert json.loads(done.stdout) == json.loads(command.comment), f"{command.text}: {done.stdout}"
+        outputs.append(done)
+    assert "is waiting until" in outputs[0].stderr
+    assert outputs[2].stdout.startswith("would upgrade workflow pay-1 from v")
+    assert outputs[2].stdout.rstrip().endswith("(replay check passed: Pay; 1 durable execution(s) replayed)")
+    assert outputs[3].stdout.startswith("upgraded workflow pay-1 from v")
+    assert inspected(tmp_path, "pay-1")["upgrades"] == 1

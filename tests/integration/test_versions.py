@@ -242,6 +242,7 @@ def test_snapshot_is_content_addressed_and_idempotent(tmp_path: Path) -> None:
 
 def test_docs_versions_commands_run_as_written(tmp_path: Path) -> None:
     shutil.copytree(REPO / "images" / "asl-versions", tmp_path / "images" / "asl-versions")
+    shutil.copytree(REPO / "images" / "durable-versions", tmp_path / "images" / "durable-versions")  # its durable example
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     (bin_dir / "python").write_text(f'#!/bin/sh\nexec {sys.executable} "$@"\n')  # this interpreter, as `python`
