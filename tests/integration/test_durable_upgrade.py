@@ -12,6 +12,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -124,13 +125,17 @@ def test_dry_run_says_what_would_change_and_changes_nothing(waiting: Path) -> No
     assert inspected(waiting, "p-1").get("upgrades", 0) == 0
 
 
-def test_the_replay_runs_no_step_body_past_where_the_workflow_stands(waiting: Path) -> None:
-    """A new step after the wait (where the workflow stands) passes the check, and its body,
-    which would write a file, does not run during it."""
-    side = waiting / "side-effect"
+def test_the_replay_runs_no_step_body_past_where_the_workflow_stands(tmp_path: Path) -> None:
+    """The cool-off's end has passed but its timer has not been delivered: the replay sees the
+    wait ended, so the new code would go on to its next operation, a new step whose body writes a
+    file. The check passes (the log ends at the wait) and the body does not run: the frontier
+    stops the code before the step starts."""
+    start(tmp_path, "p-3", 2)
+    side = tmp_path / "side-effect"
     extra = f'    context.step(lambda _: open({str(side)!r}, "w").write("ran"), name="extra")\n'
-    write(waiting, code(RESERVE, WAIT, extra, CHARGE))
-    dry = cli(waiting, "upgrade", "p-1", "--to", "wf", "--dry-run")
+    write(tmp_path, code(RESERVE, WAIT, extra, CHARGE))
+    time.sleep(2.5)  # the 2 s cool-off began before `run` stopped waiting (1 s): its end has passed
+    dry = cli(tmp_path, "upgrade", "p-3", "--to", "wf", "--dry-run")
     assert dry.returncode == 0, dry.stderr
     assert not side.exists()
 
@@ -221,3 +226,38 @@ def test_docs_durable_upgrade_commands_run_as_written(tmp_path: Path) -> None:
     assert outputs[2].stdout.rstrip().endswith("(replay check passed: Pay; 1 durable execution(s) replayed)")
     assert outputs[3].stdout.startswith("upgraded workflow pay-1 from v")
     assert inspected(tmp_path, "pay-1")["upgrades"] == 1
+
+
+MAP = ("from aws_durable_execution_sdk_python import DurableContext, durable_execution\n"
+       "from aws_durable_execution_sdk_python.config import Duration, MapConfig\n\n\n"
+       "def item(ctx, x, i, _all):\n"
+       "    ctx.step(lambda _: open(f'{SIDE}-{x}-{TAG}', 'w').write('x'), name='touch')\n"
+       "    ctx.wait(Duration.from_seconds(3600), name='NAP')\n"
+       "    return x\n\n\n"
+       "@durable_execution\ndef handler(event: dict, context: DurableContext) -> dict:\n"
+       "    return {'out': context.map(event['xs'], item, name='items',\n"
+       "                               config=MapConfig(max_concurrency=1)).get_results()}\n")
+
+
+def test_a_map_in_flight_replays_its_started_items_and_starts_none(tmp_path: Path) -> None:
+    """A map of 3 items, one at a time: item 0 waits, items 1 and 2 have not started. The
+    replay of changed code passes and runs no item's step (no file of the check's tag appears);
+    a renamed wait inside item 0 is refused at its nested number (map 1, item 0, operation 2)."""
+    side = tmp_path / "side"
+
+    def source(tag: str, nap: str = "nap") -> str:
+        return MAP.replace("{SIDE}", str(side)).replace("{TAG}", tag).replace("NAP", nap)
+
+    write(tmp_path, source("run"))
+    done = cli(tmp_path, "run", "wf", "--input", '{"xs": [1, 2, 3]}', "--workflow-id", "m-1", "--timeout", "1.5")
+    assert done.returncode == 0 and "is waiting until" in done.stderr, done.stderr
+    assert sorted(p.name for p in tmp_path.glob("side-*")) == ["side-1-run"]
+    write(tmp_path, source("check"))
+    dry = cli(tmp_path, "upgrade", "m-1", "--to", "wf", "--dry-run")
+    assert dry.returncode == 0 and "replay check passed" in dry.stdout, dry.stderr
+    write(tmp_path, source("check", nap="doze"))
+    refused = cli(tmp_path, "upgrade", "m-1", "--to", "wf")
+    assert refused.returncode == 2
+    assert refused.stderr.strip().endswith("operation 1.0.2 of handler 'Pay' was wait 'nap' in the old version, "
+                                           "wait 'doze' in the new one"), refused.stderr
+    assert sorted(p.name for p in tmp_path.glob("side-*")) == ["side-1-run"]
