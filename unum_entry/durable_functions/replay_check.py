@@ -246,21 +246,6 @@ class _ReplayClient:
         return StateOutput(operations=[], next_marker=None)
 
 
-class _Context:
-    """What the SDK reads of Lambda's context object during a replay."""
-
-    def __init__(self, function: str, invocation: str) -> None:
-        self.aws_request_id = f"replay-check-{invocation}"
-        self.function_name = function
-        self.invoked_function_arn = f"unum:{function}"
-        self.memory_limit_in_mb = 0
-        self.log_group_name = self.log_stream_name = ""
-
-    @staticmethod
-    def get_remaining_time_in_millis() -> int:
-        return 15 * 60 * 1000
-
-
 def _replay(sdk_handler: Callable[[Any, Any], Any], execution: Execution, served: list[Any],
             timeout: float) -> dict[str, Any] | None:
     """Run the handler once over `served` in a thread; its output, or None when it does not end
@@ -273,12 +258,17 @@ def _replay(sdk_handler: Callable[[Any, Any], Any], execution: Execution, served
         checkpoint_token=f"{execution.invocation}:replay-check",
         initial_execution_state=InitialExecutionState(operations=served, next_marker=""),
         service_client=_ReplayClient())
+    from types import SimpleNamespace
+
+    from unum_entry.durable_functions.adapter import _LambdaContext  # what the SDK reads of Lambda's context
+
+    context = SimpleNamespace(invocation=f"replay-check-{execution.invocation}", function_name=execution.function)
     result: list[dict[str, Any]] = []
     failure: list[BaseException] = []
 
     def run() -> None:
         try:
-            out = sdk_handler(request, _Context(execution.function, execution.invocation))
+            out = sdk_handler(request, _LambdaContext(context))
             result.append(out if isinstance(out, dict) else {"Status": "SUCCEEDED"})
         except BaseException as exc:  # noqa: BLE001 - reported as the replay's failure
             failure.append(exc)
