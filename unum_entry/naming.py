@@ -10,10 +10,7 @@ index/size/iteration), and always 34 characters: a kind prefix and 32 hex digits
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Sequence
-from typing import Any
-
-import msgpack  # type: ignore[import-untyped]
+from collections.abc import Sequence
 
 from unum_entry.envelope import Frame
 from unum_entry.packing import pack
@@ -26,67 +23,13 @@ def _digest(domain: str, *parts: object) -> str:
     return hashlib.blake2b(payload, digest_size=_DIGEST_BYTES).hexdigest()
 
 
-def _seeded(domain: str, count: int) -> Callable[[], Any]:
-    """A fresh hasher already fed the msgpack prefix of `[domain, ...]` with `count` parts (the
-    hot names: one hasher copy instead of re-encoding and re-hashing the domain per name). A
-    msgpack array is its header followed by its elements, so the digest is `_digest`'s, byte
-    for byte (names are stored: they must never change)."""
-    prefix = msgpack.packb([domain, *[None] * count], use_bin_type=True)[:-count]  # drop the None placeholders
-    return hashlib.blake2b(prefix, digest_size=_DIGEST_BYTES).copy
-
-
-_CHECKPOINT = _seeded("checkpoint", 3)
-_SHARD = _seeded("shard", 3)
-_RESULT = _seeded("result", 2)
-
-
-def _parts(*parts: object) -> bytes:
-    """The msgpack encoding of `parts` as a `_seeded` hasher expects it: the elements of a
-    short array (fewer than 16) without its one-byte header."""
-    return pack(parts)[1:]
-
-
 def _frames(frames: Sequence[Frame]) -> list[list[int]]:
     return [[f.index, f.size, f.iteration] for f in frames]
 
 
 def checkpoint_key(workflow: str, function: str, frames: Sequence[Frame]) -> str:
     """The checkpoint of one invocation; also its name in logs and the handler context."""
-    h = _CHECKPOINT()
-    h.update(_parts(workflow, function, [[f.index, f.size, f.iteration] for f in frames]))
-    return "c-" + h.hexdigest()
-
-
-class CheckpointNames:
-    """`checkpoint_key` of one function's invocations, made faster for a fan-out's branches,
-    whose names share all but their last frame: it keeps a hasher fed everything of the last
-    branch's name but that frame, and feeds it only the frame. The bytes hashed are
-    `checkpoint_key`'s, so the names are too. An invocation outside any fan-out (a chain's:
-    each function names one per workflow) is named as `checkpoint_key` names it. Safe across
-    threads: the kept parts and their hasher are one tuple, read and replaced whole."""
-
-    __slots__ = ("function", "_kept")
-
-    def __init__(self, function: str) -> None:
-        self.function = function
-        self._kept: tuple[str | None, tuple[Frame, ...], Callable[[], Any]] = (None, (), _CHECKPOINT)
-
-    def key(self, workflow: str, frames: Sequence[Frame]) -> str:
-        """`checkpoint_key(workflow, self.function, frames)`."""
-        if len(frames) == 1:
-            return checkpoint_key(workflow, self.function, frames)
-        parent = tuple(frames[:-1])
-        kept_workflow, kept_parent, seeded = self._kept
-        if kept_workflow != workflow or kept_parent != parent:
-            h = _CHECKPOINT()
-            # `checkpoint_key`'s bytes up to the last frame: the frame list with a one-byte stand-in for it, dropped.
-            h.update(_parts(workflow, self.function, [*_frames(parent), 0])[:-1])
-            seeded = h.copy
-            self._kept = (workflow, parent, seeded)
-        h = seeded()
-        last = frames[-1]
-        h.update(pack([last.index, last.size, last.iteration]))
-        return "c-" + h.hexdigest()
+    return "c-" + _digest("checkpoint", workflow, function, _frames(frames))
 
 
 def fan_in_set_key(workflow: str, target: str, target_frames: Sequence[Frame], fan_out_size: int) -> str:
@@ -98,17 +41,13 @@ def fan_in_set_key(workflow: str, target: str, target_frames: Sequence[Frame], f
 
 def set_shard_key(set_key: str, level: int, index: int) -> str:
     """Shard `index` at `level` (0 = leaves) of a join set's tree (unum_entry.fanin)."""
-    h = _SHARD()
-    h.update(_parts(set_key, level, index))
-    return "s-" + h.hexdigest()
+    return "s-" + _digest("shard", set_key, level, index)
 
 
 def result_key(workflow: str, frames: Sequence[Frame]) -> str:
     """Where a workflow result lands. Keyed by the fan-out *indexes* only, not by function or
     iteration: one result per position of the fan-out tree, and create-if-absent keeps the first."""
-    h = _RESULT()
-    h.update(_parts(workflow, [f.index for f in frames[1:]]))
-    return "r-" + h.hexdigest()
+    return "r-" + _digest("result", workflow, [f.index for f in frames[1:]])
 
 
 def timer_name(workflow: str, purpose: str, *parts: object) -> str:

@@ -102,7 +102,6 @@ class Runtime:
             executor = ThreadPoolExecutor(self.config.dispatch_workers, thread_name_prefix=f"unum-{ir.function}")
         self.executor = executor
         self.retention = self.config.retention or store_retention(store)
-        self._names = naming.CheckpointNames(ir.function)  # its invocations' names (naming.checkpoint_key)
         self._branch_ledger = Ledger("", 0, self.retention)  # the last fan-in branch's (`_leaf_join`)
         self._egress = EgressContext(ir=ir, store=store, invoker=invoker, executor=self.executor,
                                      hooks=self.hooks, inline_limit=self.config.inline_limit,
@@ -249,7 +248,7 @@ class Runtime:
             self.watchdog.arm(env)
         elif self.ir.timeout_seconds is not None and naming.INVOKED in env.workflow and _starts_invoked(env):
             self.watchdog.arm(env, watchdog=False)  # a durable invoke's machine has its caller's deadline: its TimeoutSeconds
-        invocation = self._names.key(env.workflow, env.frames)
+        invocation = naming.checkpoint_key(env.workflow, self.ir.function, env.frames)
         allowed = self._may_run(env, invocation)
         if allowed is False:
             return None
@@ -336,7 +335,7 @@ class Runtime:
     def _committed(self, env: Envelope) -> tuple[str, str, bytes] | None:
         """(invocation, checkpoint, the committed bytes) of the invocation `env`, read from the
         store once; None when it has no checkpoint (not committed, expired, or none kept)."""
-        invocation = self._names.key(env.workflow, env.frames)
+        invocation = naming.checkpoint_key(env.workflow, self.ir.function, env.frames)
         checkpoint = invocation if self._commits_to_invocation else commit_key(self.ir, env, invocation)
         stored = self.store.get(checkpoint) if checkpoint is not None else None
         if checkpoint is None or stored is None:
@@ -425,7 +424,7 @@ class Runtime:
         Nothing is deleted (unum_entry.retention)."""
         if self.layer.give_up(env, error):
             return
-        self._give_up(env, error, self._names.key(env.workflow, env.frames))
+        self._give_up(env, error, naming.checkpoint_key(env.workflow, self.ir.function, env.frames))
 
     def end_in_failure(self, workflow: str, record: dict[str, Any], *, history: bytes = b"",
                        deadline: int = 0) -> None:
