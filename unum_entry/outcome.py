@@ -148,11 +148,62 @@ CLAIMING = (STOP_FIELD, TIMEOUT_FIELD)  # endings that claim the result record (
 def stop_workflow(store: Store, workflow: str, *, error: str | None = None, cause: str | None = None) -> bool:
     """Stop `workflow` unless it has ended (the first ending wins): `end_workflow` with a
     failure record marked `STOP_FIELD`. Returns whether this call stopped it. What in-flight
-    invocations do afterwards: docs/history.md ("Stop")."""
+    invocations do afterwards: docs/history.md ("Stop").
+
+    Then, when `workflow` reads stopped (this call stopped it, or an earlier stop that may have
+    died before this step did), every execution its durable functions started with
+    `context.invoke` and whose outcome they have not received (`invoked_children`: each runs as
+    its own workflow, unlike a `.sync` nested machine, which runs under its parent's id) is
+    stopped the same way, depth first: each child's ending is decided by the store alone (a
+    child whose result landed first keeps it; one stopped already is not stopped again)."""
     record = failure_record(error or "Unum.Stopped", cause or "stopped by request", function="",
                             invocation="", attempts=0)
     record[STOP_FIELD] = True
-    return end_workflow(store, workflow, record)
+    stopped = end_workflow(store, workflow, record)
+    pending = [(workflow, 0)] if stopped or _reads_stopped(store, workflow) else []
+    while pending:
+        parent, depth = pending.pop()
+        for child in invoked_children(store, parent) if depth < MAX_INVOKE_DEPTH else ():
+            if end_workflow(store, child, record) or _reads_stopped(store, child):
+                pending.append((child, depth + 1))
+    return stopped
+
+
+MAX_INVOKE_DEPTH = 32  # nested `context.invoke`s a stop follows at most (a guard against a malformed log)
+_DURABLE_LOG = naming.durable_log_key("", 0)[:2]  # every durable log entry's key starts so ("d-")
+
+
+def _reads_stopped(store: Store, workflow: str) -> bool:
+    return read_outcome(store, workflow).status is WorkflowStatus.STOPPED
+
+
+def invoked_children(store: Store, workflow: str) -> list[str]:
+    """The workflows `workflow`'s durable executions started with `context.invoke` whose
+    outcome their logs do not hold yet, without duplicates: a CHAINED_INVOKE operation's START
+    in a durable log entry (unum_entry.durable_functions.log: `{"u": [OperationUpdate, …]}`,
+    checkpointed before the target is sent, so a child sent but not yet started is found too)
+    with no SUCCEED / FAIL update nor completion (`{"c": [{"Id": …}, …]}`: an invoke refused at
+    once started no workflow). Child `naming.invoked_workflow(workflow, operation)`. One scan of
+    the workflow's step records; empty for a workflow without durable functions."""
+    import json  # lazy: only a stop reads durable logs
+
+    started: dict[str, None] = {}
+    completed: set[str] = set()
+    for record in store.tally(workflow, (Kind.STEP,)).records:
+        if record.kind is not Kind.STEP or record.value is None or not record.key.startswith(_DURABLE_LOG):
+            continue
+        try:
+            entry = json.loads(record.value)
+        except ValueError:
+            continue
+        if not isinstance(entry, dict):
+            continue
+        updates = [u for u in entry.get("u") or () if isinstance(u, dict) and u.get("Id")]
+        started.update(dict.fromkeys(str(u["Id"]) for u in updates
+                                     if u.get("Type") == "CHAINED_INVOKE" and u.get("Action") == "START"))
+        completed.update(str(u["Id"]) for u in updates if u.get("Action") in ("SUCCEED", "FAIL"))
+        completed.update(str(c["Id"]) for c in entry.get("c") or () if isinstance(c, dict) and c.get("Id"))
+    return [naming.invoked_workflow(workflow, op) for op in started if op not in completed]
 
 
 def end_workflow(store: Store, workflow: str, record: Mapping[str, Any]) -> bool:
