@@ -105,7 +105,7 @@ def check(sdk_handler: Callable[[Any, Any], Any], execution: Execution, *, now_m
     out = _replay(sdk_handler, execution, _served(ops, numbers), timeout)
     who = f"handler {execution.function!r}"
     if out is None:
-        return f"{who} did not finish its replay within {timeout:.0f} s (a loop outside its operations?)"
+        return f"{who} did not finish its replay within {timeout:g} s (a loop outside its operations?)"
     status = out.get("Status")
     if status == "PENDING":
         return None  # suspended where the execution waits, or stopped at a frontier's checkpoint
@@ -338,9 +338,10 @@ def _literal(text: str) -> str | None:
 
 
 def _ends_early(sdk_handler: Callable[[Any, Any], Any], execution: Execution, ops: dict[str, Any],
-                numbers: dict[str, tuple[str | None, int]], who: str, timeout: float) -> str:
-    """The new code ended before the log's last operations: the first root operation it no
-    longer reaches (replaying the root's first j operations with a frontier at j + 1)."""
+                numbers: dict[str, tuple[str | None, int]], who: str, timeout: float) -> str | None:
+    """The new code ended (SUCCEEDED): the first root operation of the log it no longer reaches
+    (replaying the root's first j operations with a frontier at j + 1), or None when it reached
+    every one before it ended (an execution whose outcome was not recorded yet)."""
     root = sorted(n for parent, n in numbers.values() if parent is None)
     for j in range(0, (root[-1] if root else 0) + 1):
         out = _replay(sdk_handler, execution, _served(ops, numbers, root_limit=j), timeout)
@@ -349,7 +350,7 @@ def _ends_early(sdk_handler: Callable[[Any, Any], Any], execution: Execution, op
         if not reached:
             missing = next((op_id for op_id, (parent, n) in numbers.items() if parent is None and n == j + 1), None)
             if missing is None:
-                break
+                return None  # it reached every operation of the log, then ended: the same operations
             op = ops[missing]
             return (f"operation {j + 1} of {who} was {describe(op.operation_type.value, op.sub_type, op.name)} in the "
                     f"old version, nothing in the new one (its handler returns before it)")
