@@ -11,6 +11,14 @@ slot (unguessable, so an id cannot be forged from the others):
 log (first wins: a second completion, or one after the callback timed out, is refused with
 `CallbackAlreadyCompleted`) and re-invokes the waiting invocation, which replays and continues.
 A retried completion whose append had won re-sends the invoke (its delivery is absorbed).
+
+The completion's log entry is written in one transaction that also requires the workflow's two
+ending records absent (`_append_unless_ended`), as a task token's callback record is
+(unum_entry.asl.callbacks): a completion after the workflow ended — a stop, even between its
+claim and its failure record, a failure, a timeout, a result — is refused with
+`CallbackAlreadyCompleted` ("the workflow has ended (stopped)") and re-invokes nothing; one
+before it completes the callback, and the stop still ends the workflow. On DynamoDB a
+three-item transaction instead of one conditional put (a completion is rare).
 """
 
 from __future__ import annotations
@@ -44,7 +52,7 @@ def complete(text: str, *, store: Any, invoker: Any, result: str | None = None,
     log.time_out_callbacks()  # a completion after the callback's timeout is refused (the timeout wins)
     completion: dict[str, Any] = {"Id": ref.operation_id, "Status": "FAILED" if error is not None else "SUCCEEDED",
                                   "Result": result, "Error": dict(error) if error is not None else None}
-    won = log.append_completion(completion)
+    won = _append_unless_ended(log, completion)
     if not won:
         final = log.state.ops[ref.operation_id]
         mine = final.callback_details is not None and final.callback_details.result == result and (
@@ -55,6 +63,39 @@ def complete(text: str, *, store: Any, invoker: Any, result: str | None = None,
                                            f"completed ({final.status.value})")
     resume(invoker, log.state.meta)
     return Completed(ref.workflow, ref.function)
+
+
+def _append_unless_ended(log: Any, completion: dict[str, Any]) -> bool:
+    """`ExecutionLog.append_completion` of `completion` with every slot's create-if-absent in one
+    transaction that also requires the workflow's ending records absent (module docstring).
+    Returns False when the operation already has an outcome (first wins); raises
+    CallbackAlreadyCompleted, writing nothing, when the workflow has ended."""
+    from unum_entry.durable_functions.log import MAX_APPEND_TRIES
+    from unum_entry.durable_functions.service import TERMINAL
+    from unum_entry.errors import GuardFailed, StoreError
+    from unum_entry.outcome import Ending, read_outcome
+    from unum_entry.stores.base import Guard, Kind
+
+    workflow = log.ledger.workflow
+    guards = [Guard(key, present=False) for key in Ending.of(workflow).keys]
+    for _ in range(MAX_APPEND_TRIES):
+        op = log.state.ops.get(completion["Id"])
+        if op is None or op.status in TERMINAL:
+            return False
+        entry = {"t": log.now_ms(), "c": [completion]}
+        try:
+            stored, mine = log.store.transact(log.key(log.length), json.dumps(entry).encode(), (), workflow=workflow,
+                                              kind=Kind.STEP, guards=guards, expires_at=log.ledger.expires_at(Kind.STEP))
+        except GuardFailed:
+            raise CallbackAlreadyCompleted(
+                f"callback {completion['Id']} of workflow {workflow}: the workflow has ended "
+                f"({read_outcome(log.store, workflow).status}); the callback no longer exists and this completion "
+                "is ignored") from None
+        log.state.apply(entry if mine else json.loads(stored))
+        log.length += 1
+        if mine:
+            return True
+    raise StoreError(f"durable execution {log.invocation}: lost {MAX_APPEND_TRIES} log slots in a row")
 
 
 def heartbeat(text: str, *, store: Any) -> Completed:
