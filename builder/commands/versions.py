@@ -9,8 +9,12 @@ whatever its folder holds now. `upgrade` is the one way to move it, guarded by t
 of the embedded engine, a committed wait decision (a Wait, a Retry back-off, a Task waiting for
 its token), its failed invocation (for a later redrive) - must exist in the new version as the
 same function, and for a compiled state machine the state it stands at must exist in that
-function with the same Type. A failing check changes nothing and names the first function or
-state that diverges (exit 2).
+function with the same Type; each durable execution not ended must replay against the new
+handler with the same operations up to where it stands (`durable_check`:
+unum_entry.durable_functions.replay_check); and no durable `invoke` child in flight may have
+functions that differ in the new version (`children_check`: a child runs the version it was
+started on). A failing check changes nothing and names the first function, state or operation
+that diverges (exit 2). `upgrade_history` reads each workflow's upgrades (the UI shows them).
 """
 
 from __future__ import annotations
