@@ -364,13 +364,25 @@ def durable_check(durable: list[Any], new_folder: str) -> str | None:
             handler = load_handler(spec.folder, spec.ir.handler, function=execution.function)
         except UnumError as exc:
             return f"the new version's handler of {execution.function!r} does not load: {exc}"
-        sdk_handler = getattr(handler, "sdk_handler", None)
+        sdk_handler = _sdk_handler(handler)
         if sdk_handler is None:
             return (f"function {execution.function!r} ran a durable execution, but its handler in the new version "
                     "is not decorated with @durable_execution")
         diverges = check(sdk_handler, execution, now_ms=int(time.time() * 1000))
         if diverges is not None:
             return diverges
+    return None
+
+
+def _sdk_handler(handler: Any) -> Any:
+    """The SDK-decorated handler a loaded handler runs (unum_entry.durable_functions.adapter's
+    DurableHandler.sdk_handler), also through the wrappers of a compiled Step Functions Task
+    (`__wrapped__`); None when it runs none."""
+    for _ in range(8):
+        found = getattr(handler, "sdk_handler", None)
+        if found is not None or handler is None:
+            return found
+        handler = getattr(handler, "__wrapped__", None)
     return None
 
 

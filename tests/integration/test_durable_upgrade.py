@@ -261,3 +261,23 @@ def test_a_map_in_flight_replays_its_started_items_and_starts_none(tmp_path: Pat
     assert refused.stderr.strip().endswith("operation 1.0.2 of handler 'Pay' was wait 'nap' in the old version, "
                                            "wait 'doze' in the new one"), refused.stderr
     assert sorted(p.name for p in tmp_path.glob("side-*")) == ["side-1-run"]
+
+
+def test_a_durable_step_functions_task_is_replayed_too(tmp_path: Path) -> None:
+    """A compiled state machine whose Task is a durable function (functions/Pay/app.py): its
+    handler is found behind the Task's wrapper, a kept change passes, a renamed step is refused."""
+    (tmp_path / "m" / "functions" / "Pay").mkdir(parents=True)
+    (tmp_path / "m" / "statemachine.json").write_text(json.dumps({"StartAt": "Pay", "States": {"Pay": {
+        "Type": "Task", "Resource": "arn:aws:lambda:us-east-1:123456789012:function:Pay", "End": True}}}))
+    app = tmp_path / "m" / "functions" / "Pay" / "app.py"
+    app.write_text(code(RESERVE, WAIT, CHARGE))
+    done = cli(tmp_path, "run", "m/statemachine.json", "--input", '{"amount": 3, "cool_off": 3600}',
+               "--workflow-id", "t-1", "--timeout", "1")
+    assert done.returncode == 0 and "is waiting until" in done.stderr, done.stderr
+    app.write_text(code(RESERVE, WAIT, CHARGE, by="v2"))
+    kept = cli(tmp_path, "upgrade", "t-1", "--to", "m/statemachine.json", "--dry-run")
+    assert kept.returncode == 0 and "1 durable execution(s) replayed" in kept.stdout, kept.stderr
+    app.write_text(code(RESERVE.replace('"reserve"', '"hold"'), WAIT, CHARGE))
+    refused = cli(tmp_path, "upgrade", "t-1", "--to", "m/statemachine.json")
+    assert refused.returncode == 2 and refused.stderr.strip().splitlines()[-1].endswith(
+        "operation 1 of handler 'Pay' was step 'reserve' in the old version, step 'hold' in the new one"), refused.stderr
