@@ -152,3 +152,29 @@ def test_two_redrive_execution_calls_at_once_are_one_redrive(tmp_path: Path) -> 
         done = wait_ended(client(server.url), arn)
         assert (done["status"], done["redriveCount"]) == ("SUCCEEDED", 1), done
     assert (tmp_path / "flaky-calls").read_text() == "2"
+
+
+def test_a_timer_armed_before_the_redrive_does_not_time_out_the_redriven_run(tmp_path: Path,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """TimeoutSeconds 2 s (scaled); the execution fails at once and is redriven 1.2 s after its
+    start; the redriven Task lasts 1.5 s, past the first attempt's deadline, within its own. The
+    server still holds the start's timeout timer, which fires during the redriven run and finds
+    the redrive's claim (unum_entry.watchdog, "superseded"): the execution SUCCEEDS."""
+    import time
+
+    monkeypatch.setenv("UNUM_ASL_TIME_SCALE", "0.01")
+    code = functions(tmp_path)
+    flaky = code / "Flaky" / "app.py"
+    flaky.write_text(flaky.read_text().replace("time.sleep(0.3)", "time.sleep(1.5)"))
+    with serving(tmp_path, functions=code) as server:
+        sfn = client(server.url)
+        machine = sfn.create_state_machine(name="timed", roleArn=ROLE, definition=json.dumps(
+            {"StartAt": "First", "TimeoutSeconds": 200, "States": CHAIN}))["stateMachineArn"]
+        began = time.monotonic()
+        arn = sfn.start_execution(stateMachineArn=machine, name="t", input='{"n": 0}')["executionArn"]
+        assert wait_ended(sfn, arn)["status"] == "FAILED"
+        time.sleep(max(0.0, 1.2 - (time.monotonic() - began)))
+        sfn.redrive_execution(executionArn=arn)
+        done = wait_ended(sfn, arn)
+        assert time.monotonic() - began > 2.2  # the start's deadline passed while the redriven run ran
+        assert (done["status"], json.loads(done["output"])) == ("SUCCEEDED", {"fixed": {"n": 1}}), done
