@@ -1,10 +1,12 @@
 """Regenerate the pictures of docs/architecture.md from the code: `python docs/gen_architecture.py`.
 
-The layer graph is derived with `ast` from the module-level imports of `unum_entry` (imports
-under `if TYPE_CHECKING:` and inside functions are left out: they are types or lazy loads, not
-layering); modules are grouped into the layers below. The envelope's path is the call order of
-`Runtime.handle`, read from its source. `--check` exits 1 when the doc is out of date (a test
-runs it).
+The layer graphs of `unum_entry` and of `builder` are derived with `ast` from every import a
+module makes (inside functions too: a lazy import is still a dependency; imports under
+`if TYPE_CHECKING:` are types, and left out); modules are grouped into the layers below,
+top to bottom. tests/unit/test_architecture.py holds the code to them: no import runs up a
+layer, no circle between modules or between packages. The envelope's path is the call order
+of `Runtime.handle`, read from its source. `--check` exits 1 when the doc is out of date (a
+test runs it).
 """
 
 from __future__ import annotations
@@ -18,8 +20,10 @@ PACKAGE = ROOT / "unum_entry"
 DOC = ROOT / "docs" / "architecture.md"
 BEGIN, END = "<!-- generated:begin -->", "<!-- generated:end -->"
 
-# Layer of each module (by dotted-name prefix, longest match first), top to bottom.
-LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
+Layers = tuple[tuple[str, tuple[str, ...]], ...]
+
+# Layer of each unum_entry module (by its first dotted name), top to bottom.
+LAYERS: Layers = (
     ("platforms", ("platforms", "local", "__main__", "invocation_log")),
     ("step functions", ("asl", "callbacks")),
     ("handler loading", ("handlers",)),  # above durable functions: a durable handler is loaded through its adapter
@@ -31,52 +35,88 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("foundation", ("errors", "codec", "packing", "frozen", "naming", "envelope", "ir", "conditions", "jsonpath", "workflow", "urls", "yielding_lock", "opaque_text")),
 )
 
+# Layer of each builder module, top to bottom. A rule two front ends (or a front end and a
+# command) share lives below them, in `runs` (a run as the store holds it) or `program`.
+BUILDER_LAYERS: Layers = (
+    ("entry", ("__main__", "cli")),
+    ("commands", ("commands",)),  # thin CLI wrappers over what lies below
+    ("front ends", ("ui", "serve")),  # the web console; serve (AWS's APIs)
+    ("runs", ("runs",)),  # start records, the history document, a run's path, its folder, its stop
+    ("tools", ("graphing", "local_stack", "deploy")),
+    ("foundation", ("compiler", "versions", "image", "program")),
+)
 
-def layer_of(module: str) -> str | None:
+PACKAGES: dict[str, Layers] = {"unum_entry": LAYERS, "builder": BUILDER_LAYERS}
+
+
+def layer_of(module: str, package: str = "unum_entry") -> str | None:
+    """The layer of `module` (a dotted name inside `package`), or None when it has none."""
     first = module.split(".")[0]
-    for layer, prefixes in LAYERS:
+    for layer, prefixes in PACKAGES[package]:
         if first in prefixes:
             return layer
     return None
 
 
-def module_imports(path: Path) -> set[str]:
-    """The unum_entry modules `path` imports at module level (not under TYPE_CHECKING)."""
+def module_imports(path: Path, package: str = "unum_entry") -> set[str]:
+    """The names inside `package` that `path` imports anywhere (functions included), except
+    under `if TYPE_CHECKING:`: `from unum_entry.asl import callbacks` gives `asl.callbacks`,
+    `from unum_entry.asl.callbacks import waiting` gives `asl.callbacks.waiting` (a name of a
+    module: `owner` finds the module)."""
+    tree = ast.parse(path.read_text())
+    typing_only = {id(n) for node in ast.walk(tree)
+                   if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test) for n in ast.walk(node)}
     found: set[str] = set()
-    for node in ast.parse(path.read_text()).body:
-        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+    for node in ast.walk(tree):
+        if id(node) in typing_only:
             continue
-        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("unum_entry"):
-            if node.module == "unum_entry":
-                found.update(f"unum_entry.{a.name}" for a in node.names)
-            else:
-                found.add(node.module)
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0 and \
+                (node.module == package or node.module.startswith(package + ".")):
+            module = node.module.removeprefix(package).lstrip(".")
+            found.update(f"{module}.{a.name}".lstrip(".") for a in node.names)
         elif isinstance(node, ast.Import):
-            found.update(a.name for a in node.names if a.name.startswith("unum_entry."))
-    return {name.removeprefix("unum_entry.") for name in found}
+            found.update(a.name.removeprefix(package + ".") for a in node.names if a.name.startswith(package + "."))
+    return {name for name in found if name}
 
 
-def modules() -> dict[str, Path]:
+def modules(package: str = "unum_entry") -> dict[str, Path]:
+    """Every module of `package` by its dotted name inside it (a package by its folder's)."""
     out = {}
-    for path in sorted(PACKAGE.rglob("*.py")):
-        rel = path.relative_to(PACKAGE).with_suffix("")
+    for path in sorted((ROOT / package).rglob("*.py")):
+        rel = path.relative_to(ROOT / package).with_suffix("")
         parts = rel.parts[:-1] if rel.name == "__init__" else rel.parts
         if parts:
             out[".".join(parts)] = path
     return out
 
 
-def layer_graph() -> str:
+def import_graph(package: str = "unum_entry") -> dict[str, set[str]]:
+    """Each module of `package` and the modules of `package` it imports (itself left out)."""
+    found = modules(package)
+
+    def owner(name: str) -> str | None:  # `asl.callbacks.waiting` -> the module `asl.callbacks`
+        parts = name.split(".")
+        for end in range(len(parts), 0, -1):
+            if ".".join(parts[:end]) in found:
+                return ".".join(parts[:end])
+        return None
+
+    return {name: {m for m in map(owner, module_imports(path, package)) if m is not None and m != name}
+            for name, path in found.items()}
+
+
+def layer_graph(package: str = "unum_entry") -> str:
+    """The layers of `package` as a Mermaid flowchart, each arrow the imports between two layers."""
     edges: dict[tuple[str, str], int] = {}
-    for name, path in modules().items():
-        src = layer_of(name)
-        for target in module_imports(path):
-            dst = layer_of(target)
+    for name, targets in import_graph(package).items():
+        src = layer_of(name, package)
+        for target in targets:
+            dst = layer_of(target, package)
             if src and dst and src != dst:
                 edges[(src, dst)] = edges.get((src, dst), 0) + 1
-    ids = {layer: f"L{i}" for i, (layer, _) in enumerate(LAYERS)}
+    ids = {layer: f"L{i}" for i, (layer, _) in enumerate(PACKAGES[package])}
     lines = ["```mermaid", "flowchart TD"]
-    for layer, prefixes in LAYERS:
+    for layer, prefixes in PACKAGES[package]:
         lines.append(f'  {ids[layer]}["{layer}<br/><small>{", ".join(prefixes)}</small>"]')
     for (src, dst), count in sorted(edges.items()):
         lines.append(f"  {ids[src]} -->|{count}| {ids[dst]}")
@@ -113,6 +153,7 @@ def envelope_path() -> str:
 
 def generated() -> str:
     return "\n\n".join([BEGIN, "### Layers (imports between them, counted)", layer_graph(),
+                        "### builder's layers (imports between them, counted)", layer_graph("builder"),
                         "### One envelope's path", envelope_path(), END])
 
 

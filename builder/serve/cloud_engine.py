@@ -78,10 +78,7 @@ class CloudEngine:
         """Record the start of `workflow_id`, then invoke the entry function once (module docstring)."""
         from unum_entry.runtime import new_workflow
 
-        try:
-            from builder.runs import start_record
-        except ImportError:  # the module's older home
-            from builder.commands import start_record  # type: ignore[no-redef,attr-defined]
+        from builder.runs import start_record
 
         start_record.claim(self.store, workflow_id, input_value, folder=folder, resume=False)
         self.invoker.invoke(self.workflow.entry, new_workflow(input_value, workflow_id).to_wire())
