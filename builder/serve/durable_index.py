@@ -13,11 +13,10 @@ see one winner.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+
+from builder.serve.sqlite_file import SqliteFile, row_as
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS durable_executions (
@@ -45,39 +44,11 @@ class DurableExecution:
     error: str | None = None  # the ErrorObject as JSON text
 
 
-class DurableIndex:
+class DurableIndex(SqliteFile):
     """The index file (module docstring). Thread-safe."""
 
     def __init__(self, path: str | Path) -> None:
-        self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with self._connection() as db:
-            db.execute("PRAGMA journal_mode=WAL")
-            db.executescript(SCHEMA)
-
-    @contextmanager
-    def _connection(self) -> Iterator[sqlite3.Connection]:
-        db = sqlite3.connect(self.path, isolation_level=None, timeout=30)
-        db.row_factory = sqlite3.Row
-        try:
-            yield db
-        finally:
-            db.close()
-
-    @contextmanager
-    def _write(self) -> Iterator[sqlite3.Connection]:
-        with self._connection() as db:
-            db.execute("BEGIN IMMEDIATE")
-            try:
-                yield db
-            except BaseException:
-                db.execute("ROLLBACK")
-                raise
-            db.execute("COMMIT")
-
-    def _rows(self, sql: str, *args: Any) -> list[sqlite3.Row]:
-        with self._connection() as db:
-            return list(db.execute(sql, args))
+        super().__init__(path, SCHEMA)
 
     def add(self, execution: DurableExecution) -> tuple[DurableExecution, bool]:
         """Index `execution` unless one of its function and name exists: (the indexed one, created)."""
@@ -120,5 +91,4 @@ class DurableIndex:
 
 
 def _execution(row: sqlite3.Row) -> DurableExecution:
-    return DurableExecution(row["id"], row["function"], row["name"], row["workflow"], row["folder"], row["started"],
-                            row["input"], row["status"], row["ended"], row["result"], row["error"])
+    return row_as(DurableExecution, row)

@@ -16,12 +16,11 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from builder.serve.sqlite_file import SqliteFile, row_as
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS machines (
@@ -105,43 +104,11 @@ class Execution:
     redriven: float | None = None
 
 
-class Registry:
+class Registry(SqliteFile):
     """The registry file (module docstring). Thread-safe; a context manager."""
 
     def __init__(self, path: str | Path) -> None:
-        self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None, timeout=30)
-        self._db.row_factory = sqlite3.Row
-        self._lock = threading.RLock()
-        with self._lock:
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.executescript(SCHEMA)
-
-    def close(self) -> None:
-        with self._lock:
-            self._db.close()
-
-    def __enter__(self) -> Registry:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    @contextmanager
-    def _write(self) -> Iterator[sqlite3.Connection]:
-        with self._lock:
-            self._db.execute("BEGIN IMMEDIATE")
-            try:
-                yield self._db
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
-            self._db.execute("COMMIT")
-
-    def _rows(self, sql: str, *args: Any) -> list[sqlite3.Row]:
-        with self._lock:
-            return list(self._db.execute(sql, args))
+        super().__init__(path, SCHEMA)
 
     # ---- state machines ----------------------------------------------------------------
 
@@ -319,23 +286,16 @@ def _load(text: str | None) -> Any:
 
 
 def _machine(row: sqlite3.Row) -> Machine:
-    return Machine(row["name"], row["definition"], row["role_arn"], row["type"], row["created"], row["updated"],
-                   row["revision"], row["description"], _load(row["logging"]), _load(row["tracing"]),
-                   row["next_version"])
+    return row_as(Machine, row, logging=_load(row["logging"]), tracing=_load(row["tracing"]))
 
 
 def _version(row: sqlite3.Row) -> Version:
-    return Version(row["machine"], row["version"], row["definition"], row["role_arn"], row["description"],
-                   row["created"], row["revision"])
+    return row_as(Version, row)
 
 
 def _alias(row: sqlite3.Row) -> Alias:
-    return Alias(row["machine"], row["name"], row["description"], json.loads(row["routing"]), row["created"],
-                 row["updated"])
+    return row_as(Alias, row, routing=json.loads(row["routing"]))
 
 
 def _execution(row: sqlite3.Row) -> Execution:
-    return Execution(row["workflow"], row["machine"], row["name"], row["machine_arn"], row["version"], row["alias"],
-                     row["revision"], row["folder"], row["started"], row["input"], bool(row["express"]),
-                     row["status"], row["stopped"], row["error"], row["cause"], row["output"], row["redrives"],
-                     row["redriven"])
+    return row_as(Execution, row, express=bool(row["express"]))  # (its `seq` column orders the list only)

@@ -134,6 +134,8 @@ def _task_result(name: str, state: Mapping[str, Any], task_input: Any, mock: Map
                  functions: Path | None, scope: Any) -> Any:
     """The Task's result: its mock's, or its Lambda handler's (a plain function ARN or name, or
     `lambda:invoke` with Lambda's response shape)."""
+    from unum_entry.asl.runner import invoke_response
+
     if "errorOutput" in mock:
         error = mock["errorOutput"]
         raise _Failed(str(error.get("error") or "States.TaskFailed"), str(error.get("cause") or ""))
@@ -149,10 +151,7 @@ def _task_result(name: str, state: Mapping[str, Any], task_input: Any, mock: Map
     else:
         function, event = resource.rsplit(":function:", 1)[-1].split(":")[0], task_input
     payload = _call(function, event, functions)
-    if invoke_api:
-        return {"ExecutedVersion": "$LATEST", "Payload": payload, "StatusCode": 200,
-                "SdkHttpMetadata": {"HttpStatusCode": 200}, "SdkResponseMetadata": {}}
-    return payload
+    return invoke_response(payload) if invoke_api else payload
 
 
 def _call(function: str, event: Any, functions: Path | None) -> Any:
