@@ -12,6 +12,11 @@ workflow folder `python -m builder deploy --api` deployed, carried in the API's 
   record its ending in the store, where DescribeExecution, GetExecutionHistory and StopExecution
   read and write it (a repeated invoke of the same workflow id is a duplicate the entry's
   ingress absorbs);
+- `restart(execution)`, called on a repeated StartExecution (builder.serve.store_registry's
+  `on_repeat`), does the same again for an execution that has not ended: a start cut short
+  between its index record and its invoke (the API function timed out or crashed, and the
+  client retried) is completed, and a start that was complete gets a duplicate invoke that the
+  entry's ingress absorbs;
 - `platform(folder).invoker` is that invoker, for RedriveExecution and the task-token calls.
 """
 
@@ -28,6 +33,8 @@ if TYPE_CHECKING:
     from unum_entry.invokers import Invoker
     from unum_entry.stores.base import Store
     from unum_entry.workflow import Workflow
+
+    from builder.serve.registry import Execution
 
 DEFINITION_FILE = "statemachine.json"  # what `python -m builder compile` writes into the folder
 
@@ -82,6 +89,15 @@ class CloudEngine:
 
         start_record.claim(self.store, workflow_id, input_value, folder=folder, resume=False)
         self.invoker.invoke(self.workflow.entry, new_workflow(input_value, workflow_id).to_wire())
+
+    def restart(self, execution: Execution) -> None:
+        """Start `execution` again unless it has ended (module docstring): its start record is
+        create-if-absent, its invoke a duplicate delivery if the first one happened."""
+        from unum_entry.outcome import Ending
+
+        if execution.folder != self.folder or self.store.get_many(Ending.of(execution.workflow).keys):
+            return
+        self.start(execution.folder, execution.workflow, json.loads(execution.input))
 
     def resume(self, folder: str, workflow_id: str, input_value: Any) -> int:
         """Nothing to re-drive: the platform (Lambda's retries, the functions' ingress) owns

@@ -70,7 +70,8 @@ def build_handler(settings: ApiSettings) -> Handler:
     store = open_store(settings.store)
     invoker = open_invoker(settings.invoker, store=store)
     engine = CloudEngine(store, workflow, invoker)
-    states = StatesApi(StoreRegistry(store), engine, store, Arns(settings.region, settings.account))  # type: ignore[arg-type]
+    registry = StoreRegistry(store, on_repeat=engine.restart)  # a repeated start completes one cut short
+    states = StatesApi(registry, engine, store, Arns(settings.region, settings.account))  # type: ignore[arg-type]
     service = Service("stepfunctions")  # botocore's model, loaded once per execution environment
 
     def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:

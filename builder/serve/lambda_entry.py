@@ -1,6 +1,6 @@
-"""A Lambda function URL event in, the Step Functions API's answer out (issue 43, step 2, the
-translation only: the store-backed registry and invoker-backed engine it will run over are not
-written yet).
+"""A Lambda function URL event in, the Step Functions API's answer out (issue 43's cloud front
+door: builder.serve.cloud_entry runs it over the store-backed registry and the invoker-backed
+engine).
 
 `answer(event, states)` takes a function URL (payload 2.0) event carrying an AWS JSON 1.0
 request (`X-Amz-Target: AWSStepFunctions.<Op>`, a JSON body, possibly base64-encoded) and

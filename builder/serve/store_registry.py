@@ -55,9 +55,14 @@ class StoreRegistry:
     """The registry over `store` (module docstring). Thread-safe (the store is); a context manager
     whose close leaves the store open (its owner closes it)."""
 
-    def __init__(self, store: Store, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, store: Store, clock: Callable[[], float] = time.time, *,
+                 on_repeat: Callable[[Execution], None] | None = None) -> None:
+        """`on_repeat(indexed)` runs when `add_execution` finds the execution indexed already (a
+        repeated StartExecution): the cloud engine completes a start cut short there
+        (builder.serve.cloud_engine.CloudEngine.restart)."""
         self.store = store
         self.clock = clock
+        self.on_repeat = on_repeat
 
     def close(self) -> None:
         """Nothing to release: the records are the store's."""
@@ -252,7 +257,12 @@ class StoreRegistry:
         indexed = dataclasses.replace(execution, status=None, stopped=None, error=None, cause=None, output=None)
         found = self._create(_prefix("e", execution.workflow), dataclasses.asdict(indexed),
                              expires=self._expiry(execution.started))
-        return (execution, True) if found is None else (Execution(**found), False)
+        if found is None:
+            return execution, True
+        existing = Execution(**found)
+        if self.on_repeat is not None:
+            self.on_repeat(existing)
+        return existing, False
 
     def execution(self, workflow: str) -> Execution | None:
         value = self._head(_prefix("e", workflow))[1]

@@ -59,7 +59,8 @@ def deployed(tmp_path: Path, dynamodb_store: Any) -> Iterator[tuple[Api, LocalPl
     platform = LocalPlatform(workflow, dynamodb_store, workers=2)
     try:
         engine = CloudEngine(dynamodb_store, workflow, platform.invoker)
-        yield Api(StatesApi(StoreRegistry(dynamodb_store), engine, dynamodb_store, Arns())), platform  # type: ignore[arg-type]
+        registry = StoreRegistry(dynamodb_store, on_repeat=engine.restart)  # as builder.serve.cloud_entry wires it
+        yield Api(StatesApi(registry, engine, dynamodb_store, Arns())), platform  # type: ignore[arg-type]
     finally:
         platform.close()
 
@@ -104,6 +105,26 @@ def test_create_start_describe_history_stop(deployed: tuple[Api, LocalPlatform])
     listed = api.ok("ListExecutions", stateMachineArn=arn)["executions"]
     assert [(e["name"], e["status"]) for e in listed] == [("two", "ABORTED"), ("one", "SUCCEEDED")]
     assert [m["name"] for m in api.ok("ListStateMachines")["stateMachines"]] == ["greeter"]
+
+
+def test_a_start_cut_short_is_completed_by_the_repeated_start(deployed: tuple[Api, LocalPlatform]) -> None:
+    """The API function died after indexing an execution, before invoking its entry (the client
+    sees a timeout and retries): the retried StartExecution invokes it, and it succeeds once."""
+    api, _ = deployed
+    definition = (MACHINE / "statemachine.json").read_text()
+    arn = api.ok("CreateStateMachine", name="greeter", definition=definition, roleArn=ROLE)["stateMachineArn"]
+    states = api.states
+    folder = states.engine.compiled("greeter", definition)
+    cut_short = Execution("greeter:late", "greeter", "late", arn, None, None, "r", folder, time.time(),
+                          json.dumps({"name": "again"}))
+    assert states.registry.add_execution(cut_short)[1]  # indexed, never started
+    retried = api.ok("StartExecution", stateMachineArn=arn, name="late", input=json.dumps({"name": "again"}))
+    described = _until(lambda: (d := api.ok("DescribeExecution", executionArn=retried["executionArn"]))
+                       ["status"] != "RUNNING" and d)
+    assert described["status"] == "SUCCEEDED" and json.loads(described["output"])["greeting"] == "hello again"
+    # a repeat of the ended execution invokes nothing and is AWS's ExecutionAlreadyExists
+    status, body = api("StartExecution", stateMachineArn=arn, name="late", input=json.dumps({"name": "again"}))
+    assert status == 400 and body["__type"].endswith("ExecutionAlreadyExists")
 
 
 def test_refusals_are_aws_errors(deployed: tuple[Api, LocalPlatform]) -> None:
