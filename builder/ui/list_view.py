@@ -68,7 +68,7 @@ def list_fragment(result: RunPage, query: Mapping[str, list[str]], selected: str
                      else "<p id='empty'>No workflow matches.</p>")
         return "".join(parts)
     parts.append("<table id='workflows'><tr><th>workflow</th><th>name</th><th>status</th><th>started</th>"
-                 "<th>duration</th><th>objects</th></tr>")
+                 "<th>duration</th><th>objects</th><th>version</th></tr>")
     for row in result.rows:
         wid = html.escape(row["workflow"])
         cls = " class='selected'" if row["workflow"] == selected else ""
@@ -77,7 +77,8 @@ def list_fragment(result: RunPage, query: Mapping[str, list[str]], selected: str
         parts.append(f"<tr{cls} data-workflow='{wid}'><td><a href='{link}'>{wid}</a></td>"
                      f"<td class='name'>{html.escape(row['name'])}</td>"
                      f"<td><span class='status {row['status'].replace(' ', '-')}'>{row['status']}</span></td>"
-                     f"<td title='{row['age']} ago'>{row['started']}</td><td>{duration}</td><td>{row['objects']}</td></tr>")
+                     f"<td title='{row['age']} ago'>{row['started']}</td><td>{duration}</td><td>{row['objects']}</td>"
+                     f"{_version_cell(row)}</tr>")
     parts.append("</table><p id='pages'>")
     if result.page > 1:
         parts.append(f"<a id='prev' href='{_link(query, page=str(result.page - 1))}'>&larr; newer</a> ")
@@ -85,6 +86,20 @@ def list_fragment(result: RunPage, query: Mapping[str, list[str]], selected: str
         parts.append(f"<a id='next' href='{_link(query, page=str(result.page + 1))}'>older &rarr;</a>")
     parts.append("</p>")
     return "".join(parts)
+
+
+def _version_cell(row: Mapping[str, Any]) -> str:
+    """A run's version cell: the version it runs now and, when it was moved, how many times
+    (each upgrade, from -> to and when, in its title)."""
+    version = row.get("version")
+    if not version:
+        return "<td class='version'></td>"
+    upgrades = row.get("upgrades") or []
+    title = "; ".join(f"upgrade {u['number']}: {u['from']} -> {u['to']}" + (f" at {u['at']}" if u.get("at") else "")
+                      for u in upgrades)
+    note = f" <small class='upgrades'>({len(upgrades)} upgrade(s))</small>" if upgrades else ""
+    attribute = f" title='{html.escape(title)}'" if title else ""
+    return f"<td class='version'{attribute}><code>{html.escape(str(version))}</code>{note}</td>"
 
 
 def _duration(ms: int) -> str:

@@ -60,6 +60,8 @@ class _Run:
     entry_key: str | None   # the entry invocation's checkpoint (its stamp has the handler start)
     status: WorkflowStatus | None = None
     ended_ms: int | None = None
+    version: str | None = None  # the version it started on (its start record); `_give_versions`: now
+    upgrades: list[dict[str, Any]] | None = None  # each upgrade (`_give_versions`)
 
 
 def index_runs(store: Store, *, ttl_seconds: int = DEFAULT_TTL_SECONDS,
@@ -96,6 +98,7 @@ def query_runs(store: Store, flt: RunFilter, *, ttl_seconds: int = DEFAULT_TTL_S
     shown = [r if flt.status else replace(r) for r in selected[(page - 1) * flt.per_page: page * flt.per_page]]
     _give_status(store, [r for r in shown if r.status is None])
     _give_entry_start(store, shown)
+    _give_versions(store, shown)
     return RunPage(rows=[_row(r, clock) for r in shown], total=len(selected), page=page, pages=pages, names=names)
 
 
@@ -120,9 +123,11 @@ def _with_starts(store: Store, entries: Sequence[WorkflowEntry], ttl_seconds: in
         record = recorded.get(entry.workflow, {})
         started = record.get("started")
         name, entry_function = _workflow_of(str(record.get("folder") or ""))
+        version = record.get("version")
         runs.append(_Run(entry=entry, started=float(started) if isinstance(started, int) and started > 0
                          else float(entry.first_expiry - ttl_seconds), name=name,
-                         entry_key=naming.checkpoint_key(entry.workflow, entry_function, ROOT) if entry_function else None))
+                         entry_key=naming.checkpoint_key(entry.workflow, entry_function, ROOT) if entry_function else None,
+                         version=version if isinstance(version, str) else None))
     return runs
 
 
@@ -196,9 +201,58 @@ def _give_entry_start(store: Store, runs: Sequence[_Run]) -> None:
             run.started = meta["s"] / 1000
 
 
+def _give_versions(store: Store, runs: Sequence[_Run]) -> None:
+    """Each run's upgrades and the version it runs now, its last upgrade's (one batch read per
+    upgrade number: builder.commands.versions.upgrade_history)."""
+    from builder.commands.versions import upgrade_history
+
+    moved = upgrade_history(store, [r.entry.workflow for r in runs if r.version is not None])
+    for run in runs:
+        upgrades = moved.get(run.entry.workflow, [])
+        run.upgrades = [_upgrade_json(u.as_json()) for u in upgrades]
+        if upgrades:
+            run.version = upgrades[-1].target
+
+
+def _upgrade_json(upgrade: dict[str, Any]) -> dict[str, Any]:
+    """An upgrade as the UI's JSON gives it: its time as UTC text (null when not recorded)."""
+    return {**upgrade, "at": utc(upgrade["at"]) if upgrade.get("at") else None}
+
+
+def workflow_versions(store: Store, workflow_id: str) -> dict[str, Any]:
+    """What the workflow page shows of a workflow's version: `version` (the one it runs now,
+    None when its start record names none) and `upgrades` (upgrade n: from, to, when)."""
+    from builder.runs import start_record
+
+    recorded = start_record.read(store, workflow_id)
+    if recorded is None or recorded.version is None:
+        return {"version": None, "upgrades": []}
+    from builder.commands.versions import upgrade_history
+
+    upgrades = upgrade_history(store, [workflow_id])[workflow_id]
+    return {"version": recorded.version, "upgrades": [_upgrade_json(u.as_json()) for u in upgrades]}
+
+
+def versions_fragment(shown: dict[str, Any]) -> str:
+    """The workflow page's version line and its upgrades table ('' when it records no version)."""
+    import html
+
+    if not shown.get("version"):
+        return ""
+    parts = [f"<p id='version'>Version <code>{html.escape(str(shown['version']))}</code>"
+             + (f" (upgraded {len(shown['upgrades'])} time(s))" if shown.get("upgrades") else "") + "</p>"]
+    if shown.get("upgrades"):
+        parts.append("<table id='upgrades'><tr><th>upgrade</th><th>from</th><th>to</th><th>when</th></tr>")
+        for u in shown["upgrades"]:
+            parts.append(f"<tr><td>{int(u['number'])}</td><td><code>{html.escape(str(u['from'] or '-'))}</code></td>"
+                         f"<td><code>{html.escape(str(u['to']))}</code></td><td>{html.escape(str(u['at'] or '-'))}</td></tr>")
+        parts.append("</table>")
+    return "".join(parts)
+
+
 def _row(run: _Run, now: float) -> dict[str, Any]:
     duration_ms = None if run.ended_ms is None else max(0, run.ended_ms - int(run.started * 1000))
     return {"workflow": run.entry.workflow, "name": run.name, "status": run.status.value if run.status else "",
             "started": utc(int(run.started)), "age": human_age(max(0, int(now - run.started))),
             "duration_ms": duration_ms, "objects": sum(run.entry.objects.values()),
-            "retained_until": utc(run.entry.last_expiry)}
+            "retained_until": utc(run.entry.last_expiry), "version": run.version, "upgrades": run.upgrades or []}

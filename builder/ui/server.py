@@ -142,6 +142,7 @@ class UiServer:
         """Status, results, failure and the coloured graph (None when its definition is unknown)."""
         from builder.graphing.status import colour, replay
         from builder.ui.listing import _running_or_waiting
+        from builder.ui.pages import workflow_versions
         from unum_entry.outcome import WorkflowStatus, read_outcome
 
         outcome = read_outcome(self.store, workflow_id)
@@ -158,6 +159,7 @@ class UiServer:
             shown["graph"] = coloured
             shown["nodes"] = {name: state.value for name, state in coloured.states.items()}
         shown["states_svg"] = self._state_path(workflow_id)
+        shown.update(workflow_versions(self.store, workflow_id))  # its version and upgrades (builder.ui.pages)
         if status is WorkflowStatus.WAITING:  # each waiting Task, its token and how to complete it
             from builder.runs import start_record
             from builder.program import callback_hint
@@ -450,6 +452,8 @@ def _value_html(workflow: str, value: Any) -> str:
 
 
 def workflow_fragment(shown: dict[str, Any], *, token: str = "") -> str:
+    from builder.ui.pages import versions_fragment
+
     parts = [_header(shown["workflow"], shown["status"], "overview")]
     if token and shown["status"] in ("running", "waiting", "interrupted"):
         parts.append(f"<form id='stop' method='post' action='/action/stop'><input type='hidden' name='token' "
@@ -475,6 +479,7 @@ def workflow_fragment(shown: dict[str, Any], *, token: str = "") -> str:
         parts.append(f"<form id='redrive' method='post' action='/action/redrive'><input type='hidden' name='token' "
                      f"value='{html.escape(token)}'><input type='hidden' name='w' value='{html.escape(shown['workflow'])}'>"
                      "<button id='redrive-button'>Redrive</button></form>")
+    parts.append(versions_fragment(shown))  # builder.ui.pages: its version, upgrade n: from -> to, when
     graph: Graph | None = shown["graph"]
     if graph is None:
         parts.append("<p id='nograph'>Its workflow definition is unknown here: start the page with "
