@@ -85,13 +85,10 @@ class Arns:
         parts = self._parts(base, ("stateMachine",), "stateMachineArn")
         if len(parts) not in (2, 3) or not parts[1]:
             raise ApiError("InvalidArn", f"Invalid Arn: '{arn}' is not a state machine ARN")
-        ref = MachineRef(parts[1], test_case=test_case or None)
-        if len(parts) == 3:
-            qualifier = parts[2]
-            if _VERSION.fullmatch(qualifier):
-                return MachineRef(ref.name, version=int(qualifier), test_case=ref.test_case)
-            return MachineRef(ref.name, alias=qualifier, test_case=ref.test_case)
-        return ref
+        qualifier = parts[2] if len(parts) == 3 else None
+        version = int(qualifier) if qualifier is not None and _VERSION.fullmatch(qualifier) else None
+        return MachineRef(parts[1], version=version, alias=qualifier if version is None else None,
+                          test_case=test_case or None)
 
     def parse_execution(self, arn: str) -> ExecutionRef:
         parts = self._parts(arn, ("execution", "express"), "executionArn")
