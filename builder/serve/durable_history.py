@@ -17,7 +17,7 @@ invocation).
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,11 +37,13 @@ class Ending:
     error: Mapping[str, Any] | None = None  # an ErrorObject
 
 
-def events(state: Any, ops: Mapping[str, Any], ending: Ending, *, include_data: bool) -> list[dict[str, Any]]:
+def events(state: Any, ops: Mapping[str, Any], ending: Ending, *, include_data: bool,
+           event_types: Collection[str]) -> list[dict[str, Any]]:
     """The events (module docstring) of the execution whose folded log is `state`
     (unum_entry.durable_functions.service.Folded) and whose operations as of now are `ops`
-    (`service.view`). Without `include_data`, payloads (inputs, results, errors' contents) are
-    left out, their `Truncated` set."""
+    (`service.view`); an outcome not among `event_types` (the model's EventType values: there
+    is no WaitFailed) is not shown. Without `include_data`, payloads (inputs, results, errors'
+    contents) are left out, their `Truncated` set."""
     found: list[tuple[float, int, dict[str, Any]]] = []
 
     def add(when: Any, event: dict[str, Any]) -> None:
@@ -71,7 +73,7 @@ def events(state: Any, ops: Mapping[str, Any], ending: Ending, *, include_data: 
         add(op.start_timestamp, {**base, "EventType": f"{name}Started", "EventTimestamp": op.start_timestamp,
                                  f"{name}StartedDetails": _started(kind, op, state, op_id, result)})
         outcome = _OUTCOME.get(op.status.value)
-        if outcome is None or f"{name}{outcome}" not in _EVENT_TYPES:
+        if outcome is None or f"{name}{outcome}" not in event_types:
             continue
         details: dict[str, Any] = {}
         held = op.step_details or op.callback_details or op.context_details or op.chained_invoke_details
@@ -103,12 +105,6 @@ def events(state: Any, ops: Mapping[str, Any], ending: Ending, *, include_data: 
                      f"Execution{kind}Details": {"Error": error(ending.error)}})
     found.sort(key=lambda item: (item[0], item[1]))
     return [{**event, "EventId": number} for number, (_, _, event) in enumerate(found, start=1)]
-
-
-_EVENT_TYPES = frozenset({
-    "StepSucceeded", "StepFailed", "WaitSucceeded", "WaitCancelled", "CallbackSucceeded", "CallbackFailed",
-    "CallbackTimedOut", "ContextSucceeded", "ContextFailed", "ChainedInvokeSucceeded", "ChainedInvokeFailed",
-    "ChainedInvokeTimedOut", "ChainedInvokeStopped"})
 
 
 def _started(kind: str, op: Any, state: Any, op_id: str, result: Any) -> dict[str, Any]:

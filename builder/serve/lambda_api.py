@@ -329,7 +329,8 @@ class LambdaApi:
         ending = self._ending(execution)
         log = self._log(execution)
         found = events(log.state, view(log.state, log.now_ms()), ending,
-                       include_data=p.get("IncludeExecutionData", True))
+                       include_data=p.get("IncludeExecutionData", True),
+                       event_types=self.service.model.shape_for("EventType").enum)
         if p.get("ReverseOrder"):
             found.reverse()
         page, marker = _page(found, p, self.error)
