@@ -14,7 +14,7 @@ handler with the same operations up to where it stands (`durable_check`:
 unum_entry.durable_functions.replay_check); and no durable `invoke` child in flight may have
 functions that differ in the new version (`children_check`: a child runs the version it was
 started on). A failing check changes nothing and names the first function, state or operation
-that diverges (exit 2). `upgrade_history` reads each workflow's upgrades (the UI shows them).
+that diverges (exit 2). `builder.runs.start_record.upgrade_history` reads each workflow's upgrades (the UI shows them).
 """
 
 from __future__ import annotations
@@ -178,48 +178,6 @@ def collect(store: Store) -> tuple[int, int]:
         removed += 1
     versions.remove_staging(where)
     return removed, kept
-
-
-@dataclass(frozen=True, slots=True)
-class Upgrade:
-    """Upgrade `number` (1, 2, …) of a workflow: from version `source` to `target`, at `at`
-    (epoch seconds; 0 when not recorded)."""
-
-    number: int
-    source: str | None
-    target: str
-    at: int
-
-    def as_json(self) -> dict[str, Any]:
-        return {"number": self.number, "from": self.source, "to": self.target, "at": self.at}
-
-
-def upgrade_history(store: Store, workflow_ids: list[str]) -> dict[str, list[Upgrade]]:
-    """Every recorded upgrade of each of `workflow_ids` (builder.runs.start_record.upgrade_key:
-    upgrade n is a record of its own), oldest first; a workflow never moved maps to []. One
-    batch read per upgrade number, of the workflows that have the one before."""
-    from unum_entry.codec import decode
-
-    from builder.runs.start_record import MAX_UPGRADES, upgrade_key
-
-    found: dict[str, list[Upgrade]] = {w: [] for w in workflow_ids}
-    number, candidates = 0, list(workflow_ids)
-    while candidates and number < MAX_UPGRADES:
-        keys = {upgrade_key(w, number): w for w in candidates}
-        candidates = []
-        for key, raw in store.get_many(list(keys)).items():
-            try:
-                record = decode(raw)
-            except Exception:  # noqa: BLE001 - not an upgrade record
-                continue
-            if not isinstance(record, dict) or not isinstance(record.get("version"), str):
-                continue
-            source, at = record.get("from"), record.get("at")
-            found[keys[key]].append(Upgrade(number + 1, source if isinstance(source, str) else None,
-                                            record["version"], at if isinstance(at, int) else 0))
-            candidates.append(keys[key])
-        number += 1
-    return found
 
 
 # ---- upgrade --------------------------------------------------------------------------------

@@ -202,3 +202,41 @@ def _parse(raw: bytes) -> dict[str, Any]:
     if not isinstance(found, dict) or "input" not in found:
         raise UnumError("the start record of this workflow is not a start record (another tool wrote that key?)")
     return found
+
+
+@dataclass(frozen=True, slots=True)
+class Upgrade:
+    """Upgrade `number` (1, 2, …) of a workflow: from version `source` to `target`, at `at`
+    (epoch seconds; 0 when not recorded)."""
+
+    number: int
+    source: str | None
+    target: str
+    at: int
+
+    def as_json(self) -> dict[str, Any]:
+        return {"number": self.number, "from": self.source, "to": self.target, "at": self.at}
+
+
+def upgrade_history(store: Store, workflow_ids: list[str]) -> dict[str, list[Upgrade]]:
+    """Every recorded upgrade of each of `workflow_ids` (upgrade_key:
+    upgrade n is a record of its own), oldest first; a workflow never moved maps to []. One
+    batch read per upgrade number, of the workflows that have the one before."""
+    found: dict[str, list[Upgrade]] = {w: [] for w in workflow_ids}
+    number, candidates = 0, list(workflow_ids)
+    while candidates and number < MAX_UPGRADES:
+        keys = {upgrade_key(w, number): w for w in candidates}
+        candidates = []
+        for key, raw in store.get_many(list(keys)).items():
+            try:
+                record = decode(raw)
+            except Exception:  # noqa: BLE001 - not an upgrade record
+                continue
+            if not isinstance(record, dict) or not isinstance(record.get("version"), str):
+                continue
+            source, at = record.get("from"), record.get("at")
+            found[keys[key]].append(Upgrade(number + 1, source if isinstance(source, str) else None,
+                                            record["version"], at if isinstance(at, int) else 0))
+            candidates.append(keys[key])
+        number += 1
+    return found

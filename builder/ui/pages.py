@@ -203,8 +203,8 @@ def _give_entry_start(store: Store, runs: Sequence[_Run]) -> None:
 
 def _give_versions(store: Store, runs: Sequence[_Run]) -> None:
     """Each run's upgrades and the version it runs now, its last upgrade's (one batch read per
-    upgrade number: builder.commands.versions.upgrade_history)."""
-    from builder.commands.versions import upgrade_history
+    upgrade number: builder.runs.start_record.upgrade_history)."""
+    from builder.runs.start_record import upgrade_history
 
     moved = upgrade_history(store, [r.entry.workflow for r in runs if r.version is not None])
     for run in runs:
@@ -227,7 +227,7 @@ def workflow_versions(store: Store, workflow_id: str) -> dict[str, Any]:
     recorded = start_record.read(store, workflow_id)
     if recorded is None or recorded.version is None:
         return {"version": None, "upgrades": []}
-    from builder.commands.versions import upgrade_history
+    from builder.runs.start_record import upgrade_history
 
     upgrades = upgrade_history(store, [workflow_id])[workflow_id]
     return {"version": recorded.version, "upgrades": [_upgrade_json(u.as_json()) for u in upgrades]}
