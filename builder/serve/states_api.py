@@ -26,6 +26,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from builder.serve.arns import Arns, ExecutionRef, MachineRef, check_name
+from builder.serve.redrives import Redrives
 from builder.serve.registry import Alias, Execution, Machine, Registry
 from builder.serve.wire import ApiError, validation_error
 
@@ -81,6 +82,7 @@ class StatesApi:
         self.clock = clock
         self.activity_poll = ACTIVITY_POLL  # seconds GetActivityTask holds a request (tests shorten it)
         self.mocks = mocks  # `serve --mock-config`: the `#TestCase` ARNs' mocks (builder.serve.mocks)
+        self.redrives = Redrives(store)  # RedriveExecution's, one at a time per execution
 
     def call(self, operation: str, params: dict[str, Any]) -> dict[str, Any]:
         method = getattr(self, f"op_{operation}", None)
@@ -618,23 +620,26 @@ class StatesApi:
         return {"stopDate": stopped if stopped is not None else self.clock()}
 
     def op_RedriveExecution(self, p: dict[str, Any]) -> dict[str, Any]:
-        from unum_entry.redrive import CannotRedrive, redrive
-        from unum_entry.watchdog import Rearm
+        from unum_entry.redrive import CannotRedrive
 
         execution = self._execution(p["executionArn"])
-        status = self.status(execution)[0]
-        if status not in ("FAILED", "TIMED_OUT", "ABORTED"):
-            raise ApiError("ExecutionNotRedrivable", f"Execution is {status} and cannot be redriven: "
-                                                     f"'{p['executionArn']}'")
-        if execution.express:
-            raise ApiError("ExecutionNotRedrivable", f"An EXPRESS execution cannot be redriven: '{p['executionArn']}'")
-        try:
-            platform = self.engine.platform(execution.folder)
-            redrive(self.store, execution.workflow, platform.invoker, rearm=Rearm.of(platform.workflow))
-        except CannotRedrive as exc:
-            raise ApiError("ExecutionNotRedrivable", str(exc)) from None
-        now = self.clock()
-        self.registry.forget_end(execution.workflow, redriven=now)
+        # one at a time per execution, so a claim found here is a dead server's redrive, continued
+        # (builder.serve.redrives); a call that waited finds the execution running
+        with self.redrives.one_at_a_time(execution.workflow):
+            execution = self._execution(p["executionArn"])
+            status = self.status(execution)[0]
+            if status not in ("FAILED", "TIMED_OUT", "ABORTED"):
+                raise ApiError("ExecutionNotRedrivable", f"Execution is {status} and cannot be redriven: "
+                                                         f"'{p['executionArn']}'")
+            if execution.express:
+                raise ApiError("ExecutionNotRedrivable",
+                               f"An EXPRESS execution cannot be redriven: '{p['executionArn']}'")
+            now = self.clock()
+            try:
+                self.redrives.redrive(execution.workflow, self.engine.platform(execution.folder),
+                                      redriven=lambda: self.registry.forget_end(execution.workflow, redriven=now))
+            except CannotRedrive as exc:
+                raise ApiError("ExecutionNotRedrivable", str(exc)) from None
         return {"redriveDate": now}
 
     def _redrive_refusal(self, execution: Execution) -> str | None:
@@ -645,9 +650,9 @@ class StatesApi:
         from unum_entry.redrive import CannotRedrive, redrive
         from unum_entry.retention import store_retention
 
-        try:
+        try:  # adopt: RedriveExecution continues a dead server's redrive (builder.serve.redrives)
             redrive(_UpToTheClaim(self.store), execution.workflow, _NoInvoker(),  # type: ignore[arg-type]
-                    retention=store_retention(self.store))
+                    retention=store_retention(self.store), adopt=True)
         except CannotRedrive as exc:
             return str(exc)
         except _WouldWrite:
