@@ -20,7 +20,7 @@ from unum_entry.codec import decode, encode
 from unum_entry.envelope import DataRef, Envelope
 from unum_entry.frozen import Frozen, frozen
 from unum_entry.invokers import Invoker
-from unum_entry.outcome import Ending, record_failure
+from unum_entry.outcome import Ending, is_claim, record_failure
 from unum_entry.retention import Ledger, store_retention
 from unum_entry.stores.base import Kind, Store
 
@@ -53,9 +53,9 @@ def append_compensation(store: Store, workflow: str, data: bytes, identity: str,
         keys = [naming.compensation_key(workflow, i) for i in range(start, start + size)]
         found = store.get_many([*keys, *extra])
         if extra:
-            if result in found:
+            if _succeeded(found, result, failure):
                 return -1, False
-            aborted, extra = failure in found, []
+            aborted, extra = _ended_otherwise(found, result, failure), []
         gap = None
         for i, key in enumerate(keys, start):
             if key not in found:
@@ -75,14 +75,31 @@ def append_compensation(store: Store, workflow: str, data: bytes, identity: str,
                                                                     data, Kind.COMPENSATION)
         if created:
             after = store.get_many([failure, result])
-            if result in after and failure not in after:
+            if _succeeded(after, result, failure):
                 # The workflow succeeded meanwhile: nothing will be compensated. The entry stays
                 # until its expiry like everything else (nothing is deleted before it).
                 return -1, False
-            return index, aborted or failure in after
+            return index, aborted or _ended_otherwise(after, result, failure)
         if decode(stored).get("e") == identity:
             return index, False  # a concurrent replay appended it: it answers for it (above)
         index += 1
+
+
+def _succeeded(found: Mapping[str, bytes], result: str, failure: str) -> bool:
+    """Whether the ending records `found` (a read of the root result and failure keys) say the
+    workflow succeeded: a root-level result, and no failure. A stop's or an execution timeout's
+    claim of the result key (unum_entry.outcome.end_workflow) is no result: the workflow ended
+    without success, even while the claimer's failure record is not written yet."""
+    return result in found and failure not in found and not is_claim(decode(found[result]))
+
+
+def _ended_otherwise(found: Mapping[str, bytes], result: str, failure: str) -> bool:
+    """Whether they say the workflow ended without success: a failure record (an abort, a
+    stop, a timeout) or a claim whose failure record is not written yet. A step that registers
+    its compensation then compensates itself (`append_compensation`'s `aborted`), as after an
+    abort: timeline closed — a step's record commits, a stop claims, the step registers; read as a
+    success it was never compensated, although the handler's abort that follows runs the chain."""
+    return failure in found or (result in found and is_claim(decode(found[result])))
 
 
 def _first_gap(store: Store, workflow: str) -> int:
