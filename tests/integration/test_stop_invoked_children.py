@@ -219,3 +219,21 @@ def test_stop_of_the_parent_through_the_cli_stops_its_waiting_child(family, stor
     with every_reader(store, store_url) as readers:
         assert readers.one_ending(["wf-cli", child]) == {"wf-cli": "stopped", child: "stopped"}
     assert not (family.sink("wf-cli") / "after").exists()
+
+
+def test_a_stop_killed_before_it_reached_the_child_is_completed_by_the_next_stop(family, store, store_url):
+    """The parent's ending written (both of its writes), its child not stopped yet (the stop died
+    there): the next `stop` of the parent says it had ended (exit 2) and stops the child."""
+    from unum_entry.outcome import STOP_FIELD, end_workflow, failure_record
+
+    family.start("wf-half")
+    (child,) = _children(store, "wf-half")
+    record = {**failure_record("Unum.Stopped", "stopped by request", function="", invocation="", attempts=0),
+              STOP_FIELD: True}
+    assert end_workflow(store, "wf-half", record)  # the parent's part of the stop only
+    assert read_outcome(store, child).status is WorkflowStatus.RUNNING
+    again = subprocess.run([sys.executable, "-m", "builder", "stop", "wf-half", "--store", store_url], cwd=REPO,
+                           capture_output=True, text=True, timeout=120)
+    assert again.returncode == 2 and "already ended (stopped)" in again.stderr, again.stderr
+    assert read_outcome(store, child).status is WorkflowStatus.STOPPED
+    assert not stop_workflow(store, "wf-half") and read_outcome(store, child).status is WorkflowStatus.STOPPED
