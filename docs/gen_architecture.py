@@ -32,7 +32,7 @@ LAYERS: Layers = (
     ("runtime core", ("runtime", "ingress", "egress", "plan", "hooks", "context", "timers")),
     ("rules", ("checkpoint", "fanin", "outcome", "history", "watchdog", "redrive", "task_tokens", "ramp")),
     ("adapters", ("stores", "invokers", "tracing", "retention")),  # retention: the expiry of every write, the invokers' by-reference envelopes too
-    ("foundation", ("errors", "codec", "packing", "frozen", "naming", "envelope", "ir", "conditions", "jsonpath", "workflow", "urls", "yielding_lock", "opaque_text")),
+    ("foundation", ("errors", "codec", "packing", "frozen", "naming", "envelope", "ir", "conditions", "jsonpath", "workflow", "urls", "yielding_lock", "opaque_text", "lazy")),
 )
 
 # Layer of each builder module, top to bottom. A rule two front ends (or a front end and a

@@ -23,14 +23,15 @@ The public API (everything else is internal and may change):
     with local_platform(load_workflow("images/chain"), open_store(".unum/unum.db")) as platform:
         print(platform.run({"name": "world"}).result)
 
-Everything is imported on first use (module `__getattr__`): `import unum_entry` costs next to
+Everything is imported on first use (module `__getattr__`, unum_entry.lazy): `import unum_entry` costs next to
 nothing on a function's cold start and never imports boto3 or the Google clients.
 """
 
 from __future__ import annotations
 
-from importlib import import_module
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from unum_entry.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from unum_entry.context import InvocationContext
@@ -71,12 +72,4 @@ _EXPORTS: dict[str, str] = {
 __all__ = sorted(_EXPORTS)
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'unum_entry' has no attribute {name!r}")
-    return getattr(import_module(module), name)
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

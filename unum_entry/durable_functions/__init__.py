@@ -18,8 +18,9 @@ its exports are imported on first use.
 
 from __future__ import annotations
 
-from importlib import import_module
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from unum_entry.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from unum_entry.durable_functions.adapter import DurableSuspended, adapt, is_durable_handler
@@ -31,10 +32,6 @@ _EXPORTS = {"DurableSuspended": "unum_entry.durable_functions.adapter", "adapt":
             "transact": "unum_entry.durable_functions.effects"}
 
 
-def __getattr__(name: str) -> Any:
-    """Each export on first use, so importing one module of this package (the platforms import
-    `chained`) does not import the adapter."""
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'unum_entry.durable_functions' has no attribute {name!r}")
-    return getattr(import_module(module), name)
+# each export on first use (unum_entry.lazy), so importing one module of this package (the
+# platforms import `chained`) does not import the adapter
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
