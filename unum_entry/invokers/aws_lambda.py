@@ -9,11 +9,19 @@ URL: `lambda://?prefix=STACK-&region=us-east-1&endpoint=http://127.0.0.1:PORT&li
   it `invoke_at` is a ConfigurationError (the SAM template sets it). `schedule_group`: the
   schedule group (default `default`; deploy uses one per stack). `scheduler_endpoint`: another
   Scheduler endpoint (the local stack's moto). See `unum_entry.invokers.eventbridge_scheduler`.
+- `qualifier`: the version every invoke and timer of this function's workflows targets
+  (`FunctionName=prefix + function + ":" + qualifier`, and the timers' qualified ARNs): deploy
+  sets it to the build's version id (builder.versions.content_id), which names an alias on every
+  function pointing at the Lambda version published for that build (builder.deploy.aws_versions).
+  A workflow that started on a build therefore stays on it: each function of the build invokes
+  its successors, and arms its timers, on the same build, whatever is published later. Absent:
+  unqualified invokes (`$LATEST`), as before versions.
 """
 
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -23,15 +31,40 @@ from unum_entry.invokers.lambda_event import DEFAULT_EVENT_LIMIT, to_event
 from unum_entry.stores.base import Store
 from unum_entry.urls import parse_resource_url
 
-_OPTIONS = ("prefix", "region", "endpoint", "limit", "schedule_role", "schedule_group", "scheduler_endpoint")
+_OPTIONS = ("prefix", "region", "endpoint", "limit", "schedule_role", "schedule_group", "scheduler_endpoint",
+            "qualifier")
+# Lambda's qualifier: a version number, $LATEST, or an alias name (1-128 of A-Z a-z 0-9 - _).
+_QUALIFIER = re.compile(r"^(\$LATEST|[A-Za-z0-9_-]{1,128})$")
+
+
+def qualified(name: str, qualifier: str | None) -> str:
+    """`name:qualifier`, or `name` when there is no qualifier."""
+    return f"{name}:{qualifier}" if qualifier else name
+
+
+class QualifiedTimers(EventBridgeTimers):
+    """EventBridge timers whose targets are the qualified function ARNs (`ARN:qualifier`; the
+    plain ARN when `qualifier` is None)."""
+
+    def __init__(self, *, qualifier: str | None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.qualifier = qualifier
+
+    def function_arn(self, function: str) -> str:
+        return qualified(super().function_arn(function), self.qualifier)
 
 
 class LambdaInvoker:
     """Asynchronous Lambda invokes through one boto3 Lambda client (thread-safe)."""
 
     def __init__(self, client: Any, *, prefix: str = "", store: Store | None = None,
-                 limit: int = DEFAULT_EVENT_LIMIT, timers: EventBridgeTimers | None = None) -> None:
+                 limit: int = DEFAULT_EVENT_LIMIT, timers: EventBridgeTimers | None = None,
+                 qualifier: str | None = None) -> None:
+        if qualifier is not None and not _QUALIFIER.match(qualifier):
+            raise ConfigurationError(f"invoker qualifier: expected a Lambda version, $LATEST or an alias name "
+                                     f"(1-128 of A-Z a-z 0-9 - _), found {qualifier!r}")
         self.client = client
+        self.qualifier = qualifier or None
         self.prefix = prefix
         self.store = store
         self.limit = limit
@@ -44,19 +77,21 @@ class LambdaInvoker:
         if client is None:
             client = build_client(endpoint=options.get("endpoint"), region=options.get("region"))
         limit = int(options["limit"]) if "limit" in options else DEFAULT_EVENT_LIMIT
-        invoker = cls(client, prefix=options.get("prefix", ""), store=store, limit=limit)
+        invoker = cls(client, prefix=options.get("prefix", ""), store=store, limit=limit,
+                      qualifier=options.get("qualifier"))
         if "schedule_role" in options:
             region = client.meta.region_name
             endpoint = options.get("scheduler_endpoint")
-            invoker.timers = EventBridgeTimers(
-                role_arn=options["schedule_role"], prefix=invoker.prefix, region=region,
+            invoker.timers = QualifiedTimers(
+                qualifier=invoker.qualifier, role_arn=options["schedule_role"], prefix=invoker.prefix, region=region,
                 group=options.get("schedule_group", DEFAULT_GROUP), store=store, limit=limit,
                 invoke_now=invoker.invoke, client=scheduler_client,
                 client_factory=lambda: build_client(endpoint=endpoint, region=region, service="scheduler"))
         return invoker
 
     def function_name(self, function: str) -> str:
-        return self.prefix + function
+        """The FunctionName an invoke of unum function `function` names (qualified when pinned)."""
+        return qualified(self.prefix + function, self.qualifier)
 
     def invoke(self, function: str, payload: Mapping[str, Any]) -> None:
         """Queue one invocation; returns once Lambda accepted it (202). Raises InvokeError."""
