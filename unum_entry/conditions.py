@@ -33,10 +33,10 @@ import re
 from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta, timezone
 from types import MappingProxyType
-from typing import Any
+from typing import Any, Final
 
 from unum_entry.errors import ConditionError, ConditionEvaluationError
-from unum_entry.frozen import Frozen, frozen
+from unum_entry.frozen import ReadOnly
 from unum_entry.jsonpath import MISSING, PathSyntaxError, Root, lookup, parse_path
 
 # ---------------------------------------------------------------------------------------------
@@ -44,15 +44,17 @@ from unum_entry.jsonpath import MISSING, PathSyntaxError, Root, lookup, parse_pa
 # ---------------------------------------------------------------------------------------------
 
 
-@frozen
-class _Kind(Frozen):
+class _Kind(ReadOnly):
     """A family of values a comparison works on."""
 
-    noun: str  # how a validation error names it: "must be {noun}"
-    key: Callable[[Any], Any]  # comparable key for a value of this kind, None otherwise
+    __slots__ = ("noun", "key")
+
+    noun: Final[str]  # how a validation error names it: "must be {noun}"
+    key: Final[Callable[[Any], Any]]  # comparable key for a value of this kind, None otherwise
 
     def __init__(self, noun: str, key: Callable[[Any], Any]) -> None:
-        self.__dict__.update(noun=noun, key=key)
+        self.noun = noun
+        self.key = key
 
 
 def _string_key(value: Any) -> str | None:
@@ -141,18 +143,22 @@ _PATTERN = _Kind("a string pattern that does not end in a lone backslash", _patt
 # ---------------------------------------------------------------------------------------------
 
 
-@frozen
-class _Comparison(Frozen):
+class _Comparison(ReadOnly):
     """One comparison operator: `relation(variable.key(value), operand.key(operand))`."""
 
-    variable: _Kind  # what the Variable's value must be; any other value makes the rule False
-    operand: _Kind  # what the operand must be (checked at validation, or at run time via a path)
-    relation: Callable[[Any, Any], bool]
-    by_path: bool = False  # the operand is a reference path to the value to compare with
+    __slots__ = ("variable", "operand", "relation", "by_path")
+
+    variable: Final[_Kind]  # what the Variable's value must be; any other value makes the rule False
+    operand: Final[_Kind]  # what the operand must be (checked at validation, or at run time via a path)
+    relation: Final[Callable[[Any, Any], bool]]
+    by_path: Final[bool]  # the operand is a reference path to the value to compare with
 
     def __init__(self, variable: _Kind, operand: _Kind, relation: Callable[[Any, Any], bool],
                  by_path: bool = False) -> None:
-        self.__dict__.update(variable=variable, operand=operand, relation=relation, by_path=by_path)
+        self.variable = variable
+        self.operand = operand
+        self.relation = relation
+        self.by_path = by_path
 
 
 _RELATIONS = (("Equals", operator.eq), ("LessThan", operator.lt), ("GreaterThan", operator.gt),

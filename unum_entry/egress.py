@@ -21,7 +21,7 @@ from unum_entry import fanin
 from unum_entry.checkpoint import commits_its_result, not_yet_committed, record_result
 from unum_entry.codec import decode
 from unum_entry.envelope import Envelope, or_by_reference
-from unum_entry.frozen import Frozen, ReadOnly, frozen
+from unum_entry.frozen import ReadOnly
 from unum_entry.history import end_stamp, stamp
 from unum_entry.hooks import FaultPoint, Hooks, observes
 from unum_entry.invokers import FanOutInvoker, Invoker
@@ -42,27 +42,35 @@ class EndInFailure(Protocol):
     def __call__(self, workflow: str, record: dict[str, Any], *, history: bytes = b"", deadline: int = 0) -> None: ...
 
 
-@frozen
-class EgressContext(Frozen):
+class EgressContext(ReadOnly):
     """What egress works with; one per Runtime."""
 
-    ir: FunctionIR
-    store: Store
-    invoker: Invoker
-    executor: Executor
-    hooks: Hooks
-    inline_limit: int
-    retention: Retention
-    abort: EndInFailure
-    dispatch_workers: int = 64
-    program: Program | None = None  # the IR precompiled (unum_entry.plan.Program); None: `ir`'s own
+    __slots__ = ("ir", "store", "invoker", "executor", "hooks", "inline_limit", "retention", "abort", "dispatch_workers", "program")
+
+    ir: Final[FunctionIR]
+    store: Final[Store]
+    invoker: Final[Invoker]
+    executor: Final[Executor]
+    hooks: Final[Hooks]
+    inline_limit: Final[int]
+    retention: Final[Retention]
+    abort: Final[EndInFailure]
+    dispatch_workers: Final[int]
+    program: Final[Program | None]  # the IR precompiled (unum_entry.plan.Program); None: `ir`'s own
 
     def __init__(self, ir: FunctionIR, store: Store, invoker: Invoker, executor: Executor, hooks: Hooks,
                  inline_limit: int, retention: Retention, abort: EndInFailure, dispatch_workers: int = 64,
                  program: Program | None = None) -> None:
-        self.__dict__.update(ir=ir, store=store, invoker=invoker, executor=executor, hooks=hooks,
-                             inline_limit=inline_limit, retention=retention, abort=abort,
-                             dispatch_workers=dispatch_workers, program=program if program is not None else Program(ir))
+        self.ir = ir
+        self.store = store
+        self.invoker = invoker
+        self.executor = executor
+        self.hooks = hooks
+        self.inline_limit = inline_limit
+        self.retention = retention
+        self.abort = abort
+        self.dispatch_workers = dispatch_workers
+        self.program = program if program is not None else Program(ir)
 
 
 class EgressReport(ReadOnly):

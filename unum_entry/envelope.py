@@ -33,7 +33,7 @@ from dataclasses import replace
 from typing import Any, Final, TypeVar
 
 from unum_entry.errors import EnvelopeError, UnencodableValue
-from unum_entry.frozen import Frozen, ReadOnly, frozen
+from unum_entry.frozen import ReadOnly
 
 T = TypeVar("T")
 
@@ -75,15 +75,17 @@ class DataRef(ReadOnly):
         return self.value is not _MISSING
 
 
-@frozen
-class Gather(Frozen):
+class Gather(ReadOnly):
     """A fan-in target's inputs: the members of join set `set` of `width` branches."""
 
-    set: str
-    width: int
+    __slots__ = ("set", "width")
+
+    set: Final[str]
+    width: Final[int]
 
     def __init__(self, set: str, width: int) -> None:
-        self.__dict__.update(set=set, width=width)
+        self.set = set
+        self.width = width
 
 
 class Envelope(ReadOnly):

@@ -30,11 +30,11 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from typing import Final, TYPE_CHECKING
 
 from unum_entry import naming
 from unum_entry.errors import RetentionExpired, StoreMisuse
-from unum_entry.frozen import Frozen, frozen
+from unum_entry.frozen import ReadOnly
 from unum_entry.stores.base import Kind, Record, SetAdd, SetState, Store
 
 if TYPE_CHECKING:
@@ -45,15 +45,17 @@ CLAIM_SLOT = SHARD_SLOTS  # outside every shard (size <= SHARD_SLOTS): see the m
 _PARENT_MEMBER = "1"
 
 
-@frozen
-class Shard(Frozen):
+class Shard(ReadOnly):
     """One set shard of a join tree: its store key and how many slots it has."""
 
-    key: str
-    size: int
+    __slots__ = ("key", "size")
+
+    key: Final[str]
+    size: Final[int]
 
     def __init__(self, key: str, size: int) -> None:
-        self.__dict__.update(key=key, size=size)
+        self.key = key
+        self.size = size
 
 
 @functools.lru_cache(maxsize=256)  # every branch of a join asks for the same width

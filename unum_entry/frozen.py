@@ -1,34 +1,32 @@
-"""Immutable value classes that cost next to nothing to define (cold start).
+"""Value classes: one mechanism, `ReadOnly`, cheap to define (cold start) and to build (hot path).
 
-`@dataclass(frozen=True)` writes its methods (`__init__`, `__repr__`, `__eq__`, `__hash__`,
-`__setattr__`, `__delattr__`) as source text and compiles them when the class is defined: about
-half a millisecond per class in a function image, and the runtime has some thirty value classes
-on the adapter's import path, so every cold start paid for it. A value class here is written
+A value class is written
 
-    @frozen
-    class Frame(Frozen):
-        index: int
-        size: int
+    class Frame(ReadOnly):
+        __slots__ = ("index", "size")
+
+        index: Final[int]
+        size: Final[int]
 
         def __init__(self, index: int = 0, size: int = 1) -> None:
-            self.__dict__.update(index=index, size=size)
+            self.index = index
+            self.size = size
 
-and behaves like the frozen dataclass it replaces:
+Its fields are its `__slots__` (and its `ReadOnly` bases'); `ReadOnly` gives equality and hash
+over them (instances of the same class only), the dataclass repr, and `match` positions. Each
+field is `Final`, so mypy (which CI runs) refuses a write outside `__init__`; nothing refuses
+one at run time. A class that also declares its fields in its body (`name: Final[type]`, no
+default: the defaults are `__init__`'s) is a dataclass to `dataclasses.replace`, `fields`,
+`asdict` and `is_dataclass`, registered on first use without generating any method.
 
-- `Frozen` supplies, written once here, what the dataclass generated: equality and hash over the
-  compared fields (instances of the same class only), the dataclass repr, and immutability
-  (`dataclasses.FrozenInstanceError`).
-- The `__init__` is written out, so it is compiled once, into the .pyc. It sets the fields in
-  order through the instance `__dict__`, as the generated one did through `object.__setattr__`.
-- `dataclasses.replace`, `fields`, `asdict` and `is_dataclass` work on it as before
-  (`field(repr=False, compare=False)` too), and `match` sees the fields in order. The class is
-  registered with `dataclasses` (fields only, no code generated) the first time anything asks
-  for its `__dataclass_fields__`, so importing a module of value classes needs neither the
-  registration nor the `dataclasses` module itself.
-
-The value classes built at every delivery (an envelope, a plan, a set's state, the handler's
-context, ...) are `ReadOnly` instead: slotted, their `__init__` plain attribute stores, read-only
-by type (`Final`: mypy refuses a write) rather than at run time. Its docstring says why.
+Why not `@dataclass(frozen=True, slots=True)` (or `slots=True` alone), measured side by side on
+the workloads users run (bench/fastpaths-report.txt; docs/embedded-engine.md, "Value classes
+and fast paths"): the dataclass generates and compiles its methods when each class is defined,
+which costs a Lambda or Cloud Run cold start some 14 % of the adapters' import CPU for the
+value classes on that path; and a frozen dataclass's `__init__` stores each field through
+`object.__setattr__`, dearer per transition than plain stores into slots. The price is each
+field written three times (its slot, its annotation, its `__init__` store); test_frozen checks
+that the three agree for every value class.
 """
 
 from __future__ import annotations
@@ -37,33 +35,13 @@ import threading
 from collections.abc import Callable
 from operator import attrgetter
 from reprlib import recursive_repr
-from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 if TYPE_CHECKING:
     from dataclasses import Field
 
-_C = TypeVar("_C", bound=type)
-
-_MARK = "__frozen_fields__"  # set by @frozen: the class's own annotated field names, in order
+_MARK = "__frozen_fields__"  # a ReadOnly class's own field names declared in its body, in order
 _registering = threading.RLock()
-
-# Per class: the names of the fields repr shows, equality compares, and the hash covers.
-_REPR: dict[type, tuple[str, ...]] = {}
-_COMPARE: dict[type, tuple[str, ...]] = {}
-_HASH: dict[type, tuple[str, ...]] = {}
-# Per class: the compared (hashed) fields' values as one tuple, read by a C-level getter.
-_COMPARED: dict[type, Callable[[Any], tuple[Any, ...]]] = {}
-_HASHED: dict[type, Callable[[Any], tuple[Any, ...]]] = {}
-
-
-def frozen(cls: _C) -> _C:
-    """Mark a `Frozen` subclass as a value class: its annotations are its fields, in order (the
-    class writes its `__init__` and inherits the other methods)."""
-    names = tuple(cls.__dict__.get("__annotations__", {}))
-    setattr(cls, _MARK, names)
-    if "__match_args__" not in cls.__dict__:
-        cls.__match_args__ = names  # type: ignore[attr-defined, misc]
-    return cls
 
 
 def _register(cls: type) -> dict[str, Field[Any]]:
@@ -79,32 +57,14 @@ def _register(cls: type) -> dict[str, Field[Any]]:
 
 
 class _Fields:
-    """`Frozen.__dataclass_fields__`: registers the value class on first access (registration
+    """`ReadOnly.__dataclass_fields__`: registers the value class on first access (registration
     stores the fields in the class itself, which then shadows this descriptor)."""
 
     def __get__(self, instance: Any, owner: type) -> dict[str, Field[Any]]:
         value_class = next((klass for klass in owner.__mro__ if _MARK in klass.__dict__), None)
-        if value_class is None:  # Frozen itself, or a subclass not marked @frozen: no dataclass
+        if value_class is None:  # ReadOnly itself, or a class declaring no field in its body: no dataclass
             raise AttributeError("__dataclass_fields__")
         return _register(value_class)
-
-
-def _names(table: dict[type, tuple[str, ...]], cls: type) -> tuple[str, ...]:
-    names = table.get(cls)
-    if names is None:
-        every = cls.__dataclass_fields__.values()  # type: ignore[attr-defined]
-        _REPR[cls] = tuple(f.name for f in every if f.repr)
-        _COMPARE[cls] = tuple(f.name for f in every if f.compare)
-        _HASH[cls] = tuple(f.name for f in every if (f.compare if f.hash is None else f.hash))
-        names = table[cls]
-    return names
-
-
-def _values(table: dict[type, Callable[[Any], tuple[Any, ...]]], names: tuple[str, ...],
-            cls: type) -> Callable[[Any], tuple[Any, ...]]:
-    """A function from an instance of `cls` to the tuple of its `names` fields (remembered)."""
-    get = table[cls] = _tuple_getter(names)
-    return get
 
 
 def _tuple_getter(names: tuple[str, ...]) -> Callable[[Any], tuple[Any, ...]]:
@@ -119,64 +79,11 @@ def _tuple_getter(names: tuple[str, ...]) -> Callable[[Any], tuple[Any, ...]]:
     return get
 
 
-def _frozen_error(message: str) -> Exception:
-    from dataclasses import FrozenInstanceError
-
-    return FrozenInstanceError(message)
-
-
-class Frozen:
-    """The methods `@dataclass(frozen=True)` generates, for every `@frozen` value class."""
-
-    __slots__ = ()
-    if TYPE_CHECKING:  # what `dataclasses.replace` and `fields` expect of a dataclass
-        __dataclass_fields__: ClassVar[dict[str, Field[Any]]]
-    else:
-        __dataclass_fields__ = _Fields()
-
-    @recursive_repr()  # "..." for a value that contains itself, as the dataclass repr does
-    def __repr__(self) -> str:
-        cls = self.__class__
-        shown = ", ".join(f"{name}={getattr(self, name)!r}" for name in _names(_REPR, cls))
-        return f"{cls.__qualname__}({shown})"
-
-    def __eq__(self, other: object) -> bool:
-        cls = self.__class__
-        if other.__class__ is cls:
-            get = _COMPARED.get(cls) or _values(_COMPARED, _names(_COMPARE, cls), cls)
-            return bool(get(self) == get(other))
-        return NotImplemented
-
-    def __hash__(self) -> int:
-        cls = self.__class__
-        get = _HASHED.get(cls) or _values(_HASHED, _names(_HASH, cls), cls)
-        return hash(get(self))
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        if _MARK in type(self).__dict__ or name in self.__dataclass_fields__:
-            raise _frozen_error(f"cannot assign to field {name!r}")
-        object.__setattr__(self, name, value)
-
-    def __delattr__(self, name: str) -> None:
-        if _MARK in type(self).__dict__ or name in self.__dataclass_fields__:
-            raise _frozen_error(f"cannot delete field {name!r}")
-        object.__delattr__(self, name)
-
-
-
 class ReadOnly:
-    """The methods of a value class made at every delivery (a plan, a join, a set's state):
-    equality and hash over its compared fields (instances of the same class only), a repr, and
-    nothing else. Its `__slots__` are its fields, in order; its `__init__` stores each as a plain
+    """The methods of every value class (the module docstring): equality and hash over its
+    compared fields (instances of the same class only), a repr, `match` positions, and nothing
+    else. Its `__slots__` are its fields, in order; its `__init__` stores each as a plain
     attribute annotated `Final`, so mypy refuses any other write (`unum_entry.egress` shows one).
-    A class that declares its fields in its body instead (`name: Final[type]`, no default: the
-    defaults are `__init__`'s) is a dataclass to `dataclasses.replace`, `fields` and
-    `is_dataclass`, registered on first use as a `Frozen` class is.
-
-    Why not `Frozen`: a `Frozen` instance's `__init__` fills its `__dict__`, about twice the
-    instructions of plain attribute stores into slots (~4,700 against ~2,300 for five fields,
-    counted in the engine's run), and some ten such objects are made per transition. What it
-    gives up is the run-time refusal of a write.
 
     Its fields are its slots and those of its `ReadOnly` bases (a subclass's added after its
     base's); equality, hash and repr cover them all, unless a class names the ones equality and
@@ -200,6 +107,8 @@ class ReadOnly:
         if "_compared" not in cls.__dict__:
             cls._compared = (*cls._compared, *own)
         cls._values = staticmethod(_tuple_getter(cls._compared))
+        if "__match_args__" not in cls.__dict__:  # every field, in order (its bases' first)
+            setattr(cls, "__match_args__", (*getattr(super(cls, cls), "__match_args__", ()), *own))
         annotated = tuple(cls.__dict__.get("__annotations__", {}))
         if annotated:  # its fields declared in the class body (`name: Final[type]`): `dataclasses.replace` works
             setattr(cls, _MARK, annotated)

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Final, Protocol, TYPE_CHECKING
 
 from unum_entry.context import DeliveryContext
-from unum_entry.frozen import Frozen, frozen
+from unum_entry.frozen import ReadOnly
 
 if TYPE_CHECKING:
     from unum_entry.context import InvocationContext
@@ -61,19 +61,24 @@ def observes(hooks: Hooks) -> bool:
     return type(hooks) is not NoHooks
 
 
-@frozen
-class FunctionParts(Frozen):
+class FunctionParts(ReadOnly):
     """What a layer is built from: the parts of one function's Runtime."""
 
-    function: str
-    handler: Callable[..., Any]
-    store: Store
-    invoker: Invoker
-    hooks: Hooks
+    __slots__ = ("function", "handler", "store", "invoker", "hooks")
+
+    function: Final[str]
+    handler: Final[Callable[..., Any]]
+    store: Final[Store]
+    invoker: Final[Invoker]
+    hooks: Final[Hooks]
 
     def __init__(self, function: str, handler: Callable[..., Any], store: Store, invoker: Invoker,
                  hooks: Hooks) -> None:
-        self.__dict__.update(function=function, handler=handler, store=store, invoker=invoker, hooks=hooks)
+        self.function = function
+        self.handler = handler
+        self.store = store
+        self.invoker = invoker
+        self.hooks = hooks
 
 
 class Layer(Protocol):

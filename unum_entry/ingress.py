@@ -26,7 +26,7 @@ from unum_entry.codec import decode, decode_many
 from unum_entry.conditions import resolve_path
 from unum_entry.envelope import Envelope, Gather
 from unum_entry.errors import EnvelopeError, RetentionExpired
-from unum_entry.frozen import Frozen, ReadOnly, frozen
+from unum_entry.frozen import ReadOnly
 from unum_entry.outcome import Ending
 from unum_entry.stores.base import Store
 
@@ -42,19 +42,21 @@ SCAN_AHEAD_BYTES = 64 << 20
 _UNSEEN: Any = object()
 
 
-@frozen
-class AlreadyCommitted(Frozen):
+class AlreadyCommitted(ReadOnly):
     """The checkpoint exists: use its value, do not run the handler."""
 
-    stored: bytes
+    __slots__ = ("stored",)
+
+    stored: Final[bytes]
 
     def __init__(self, stored: bytes) -> None:
-        self.__dict__.update(stored=stored)
+        self.stored = stored
 
 
-@frozen
-class Ended(Frozen):
+class Ended(ReadOnly):
     """A fan-out item of a workflow that has ended: do not run the handler, drop the delivery."""
+
+    __slots__ = ()
 
     def __init__(self) -> None:
         pass

@@ -39,11 +39,11 @@ import json
 import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from unum_entry.conditions import resolve_path, validate_condition
 from unum_entry.errors import ConditionEvaluationError, IRError
-from unum_entry.frozen import Frozen, frozen
+from unum_entry.frozen import ReadOnly
 
 
 TIME_SCALE_ENV = "UNUM_ASL_TIME_SCALE"
@@ -72,139 +72,168 @@ class Shape(str, enum.Enum):
     NEIGHBOUR = "neighbour"
 
 
-@frozen
-class Pop(Frozen):
+class Pop(ReadOnly):
     """Pop the top fan-out frame for the transitions that follow."""
 
+    __slots__ = ()
 
-@frozen
-class Next(Frozen):
+
+class Next(ReadOnly):
     """Increment the top frame's iteration for the transitions that follow (cycles)."""
 
+    __slots__ = ()
 
-@frozen
-class CreateSet(Frozen):
+
+class CreateSet(ReadOnly):
     """Create the fan-in set(s) of `function` for the next fan-out."""
 
-    function: str
-    shape: Shape
+    __slots__ = ("function", "shape")
+
+    function: Final[str]
+    shape: Final[Shape]
 
     def __init__(self, function: str, shape: Shape) -> None:
-        self.__dict__.update(function=function, shape=shape)
+        self.function = function
+        self.shape = shape
 
 
-@frozen
-class Invoke(Frozen):
+class Invoke(ReadOnly):
     """Invoke `function` once with the output (or the value at `path` of it)."""
 
-    function: str
-    when: Mapping[str, Any] | None = None
-    path: str | None = None  # send only this part of the output
+    __slots__ = ("function", "when", "path")
+
+    function: Final[str]
+    when: Final[Mapping[str, Any] | None]
+    path: Final[str | None]  # send only this part of the output
 
     def __init__(self, function: str, when: Mapping[str, Any] | None = None, path: str | None = None) -> None:
-        self.__dict__.update(function=function, when=when, path=path)
+        self.function = function
+        self.when = when
+        self.path = path
 
 
-@frozen
-class Succeed(Frozen):
+class Succeed(ReadOnly):
     """End the workflow with the value at `path` of the output (the whole output when None)."""
 
-    path: str | None = None
-    when: Mapping[str, Any] | None = None
+    __slots__ = ("path", "when")
+
+    path: Final[str | None]
+    when: Final[Mapping[str, Any] | None]
 
     def __init__(self, path: str | None = None, when: Mapping[str, Any] | None = None) -> None:
-        self.__dict__.update(path=path, when=when)
+        self.path = path
+        self.when = when
 
 
-@frozen
-class Suspend(Frozen):
+class Suspend(ReadOnly):
     """End this invocation with no successor and no result: a Step Functions Task waiting for a
     task-token callback (unum_entry.asl.callbacks invokes the continuation)."""
 
-    when: Mapping[str, Any] | None = None
+    __slots__ = ("when",)
+
+    when: Final[Mapping[str, Any] | None]
 
     def __init__(self, when: Mapping[str, Any] | None = None) -> None:
-        self.__dict__.update(when=when)
+        self.when = when
 
 
-@frozen
-class Fail(Frozen):
+class Fail(ReadOnly):
     """End the workflow as failed with the `{"Error", "Cause"}` object at `path` (the whole output when None)."""
 
-    path: str | None = None
-    when: Mapping[str, Any] | None = None
+    __slots__ = ("path", "when")
+
+    path: Final[str | None]
+    when: Final[Mapping[str, Any] | None]
 
     def __init__(self, path: str | None = None, when: Mapping[str, Any] | None = None) -> None:
-        self.__dict__.update(path=path, when=when)
+        self.path = path
+        self.when = when
 
 
-@frozen
-class Map(Frozen):
+class Map(ReadOnly):
     """Invoke `function` once per element of the output (or of the list at `items`)."""
 
-    function: str
-    items: str | None = None
-    when: Mapping[str, Any] | None = None
-    max_concurrency: int | str | None = None  # an int >= 0 (0: unlimited) or a path into the output
+    __slots__ = ("function", "items", "when", "max_concurrency")
+
+    function: Final[str]
+    items: Final[str | None]
+    when: Final[Mapping[str, Any] | None]
+    max_concurrency: Final[int | str | None]  # an int >= 0 (0: unlimited) or a path into the output
 
     def __init__(self, function: str, items: str | None = None, when: Mapping[str, Any] | None = None,
                  max_concurrency: int | str | None = None) -> None:
-        self.__dict__.update(function=function, items=items, when=when, max_concurrency=max_concurrency)
+        self.function = function
+        self.items = items
+        self.when = when
+        self.max_concurrency = max_concurrency
 
 
-@frozen
-class FanOut(Frozen):
+class FanOut(ReadOnly):
     """Invoke every function of `branches` with the whole output."""
 
-    branches: tuple[str, ...]
-    when: Mapping[str, Any] | None = None
+    __slots__ = ("branches", "when")
+
+    branches: Final[tuple[str, ...]]
+    when: Final[Mapping[str, Any] | None]
 
     def __init__(self, branches: tuple[str, ...], when: Mapping[str, Any] | None = None) -> None:
-        self.__dict__.update(branches=branches, when=when)
+        self.branches = branches
+        self.when = when
 
 
-@frozen
-class FanIn(Frozen):
+class FanIn(ReadOnly):
     """Join `function`'s fan-in set (`shape`, at `slot`; a neighbour join at index + `offset`)."""
 
-    function: str
-    shape: Shape = Shape.AGGREGATE
-    slot: int = 0
-    offset: int = 0
-    when: Mapping[str, Any] | None = None
+    __slots__ = ("function", "shape", "slot", "offset", "when")
+
+    function: Final[str]
+    shape: Final[Shape]
+    slot: Final[int]
+    offset: Final[int]
+    when: Final[Mapping[str, Any] | None]
 
     def __init__(self, function: str, shape: Shape = Shape.AGGREGATE, slot: int = 0, offset: int = 0,
                  when: Mapping[str, Any] | None = None) -> None:
-        self.__dict__.update(function=function, shape=shape, slot=slot, offset=offset, when=when)
+        self.function = function
+        self.shape = shape
+        self.slot = slot
+        self.offset = offset
+        self.when = when
 
 
 Instruction = Pop | Next | CreateSet | Invoke | Map | FanOut | FanIn | Succeed | Fail | Suspend
 Transition = Invoke | Map | FanOut | FanIn | Succeed | Fail | Suspend
 
 
-@frozen
-class FunctionIR(Frozen):
+class FunctionIR(ReadOnly):
     """One function's IR, validated."""
 
-    function: str
-    handler: str
-    instructions: tuple[Instruction, ...]
-    checkpoint: bool = True
-    max_attempts: int = 3
-    source: str = "<ir>"
+    __slots__ = ("function", "handler", "instructions", "checkpoint", "max_attempts", "source", "ingress_check", "timeout_seconds")
+
+    function: Final[str]
+    handler: Final[str]
+    instructions: Final[tuple[Instruction, ...]]
+    checkpoint: Final[bool]
+    max_attempts: Final[int]
+    source: Final[str]
     # Read our own checkpoint before running the handler, so a duplicate delivery never re-runs
     # user code (one read per invocation). Off by default: the commit detects duplicates.
-    ingress_check: bool = False
+    ingress_check: Final[bool]
     # The entry function's execution timeout (a state machine's top-level TimeoutSeconds): a
     # workflow started here ends `timed out` (States.Timeout) when it elapses (unum_entry.watchdog).
-    timeout_seconds: float | None = None
+    timeout_seconds: Final[float | None]
 
     def __init__(self, function: str, handler: str, instructions: tuple[Instruction, ...], checkpoint: bool = True,
                  max_attempts: int = 3, source: str = "<ir>", ingress_check: bool = False,
                  timeout_seconds: float | None = None) -> None:
-        self.__dict__.update(function=function, handler=handler, instructions=instructions, checkpoint=checkpoint,
-                             max_attempts=max_attempts, source=source, ingress_check=ingress_check,
-                             timeout_seconds=timeout_seconds)
+        self.function = function
+        self.handler = handler
+        self.instructions = instructions
+        self.checkpoint = checkpoint
+        self.max_attempts = max_attempts
+        self.source = source
+        self.ingress_check = ingress_check
+        self.timeout_seconds = timeout_seconds
 
     def targets(self) -> set[str]:
         """Every function this IR can invoke or join (for workflow-level validation)."""

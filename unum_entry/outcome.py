@@ -39,12 +39,12 @@ from collections.abc import Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Final, TYPE_CHECKING
 
 from unum_entry import naming
 from unum_entry.codec import decode, encode
 from unum_entry.envelope import ROOT
-from unum_entry.frozen import Frozen, frozen
+from unum_entry.frozen import ReadOnly
 from unum_entry.retention import Ledger, Retention, store_retention
 from unum_entry.stores.base import Kind, Store
 
@@ -93,15 +93,17 @@ def yields_to_results(failure: Mapping[str, Any] | None, complete: bool) -> bool
     return complete and failure is not None and failure.get(WATCHDOG_FIELD) is True
 
 
-@frozen
-class Ending(Frozen):
+class Ending(ReadOnly):
     """The two records whose presence means a workflow has ended (one of them exists or neither)."""
 
-    result: str    # the root-level result record
-    failure: str   # the failure record
+    __slots__ = ("result", "failure")
+
+    result: Final[str]    # the root-level result record
+    failure: Final[str]   # the failure record
 
     def __init__(self, result: str, failure: str) -> None:
-        self.__dict__.update(result=result, failure=failure)
+        self.result = result
+        self.failure = failure
 
     @classmethod
     def of(cls, workflow: str) -> Ending:

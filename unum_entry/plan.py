@@ -15,7 +15,7 @@ from unum_entry.codec import MSGPACK_INTS, encode
 from unum_entry.conditions import evaluate, resolve_path
 from unum_entry.envelope import DataRef, Envelope, Frame, Gather
 from unum_entry.errors import PlanError
-from unum_entry.frozen import Frozen, ReadOnly, frozen
+from unum_entry.frozen import ReadOnly
 from unum_entry.ir import (CreateSet, Fail, FanIn, FanOut, FunctionIR, Invoke, Map, Next, Pop, Shape,
                            Succeed, Suspend)
 
@@ -53,14 +53,15 @@ class Join(ReadOnly):
                                           gather=Gather(self.set_key, self.width), deadline=env.deadline))
 
 
-@frozen
-class Selected(Frozen):
+class Selected(ReadOnly):
     """A part of the committed output picked by an IR path (the terminal result of `succeed`)."""
 
-    value: Any
+    __slots__ = ("value",)
+
+    value: Final[Any]
 
     def __init__(self, value: Any) -> None:
-        self.__dict__.update(value=value)
+        self.value = value
 
 
 class Plan(ReadOnly):
@@ -80,16 +81,19 @@ class Plan(ReadOnly):
         self.failure: Final = failure
 
 
-@frozen
-class Committed(Frozen):
+class Committed(ReadOnly):
     """The committed output of the invocation being planned."""
 
-    value: Any
-    encoded_size: int
-    checkpoint: str | None  # None when the function runs without a checkpoint
+    __slots__ = ("value", "encoded_size", "checkpoint")
+
+    value: Final[Any]
+    encoded_size: Final[int]
+    checkpoint: Final[str | None]  # None when the function runs without a checkpoint
 
     def __init__(self, value: Any, encoded_size: int, checkpoint: str | None) -> None:
-        self.__dict__.update(value=value, encoded_size=encoded_size, checkpoint=checkpoint)
+        self.value = value
+        self.encoded_size = encoded_size
+        self.checkpoint = checkpoint
 
 
 def condition_context(ir: FunctionIR, env: Envelope, invocation: str) -> dict[str, Any]:

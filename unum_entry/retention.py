@@ -37,11 +37,11 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING
+from typing import Final, TYPE_CHECKING
 
 from unum_entry import naming
 from unum_entry.errors import RetentionExpired
-from unum_entry.frozen import Frozen, frozen
+from unum_entry.frozen import ReadOnly
 from unum_entry.stores.base import Joining, Kind
 
 if TYPE_CHECKING:
@@ -54,19 +54,22 @@ DEFAULT_MARGIN_SECONDS = 15 * 60                   # Lambda: max function timeou
 GC_SKEW_SECONDS = 5 * 60                           # gc: how far a sweeping host's clock may run fast
 
 
-@frozen
-class Retention(Frozen):
+class Retention(ReadOnly):
     """The retention settings of one deployment (every function of a workflow must agree)."""
 
-    ttl_seconds: int = DEFAULT_TTL_SECONDS
-    redelivery_seconds: int = DEFAULT_REDELIVERY_SECONDS
-    margin_seconds: int = DEFAULT_MARGIN_SECONDS
-    clock: Callable[[], float] = time.time
+    __slots__ = ("ttl_seconds", "redelivery_seconds", "margin_seconds", "clock")
+
+    ttl_seconds: Final[int]
+    redelivery_seconds: Final[int]
+    margin_seconds: Final[int]
+    clock: Final[Callable[[], float]]
 
     def __init__(self, ttl_seconds: int = DEFAULT_TTL_SECONDS, redelivery_seconds: int = DEFAULT_REDELIVERY_SECONDS,
                  margin_seconds: int = DEFAULT_MARGIN_SECONDS, clock: Callable[[], float] = time.time) -> None:
-        self.__dict__.update(ttl_seconds=ttl_seconds, redelivery_seconds=redelivery_seconds,
-                             margin_seconds=margin_seconds, clock=clock)
+        self.ttl_seconds = ttl_seconds
+        self.redelivery_seconds = redelivery_seconds
+        self.margin_seconds = margin_seconds
+        self.clock = clock
 
     def deadline(self) -> int:
         """The deadline of a workflow that starts now."""
@@ -100,18 +103,21 @@ def sweep_horizon(now: float, skew_seconds: int = GC_SKEW_SECONDS) -> float:
     return now - skew_seconds
 
 
-@frozen
-class Ledger(Frozen):
+class Ledger(ReadOnly):
     """One workflow's keys and expiries: every store write of the runtime takes its key and its
     `expires_at` from here (module docstring). `deadline` is the workflow's (start + TTL, from
     its envelopes); building one does no I/O."""
 
-    workflow: str
-    deadline: int
-    retention: Retention
+    __slots__ = ("workflow", "deadline", "retention")
+
+    workflow: Final[str]
+    deadline: Final[int]
+    retention: Final[Retention]
 
     def __init__(self, workflow: str, deadline: int, retention: Retention) -> None:
-        self.__dict__.update(workflow=workflow, deadline=int(deadline), retention=retention)
+        self.workflow = workflow
+        self.deadline = int(deadline)
+        self.retention = retention
 
     @classmethod
     def of(cls, env: Envelope, retention: Retention) -> Ledger:

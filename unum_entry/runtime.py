@@ -11,7 +11,7 @@ import logging
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import Any, Final, TYPE_CHECKING
 
 from unum_entry import naming
 from unum_entry import fanin
@@ -21,7 +21,7 @@ from unum_entry.egress import EgressContext, EgressReport, egress, planned_fan_o
 from unum_entry.envelope import DataRef, Envelope
 from unum_entry.errors import (EndedBeforeDelivery, HandlerFailed, InvokeError, RetentionExpired, StaleInvocation,
                                StoreError, StoreMisuse, UnumError, WorkflowAborted)
-from unum_entry.frozen import Frozen, frozen
+from unum_entry.frozen import ReadOnly
 from unum_entry.history import stamp
 from unum_entry.hooks import FaultPoint, FunctionParts, Hooks, LayerFactory, NoHooks, NoLayer, WorkflowEnded, observes
 from unum_entry.ingress import AlreadyCommitted, Ended, Ready, ingress
@@ -43,23 +43,26 @@ Handler = Callable[[Any, InvocationContext], Any]
 log = logging.getLogger("unum.runtime")
 
 
-@frozen
-class RuntimeConfig(Frozen):
+class RuntimeConfig(ReadOnly):
     """Tunables. Values whose msgpack form exceeds `inline_limit` bytes travel by reference
     (Lambda's async payload limit is 256 KB for the whole event)."""
 
-    inline_limit: int = 64 * 1024
-    dispatch_workers: int = 64
+    __slots__ = ("inline_limit", "dispatch_workers", "retention", "watchdog")
+
+    inline_limit: Final[int]
+    dispatch_workers: Final[int]
     # How long objects live (unum_entry.retention); None: the store's TTL with the default
     # redelivery window.
-    retention: Retention | None = None
+    retention: Final[Retention | None]
     # Arm a deadline watchdog when a workflow starts here (unum_entry.watchdog): one timer each.
-    watchdog: bool = True
+    watchdog: Final[bool]
 
     def __init__(self, inline_limit: int = 64 * 1024, dispatch_workers: int = 64,
                  retention: Retention | None = None, watchdog: bool = True) -> None:
-        self.__dict__.update(inline_limit=inline_limit, dispatch_workers=dispatch_workers, retention=retention,
-                             watchdog=watchdog)
+        self.inline_limit = inline_limit
+        self.dispatch_workers = dispatch_workers
+        self.retention = retention
+        self.watchdog = watchdog
 
 
 def new_workflow(input_value: Any, workflow_id: str | None = None) -> Envelope:

@@ -19,12 +19,12 @@ timeouts and heartbeats, long Retry back-offs.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any, Final, TYPE_CHECKING
 
 from unum_entry import naming
 from unum_entry.envelope import DataRef, Envelope, Frame
 from unum_entry.errors import EndedBeforeDelivery, StaleInvocation
-from unum_entry.frozen import Frozen, frozen
+from unum_entry.frozen import ReadOnly
 
 if TYPE_CHECKING:
     from unum_entry.invokers import Invoker
@@ -44,24 +44,29 @@ class TimerAfterEnding(TimerNotDue, EndedBeforeDelivery):
     """A timer delivered after its workflow ended (`Timers.read`): dropped, never re-armed."""
 
 
-@frozen
-class Timers(Frozen):
+class Timers(ReadOnly):
     """The timer capability of one delivery: `function` handling `envelope` (its workflow,
     fan-out frames and deadline), over the function's store, invoker and the store's clock.
     `latest`: the last instant (store clock) at which a delivery still runs a handler
     (`deadline - margin`, unum_entry.retention)."""
 
-    store: Store
-    invoker: Invoker
-    function: str
-    envelope: Envelope
-    clock: Callable[[], float]
-    latest: float
+    __slots__ = ("store", "invoker", "function", "envelope", "clock", "latest")
+
+    store: Final[Store]
+    invoker: Final[Invoker]
+    function: Final[str]
+    envelope: Final[Envelope]
+    clock: Final[Callable[[], float]]
+    latest: Final[float]
 
     def __init__(self, store: Store, invoker: Invoker, function: str, envelope: Envelope,
                  clock: Callable[[], float], latest: float) -> None:
-        self.__dict__.update(store=store, invoker=invoker, function=function, envelope=envelope, clock=clock,
-                             latest=latest)
+        self.store = store
+        self.invoker = invoker
+        self.function = function
+        self.envelope = envelope
+        self.clock = clock
+        self.latest = latest
 
     def now(self) -> float:
         """Epoch seconds on the store's clock (the clock every timer's `when` is on)."""

@@ -15,12 +15,12 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Final
 
 from unum_entry.codec import decode, encode
 from unum_entry.envelope import Envelope
 from unum_entry.errors import EnvelopeError, StaleInvocation
-from unum_entry.frozen import Frozen, frozen
+from unum_entry.frozen import ReadOnly
 from unum_entry.retention import Ledger, store_retention
 from unum_entry.stores.base import Kind, Store
 
@@ -30,15 +30,17 @@ WRAPPED = "unum_msgpack"
 BY_REF = "unum_envelope_ref"
 
 
-@frozen
-class Delivery(Frozen):
+class Delivery(ReadOnly):
     """A decoded event: the envelope, and the stored envelope to delete once it is handled."""
 
-    envelope: Envelope
-    stored_key: str | None = None
+    __slots__ = ("envelope", "stored_key")
+
+    envelope: Final[Envelope]
+    stored_key: Final[str | None]
 
     def __init__(self, envelope: Envelope, stored_key: str | None = None) -> None:
-        self.__dict__.update(envelope=envelope, stored_key=stored_key)
+        self.envelope = envelope
+        self.stored_key = stored_key
 
 
 def to_event(wire: Mapping[str, Any], *, store: Store | None, limit: int = DEFAULT_EVENT_LIMIT) -> bytes:

@@ -35,11 +35,11 @@ import sys
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from unum_entry.codec import decode
 from unum_entry.errors import ConfigurationError, EnvelopeError, StaleInvocation, UnumError
-from unum_entry.frozen import Frozen, frozen
+from unum_entry.frozen import ReadOnly
 from unum_entry.invokers.lambda_event import Delivery, from_event
 from unum_entry.platforms.common import FunctionSettings, LoadedFunction, RetryPolicy, load_function, run_delivery
 from unum_entry.runtime import new_workflow
@@ -58,17 +58,20 @@ class Signature(str, enum.Enum):
     HTTP = "http"
 
 
-@frozen
-class ServeSettings(Frozen):
+class ServeSettings(ReadOnly):
     """Where and how to serve: `HOST` (default 0.0.0.0), `PORT` (Cloud Run sets it; default
     8080) and `FUNCTION_SIGNATURE_TYPE` (default cloudevent), named as functions-framework's."""
 
-    host: str = "0.0.0.0"
-    port: int = 8080
-    signature: Signature = Signature.CLOUDEVENT
+    __slots__ = ("host", "port", "signature")
+
+    host: Final[str]
+    port: Final[int]
+    signature: Final[Signature]
 
     def __init__(self, host: str = "0.0.0.0", port: int = 8080, signature: Signature = Signature.CLOUDEVENT) -> None:
-        self.__dict__.update(host=host, port=port, signature=signature)
+        self.host = host
+        self.port = port
+        self.signature = signature
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str]) -> ServeSettings:

@@ -30,7 +30,7 @@ from unum_entry.codec import decode, encode
 from unum_entry.envelope import DataRef, Envelope
 from unum_entry.errors import (ConfigurationError, HandlerFailed, IncompleteOutcome, InvokeError, RedeliveriesExhausted,
                                StaleInvocation, StoreError, UnumError)
-from unum_entry.frozen import Frozen, ReadOnly, frozen
+from unum_entry.frozen import ReadOnly
 from unum_entry.invocation_log import InvocationLog, InvocationRecord, hosted_state
 from unum_entry.ir import IR_FILE_NAME, FunctionIR, load_ir
 from unum_entry.runtime import Runtime, RuntimeConfig

@@ -22,16 +22,15 @@ completed steps go to the workflow's compensation log (unum_entry.steps.saga).
 
 from __future__ import annotations
 
-import functools
 import inspect
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, Final, TYPE_CHECKING
 
 from unum_entry.codec import UnencodableValue, decode, encode
 from unum_entry.errors import GuardFailed, StaleInvocation, StepError, TransactionConflict
-from unum_entry.frozen import Frozen, frozen
+from unum_entry.frozen import ReadOnly
 from unum_entry.hooks import Hooks, StepPoint
 from unum_entry.invokers import Invoker
 from unum_entry.outcome import Ending
@@ -81,21 +80,27 @@ def _uuid4() -> UUID:
     return uuid.uuid4()
 
 
-@frozen
-class StepEnv(Frozen):
+class StepEnv(ReadOnly):
     """What steps need from the runtime of one function (built once per Runtime)."""
 
-    store: Store
-    invoker: Invoker
-    hooks: Hooks
-    function: str
-    handler: Callable[..., Any]
+    __slots__ = ("store", "invoker", "hooks", "function", "handler")
+
+    store: Final[Store]
+    invoker: Final[Invoker]
+    hooks: Final[Hooks]
+    function: Final[str]
+    handler: Final[Callable[..., Any]]
 
     def __init__(self, store: Store, invoker: Invoker, hooks: Hooks, function: str, handler: Callable[..., Any]) -> None:
-        self.__dict__.update(store=store, invoker=invoker, hooks=hooks, function=function, handler=handler)
+        self.store = store
+        self.invoker = invoker
+        self.hooks = hooks
+        self.function = function
+        self.handler = handler
 
-    @functools.cached_property
+    @property
     def durable(self) -> bool:
+        """Whether the handler is `@durable` (through functools.wraps layers)."""
         return is_durable(self.handler) or is_durable(inspect.unwrap(self.handler))
 
     def module_globals(self) -> Mapping[str, Any]:

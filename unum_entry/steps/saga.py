@@ -13,12 +13,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from typing import Any
+from typing import Any, Final
 
 from unum_entry import naming
 from unum_entry.codec import decode, encode
 from unum_entry.envelope import DataRef, Envelope
-from unum_entry.frozen import Frozen, frozen
+from unum_entry.frozen import ReadOnly
 from unum_entry.invokers import Invoker
 from unum_entry.outcome import Ending, is_claim, record_failure
 from unum_entry.retention import Ledger, store_retention
@@ -141,16 +141,19 @@ def abort_workflow(store: Store, invoker: Invoker, workflow: str, record: Mappin
 
 # ---- compensation invocations ------------------------------------------------------------------
 
-@frozen
-class CompensationRequest(Frozen):
+class CompensationRequest(ReadOnly):
     """Run compensation `index`, then continue down to `stop`; entries stop..top are this chain's."""
 
-    index: int
-    stop: int
-    top: int
+    __slots__ = ("index", "stop", "top")
+
+    index: Final[int]
+    stop: Final[int]
+    top: Final[int]
 
     def __init__(self, index: int, stop: int, top: int) -> None:
-        self.__dict__.update(index=index, stop=stop, top=top)
+        self.index = index
+        self.stop = stop
+        self.top = top
 
 
 def compensation_envelope(workflow: str, index: int, stop: int, top: int) -> Envelope:

@@ -45,7 +45,7 @@ from typing import TYPE_CHECKING, Any, Final, NamedTuple, TypeVar
 import msgpack  # type: ignore[import-untyped]
 
 from unum_entry.errors import StoreError, StoreMisuse
-from unum_entry.frozen import Frozen, ReadOnly, frozen
+from unum_entry.frozen import ReadOnly
 
 DEFAULT_TTL_SECONDS = 7 * 24 * 3600
 
