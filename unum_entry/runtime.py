@@ -94,7 +94,8 @@ class Runtime:
         self.store = store
         # What a workflow's end means above the runtime (hooks.WorkflowEnded: a chained invoke's
         # target answers its durable caller, unum_entry.durable_functions.chained); the platform
-        # passes it in, so the runtime names no front end.
+        # passes it in, so the runtime names no front end (every platform builds its Runtime with
+        # it and the steps layer through unum_entry.platforms.common.platform_runtime).
         self._on_workflow_end = on_workflow_end
         self.config = config or RuntimeConfig()
         self.hooks: Hooks = hooks or NoHooks()

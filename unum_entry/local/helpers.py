@@ -326,11 +326,9 @@ class _Server:
         from concurrent.futures import ThreadPoolExecutor
 
         from unum_entry.local.cpu import OneCpu
-        from unum_entry.platforms.common import RetryPolicy
-        from unum_entry.runtime import Runtime, RuntimeConfig
-        from unum_entry.durable_functions.chained import workflow_ended
+        from unum_entry.platforms.common import RetryPolicy, platform_runtime
+        from unum_entry.runtime import RuntimeConfig
         from unum_entry.handlers import load_handler
-        from unum_entry.steps.layer import StepsLayer
         from unum_entry.stores.sqlite import SQLiteStore
         from unum_entry.workflow import load_workflow
 
@@ -349,8 +347,8 @@ class _Server:
         config = RuntimeConfig(inline_limit=launch.inline_limit, dispatch_workers=1, watchdog=launch.watchdog)
         executor = ThreadPoolExecutor(1, thread_name_prefix="unum-dispatch")
         self.runtimes = {
-            name: Runtime(spec.ir, self.cpu.handler(load_handler(spec.folder, spec.ir.handler, function=name)), store,
-                          self.invoker, config=config, executor=executor, layer=StepsLayer, on_workflow_end=workflow_ended)
+            name: platform_runtime(spec.ir, self.cpu.handler(load_handler(spec.folder, spec.ir.handler, function=name)), store,
+                                   self.invoker, config=config, executor=executor)
             for name, spec in workflow.functions.items()}
         self.retry = RetryPolicy(base=launch.retry_base, cap=launch.retry_cap)
         self._plans: OrderedDict[int, Any] = OrderedDict()  # fan-out id -> its FanOutCalls (`_kept`)

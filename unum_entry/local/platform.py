@@ -51,11 +51,9 @@ from unum_entry.local.queue import MAX_HOPS, CallRun, Delivery, DeliveryQueue, M
 from unum_entry.outcome import Ending, RunResult, read_outcome
 from unum_entry.plan import Call, FanOutCalls
 from unum_entry.platforms.common import (DeliveryOutcome, DeliveryStatus, RetryPolicy, deliver,
-                                        deliver_many, record_failure)
+                                        deliver_many, platform_runtime, record_failure)
 from unum_entry.runtime import Handler, Runtime, RuntimeConfig, new_workflow
-from unum_entry.durable_functions.chained import workflow_ended
 from unum_entry.handlers import load_handler
-from unum_entry.steps.layer import StepsLayer
 from unum_entry.stores.base import Store
 from unum_entry.workflow import Workflow
 from unum_entry.yielding_lock import YieldingLock
@@ -251,9 +249,8 @@ class LocalPlatform:
             if wrap is not None:  # tests: record or replace user code
                 handler = wrap(name, handler)
             handler = self._cpu.handler(handler)
-            self.runtimes[name] = Runtime(spec.ir, handler, store, invoker, config=config,
-                                          hooks=faults, executor=self._executor, layer=StepsLayer,
-                                          on_workflow_end=workflow_ended)
+            self.runtimes[name] = platform_runtime(spec.ir, handler, store, invoker, config=config, hooks=faults,
+                                                   executor=self._executor)
         self._workers = [threading.Thread(target=self._work, name=f"unum-worker-{i}", daemon=True)
                          for i in range(workers)]
         for thread in self._workers:

@@ -40,11 +40,27 @@ from unum_entry.steps.layer import StepsLayer
 from unum_entry.stores.base import Store
 
 if TYPE_CHECKING:
+    from concurrent.futures import Executor
+
     from unum_entry.egress import EgressReport
+    from unum_entry.hooks import Hooks
+    from unum_entry.runtime import Handler
 
 DEFAULT_FUNCTION_DIR = "/var/task"
 
 log = logging.getLogger("unum.platform")
+
+
+def platform_runtime(ir: FunctionIR, handler: Handler, store: Store, invoker: Invoker, *,
+                     config: RuntimeConfig | None = None, hooks: Hooks | None = None,
+                     executor: Executor | None = None) -> Runtime:
+    """A function's Runtime as every platform builds it (Lambda, Cloud Run, the embedded engine
+    and its helper processes): with the steps layer (exactly-once steps, compensations) and a
+    chained invoke's end answering its durable caller (durable_functions.chained.workflow_ended).
+    Both are chosen here only, so a platform that builds its Runtime here cannot leave one out;
+    a bare `Runtime(...)` (tests, bench) runs plain handlers and answers no durable caller."""
+    return Runtime(ir, handler, store, invoker, config=config, hooks=hooks, executor=executor, layer=StepsLayer,
+                   on_workflow_end=workflow_ended)
 
 
 @dataclass(frozen=True)
@@ -103,8 +119,7 @@ def load_function(settings: FunctionSettings) -> LoadedFunction:
     handler = load_handler(settings.function_dir, ir.handler, function=ir.function)
     store = open_store(settings.store_url)
     invoker = open_invoker(settings.invoker_url, store=store)
-    runtime = Runtime(ir, handler, store, invoker, config=settings.config, layer=StepsLayer,
-                      on_workflow_end=workflow_ended)
+    runtime = platform_runtime(ir, handler, store, invoker, config=settings.config)
     return LoadedFunction(ir=ir, runtime=runtime, store=store, invoker=invoker,
                           state=hosted_state(str(settings.function_dir)))
 
