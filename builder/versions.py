@@ -27,7 +27,7 @@ store's folder (`DIR/FOLDER.versions`), and for a store reached over the network
 version another store's workflows use.
 
 This module knows files only; which workflows use a version is read from the store's start
-records by the commands (builder.commands.start_record, builder.commands.versions). It is meant
+records by the commands (builder.runs.start_record, builder.commands.versions). It is meant
 to serve any engine that pins work to a build (`serve` pins Step Functions executions to a
 compiled folder the same way).
 """

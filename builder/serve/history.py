@@ -352,7 +352,7 @@ def _unvalued(fragment: Fragment) -> list[tuple[str, dict[str, Any] | None, bool
 
 def _walk_names(fragment: Fragment) -> list[tuple[str, str, str]]:
     """`(name, Type, role)` of the states from the fragment's head through the folded states
-    (builder.commands.inspect_history.machine_states' walk, for one fragment)."""
+    (builder.runs.history.machine_states' walk, for one fragment)."""
     walk: list[tuple[str, str, str]] = []
     name: Any = fragment.head
     seen: set[str] = set()
