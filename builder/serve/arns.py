@@ -2,15 +2,20 @@
 
 State machine `arn:aws:states:REGION:ACCOUNT:stateMachine:NAME`, its version `...:NAME:N` and
 alias `...:NAME:ALIAS`; execution `arn:aws:states:REGION:ACCOUNT:execution:MACHINE:NAME`
-(`express:` for an EXPRESS machine's); activity `...:activity:NAME`. Step Functions Local's
+(`express:` for an EXPRESS machine's); activity `...:activity:NAME`; a Distributed Map's Map Run
+`...:mapRun:MACHINE/STATE:EXECUTION:RUN` (RUN: a digest of the invocation that fanned the Map
+out, so the history and the Map Run operations name the same run; builder.serve.map_runs) and
+its child executions `...:execution:MACHINE/STATE:EXECUTION:RUN-INDEX`. Step Functions Local's
 `#TestCase` suffix on a state machine ARN chooses a mock test case (builder.serve.mocks).
 Parsing refuses what AWS refuses: `InvalidArn` for an ARN of another shape, region or account.
 """
 
 from __future__ import annotations
 
+import hashlib
 import re
 from dataclasses import dataclass
+from urllib.parse import quote, unquote
 
 from builder.serve.wire import ApiError
 
@@ -44,6 +49,24 @@ class ExecutionRef:
     machine: str
     name: str
     express: bool = False
+
+
+@dataclass(frozen=True)
+class MapRunRef:
+    """A parsed Map Run ARN: the execution (registry key `machine:execution`), the Map state, the run."""
+
+    machine: str
+    state: str
+    execution: str
+    run: str
+
+
+def map_run_arn(machine_arn: str, machine: str, execution: str, state: str, fan_key: str) -> str:
+    """The Map Run ARN of the Distributed Map `state` fanned out by the invocation whose record is
+    `fan_key`, in the execution `machine:execution` (region and account from `machine_arn`)."""
+    prefix = ":".join(machine_arn.split(":")[:5])
+    run = hashlib.sha256(fan_key.encode()).hexdigest()[:16]
+    return f"{prefix}:mapRun:{machine}/{quote(state, safe='')}:{execution}:{run}"
 
 
 @dataclass(frozen=True)
@@ -105,3 +128,13 @@ class Arns:
     def resource_kind(self, arn: str) -> str:
         """What `arn` names (`stateMachine`, `activity`, ...): for the tag operations."""
         return self._parts(arn, ("stateMachine", "activity"), "resourceArn")[0]
+
+    def parse_map_run(self, arn: str) -> MapRunRef:
+        """A Map Run ARN (`map_run_arn`); AWS's own shape `...:mapRun:MACHINE/LABEL:ID` parses with
+        no execution (so it names no run of this server: ResourceNotFound); InvalidArn for another."""
+        parts = self._parts(arn, ("mapRun",), "mapRunArn")
+        machine, slash, state = parts[1].partition("/") if len(parts) in (3, 4) else ("", "", "")
+        if not (machine and slash and state and all(parts[2:])):
+            raise ApiError("InvalidArn", f"Invalid Arn: '{arn}' is not a Map Run ARN")
+        execution, run = (parts[2], parts[3]) if len(parts) == 4 else ("", parts[2])
+        return MapRunRef(machine, unquote(state), execution, run)

@@ -61,8 +61,12 @@ replayed at all shows its states' Entered / Exited events without values.
   `...StateAborted` / `MapIterationAborted` events, and the attempts of an invocation that
   crashed without reporting an error are not shown.
 - **`.waitForTaskToken` Tasks, durable-timer continuations of a callback, nested `.sync`
-  executions, Distributed Map runs** (`MapRunStarted`...): shown as their states' Entered /
-  Exited events without Task events or values.
+  executions**: shown as their states' Entered / Exited events without Task events or values.
+- **A Distributed Map** shows `MapRunStarted` (`mapRunArn`) after `MapStateStarted` and
+  `MapRunSucceeded` / `MapRunFailed` (no error or cause) before `MapStateSucceeded` /
+  `MapStateFailed`, as AWS does; its iterations' events stay in the parent's history (AWS keeps
+  them in the child executions' histories), and a run the execution's stop cut short has no
+  `MapRunAborted`.
 - **`taskCredentials`, `heartbeatInSeconds` of a Lambda, and activity events**: unum runs no
   activities and assumes no per-Task role.
 """
@@ -75,7 +79,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from unum_entry.asl.runner import NOTED, Fragment, Services, _Runner, _TaskError, invoke_response
+from unum_entry.asl.runner import NOTED, Fragment, Services, _distributed, _Runner, _TaskError, invoke_response
 
 if TYPE_CHECKING:
     from unum_entry.history import History, Step
@@ -107,6 +111,7 @@ class _Draft:
     late: bool = False
     at: int = 0
     id: int = 0
+    run: str | None = None  # a Distributed Map's MapStateStarted: its Map Run's ARN (MapRunStarted)
 
 
 @dataclass(frozen=True)
@@ -293,10 +298,34 @@ def _segment(step: Step, received: Any, producers: Sequence[_Segment], execution
     if step.gathered and len(drafts) > 1 and drafts[0].type.endswith(("StateSucceeded", "StateFailed")) \
             and drafts[1].type.endswith("StateExited"):
         drafts[1].prev = drafts[0].prev  # the Exited event follows the last branch too, as on AWS
+    _map_run_events(step, fragment, fan, fanned, producers, drafts, execution)
     drafts.extend(_iteration_end(step, scope, previous))
     segment = _Segment(step, drafts, scope, fanned, *(fan or ("", "")))
     segment.lasts = (drafts[-1],) if drafts else first_prev
     return segment
+
+
+def _map_run_events(step: Step, fragment: Fragment | None, fan: tuple[str, str] | None, fanned: _Draft | None,
+                    producers: Sequence[_Segment], drafts: list[_Draft], execution: Execution) -> None:
+    """A Distributed Map's Map Run events, in place: `MapRunStarted` (`mapRunArn`) after its
+    `MapStateStarted`, and `MapRunSucceeded` / `MapRunFailed` before the join's `MapStateSucceeded`
+    / `MapStateFailed` (builder.serve.map_runs reads the runs back from these events)."""
+    from builder.serve.arns import map_run_arn
+
+    if fanned is not None and fan is not None and fan[0] == "Map" and fragment is not None \
+            and _distributed(fragment.states.get(fan[1], {})):
+        fanned.run = map_run_arn(execution.machine_arn, execution.machine, execution.name, fan[1], step.key)
+        drafts.insert(drafts.index(fanned) + 1, _Draft("MapRunStarted", {"mapRunArn": fanned.run}, (fanned,)))
+    levels = [p.scope[-1] for p in producers if p.scope] if step.gathered else []
+    if not levels or levels[0].started.run is None:
+        return
+    for i, draft in enumerate(drafts):
+        if draft.type in ("MapStateSucceeded", "MapStateFailed"):
+            ended = _Draft(draft.type.replace("MapState", "MapRun"), {} if draft.type == "MapStateFailed" else None,
+                           draft.prev, draft.late)
+            draft.prev = (ended,)
+            drafts.insert(i, ended)
+            return
 
 
 def _placement(step: Step, producers: Sequence[_Segment]) -> tuple[tuple[_Level, ...], tuple[_Draft, ...],

@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from unum_entry.stores.base import Store
 
     from builder.serve.engine import Engine
+    from builder.serve.map_runs import MapRuns
     from builder.serve.mocks import MockConfig
 
 STATUS = {"succeeded": "SUCCEEDED", "failed": "FAILED", "stopped": "ABORTED", "timed out": "TIMED_OUT"}
@@ -565,7 +566,7 @@ class StatesApi:
 
     def op_ListExecutions(self, p: dict[str, Any]) -> dict[str, Any]:
         if p.get("mapRunArn"):
-            raise validation_error("ListExecutions by mapRunArn: unum records no Map Runs (docs/api.md)")
+            return self._map_runs().list_executions(p)
         if not p.get("stateMachineArn"):
             raise validation_error("stateMachineArn or mapRunArn must be given")
         ref = self.arns.parse_machine(p["stateMachineArn"])
@@ -658,6 +659,22 @@ class StatesApi:
         except _WouldWrite:
             return None
         return None
+
+    # ---- Map Runs (builder.serve.map_runs) -------------------------------------------------
+
+    def _map_runs(self) -> MapRuns:
+        from builder.serve.map_runs import MapRuns
+
+        return MapRuns(self, _page)
+
+    def op_DescribeMapRun(self, p: dict[str, Any]) -> dict[str, Any]:
+        return self._map_runs().describe(p)
+
+    def op_ListMapRuns(self, p: dict[str, Any]) -> dict[str, Any]:
+        return self._map_runs().list(p)
+
+    def op_UpdateMapRun(self, p: dict[str, Any]) -> dict[str, Any]:
+        return self._map_runs().update(p)
 
     def op_TestState(self, p: dict[str, Any]) -> dict[str, Any]:
         from builder.serve.test_state import test_state

@@ -1,0 +1,223 @@
+"""Map Runs: DescribeMapRun, ListMapRuns, UpdateMapRun and ListExecutions(mapRunArn).
+
+A Distributed Map (ItemProcessor ProcessorConfig Mode DISTRIBUTED, or an ItemReader / ResultWriter)
+runs its items as unum map branches, one branch per item (per batch with an ItemBatcher). Each
+time such a Map fans out is one Map Run; each branch is one child execution. Nothing is recorded
+for them apart from the branches' own checkpoints: the runs are read back from the execution's
+history as builder.serve.history replays it from the store (`MapRunStarted` names the run, the
+`MapIterationStarted` / `MapIterationSucceeded` / `MapIterationFailed` events that follow the
+run's `MapStateStarted` are its child executions, `MapRunSucceeded` / `MapRunFailed` its end), so
+the counts cannot drift from what ran.
+
+- a branch with no event yet is pending; started and not ended, running (aborted when the
+  execution ended without the run: stopped or timed out); pending items of such a run are
+  aborted too. `timedOut` is always 0 (a branch has no timeout of its own).
+- `resultsWritten` counts the ended items once the run ended (their results are the Map's output).
+- `maxConcurrency`, `toleratedFailurePercentage` / `toleratedFailureCount` are the Map state's
+  literal fields (0 when absent or given by a `…Path`).
+- UpdateMapRun cannot change a running Map: its lanes and its failure tolerance are fixed in the
+  decision that fanned it out. A request naming the values the run already has succeeds; any
+  other value is `ValidationException` saying so.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from builder.serve.arns import MapRunRef
+from builder.serve.wire import ApiError, validation_error
+
+if TYPE_CHECKING:
+    from builder.serve.registry import Execution
+    from builder.serve.states_api import StatesApi
+
+_ENDS = {"MapIterationSucceeded": "SUCCEEDED", "MapIterationFailed": "FAILED"}
+_RUN_ENDS = {"MapRunSucceeded": "SUCCEEDED", "MapRunFailed": "FAILED"}
+
+
+@dataclass(frozen=True)
+class Child:
+    """One branch of a run: its index, start, end (epoch seconds) and status."""
+
+    index: int
+    started: float
+    stopped: float | None
+    status: str  # RUNNING, SUCCEEDED, FAILED, ABORTED
+
+
+@dataclass(frozen=True)
+class Run:
+    """One Map Run as the history shows it."""
+
+    arn: str
+    state: str
+    started: float
+    stopped: float | None
+    status: str  # RUNNING, SUCCEEDED, FAILED, ABORTED
+    length: int
+    children: tuple[Child, ...]
+
+
+def runs_of(events: list[dict[str, Any]], execution_status: str) -> list[Run]:
+    """The Map Runs of one execution's history `events` (AWS's HistoryEvent dicts, oldest first)."""
+    by_id = {e["id"]: e for e in events}
+    fanned = {e["previousEventId"]: e for e in events if e["type"] == "MapRunStarted"}  # MapStateStarted id -> run
+
+    def owner(event: dict[str, Any], name: str | None) -> tuple[int, int] | None:
+        """(the run's MapStateStarted id, iteration index) an event belongs to: the first
+        MapIterationStarted back along previousEventId whose previous event is a run's fan-out."""
+        seen = 0
+        while event is not None and seen <= len(events):
+            if event["type"] == "MapIterationStarted" and event["previousEventId"] in fanned:
+                details = event["mapIterationStartedEventDetails"]
+                if name is None or details.get("name") == name:
+                    return event["previousEventId"], int(details["index"])
+            event = by_id.get(event["previousEventId"])  # type: ignore[assignment]
+            seen += 1
+        return None
+
+    starts: dict[int, dict[int, float]] = {k: {} for k in fanned}
+    ends: dict[int, dict[int, tuple[float, str]]] = {k: {} for k in fanned}
+    run_end: dict[int, tuple[float, str]] = {}
+    for event in events:
+        kind = event["type"]
+        if kind == "MapIterationStarted" and event["previousEventId"] in fanned:
+            starts[event["previousEventId"]][int(event["mapIterationStartedEventDetails"]["index"])] = event["timestamp"]
+        elif kind in _ENDS:
+            found = owner(event, event[kind[0].lower() + kind[1:] + "EventDetails"].get("name"))
+            if found is not None:
+                ends[found[0]][found[1]] = (event["timestamp"], _ENDS[kind])
+        elif kind in _RUN_ENDS:
+            found = owner(event, None)
+            if found is not None:
+                run_end[found[0]] = (event["timestamp"], _RUN_ENDS[kind])
+    runs = []
+    for fan_id, started in fanned.items():
+        end = run_end.get(fan_id)
+        status = end[1] if end else "RUNNING" if execution_status == "RUNNING" else "ABORTED"
+        children = tuple(
+            Child(i, at, ends[fan_id][i][0] if i in ends[fan_id] else None,
+                  ends[fan_id][i][1] if i in ends[fan_id] else "RUNNING" if status == "RUNNING" else "ABORTED")
+            for i, at in sorted(starts[fan_id].items()))
+        length = int(by_id[fan_id].get("mapStateStartedEventDetails", {}).get("length", len(children)))
+        state = str(by_id.get(by_id[fan_id]["previousEventId"], {}).get("stateEnteredEventDetails", {}).get("name", ""))
+        runs.append(Run(started["mapRunStartedEventDetails"]["mapRunArn"], state, started["timestamp"],
+                        end[0] if end else None, status, length, children))
+    return runs
+
+
+def _map_state(definition: Any, name: str) -> Mapping[str, Any]:
+    """The Map state `name` anywhere in a definition (inside Map and Parallel states too)."""
+    def walk(states: Any) -> Iterator[Mapping[str, Any]]:
+        if not isinstance(states, Mapping):
+            return
+        for state_name, state in states.items():
+            if not isinstance(state, Mapping):
+                continue
+            if state_name == name and state.get("Type") == "Map":
+                yield state
+            for inner in (state.get("ItemProcessor"), state.get("Iterator"), *state.get("Branches", [])):
+                if isinstance(inner, Mapping):
+                    yield from walk(inner.get("States"))
+    doc = definition if isinstance(definition, Mapping) else {}
+    return next(walk(doc.get("States")), {})
+
+
+def _number(value: Any) -> float:
+    return value if isinstance(value, (int, float)) and not isinstance(value, bool) else 0
+
+
+Pager = Callable[[list[Any], dict[str, Any]], tuple[list[Any], "str | None"]]
+
+
+class MapRuns:
+    """The Map Run operations over one StatesApi's registry and store (module docstring); `page`
+    is the API's pager (maxResults / nextToken), so both page alike."""
+
+    def __init__(self, api: StatesApi, page: Pager) -> None:
+        self.api = api
+        self.page = page
+
+    def _runs(self, execution: Execution) -> list[Run]:
+        from builder.serve.history import aws_events
+
+        status = self.api.status(execution)[0]
+        events = aws_events(self.api.store, execution, status, include_data=False, registry=self.api.registry)
+        return runs_of(events, status)
+
+    def _find(self, arn: str) -> tuple[Execution, MapRunRef, Run]:
+        ref = self.api.arns.parse_map_run(arn)
+        execution = self.api.registry.execution(f"{ref.machine}:{ref.execution}") if ref.execution else None
+        run = next((r for r in self._runs(execution) if r.arn == arn), None) if execution is not None else None
+        if execution is None or run is None:
+            raise ApiError("ResourceNotFound", f"Resource not found: '{arn}'")
+        return execution, ref, run
+
+    def _limits(self, execution: Execution, state: str) -> dict[str, float]:
+        try:
+            definition = json.loads(self.api._definition_of(execution))
+        except ValueError:
+            definition = {}
+        found = _map_state(definition, state)
+        return {"maxConcurrency": int(_number(found.get("MaxConcurrency"))),
+                "toleratedFailurePercentage": float(_number(found.get("ToleratedFailurePercentage"))),
+                "toleratedFailureCount": int(_number(found.get("ToleratedFailureCount")))}
+
+    @staticmethod
+    def _counts(run: Run, *, items: bool) -> dict[str, int]:
+        by = {s: sum(1 for c in run.children if c.status == s) for s in ("RUNNING", "SUCCEEDED", "FAILED", "ABORTED")}
+        unstarted = max(0, run.length - len(run.children)) if items else 0
+        pending = unstarted if run.status == "RUNNING" else 0
+        aborted = by["ABORTED"] + (unstarted if run.status != "RUNNING" else 0)
+        ended = by["SUCCEEDED"] + by["FAILED"]
+        return {"pending": pending, "running": by["RUNNING"], "succeeded": by["SUCCEEDED"], "failed": by["FAILED"],
+                "timedOut": 0, "aborted": aborted, "total": len(run.children) + (unstarted if items else 0),
+                "resultsWritten": ended if run.status in ("SUCCEEDED", "FAILED") else 0}
+
+    def describe(self, p: dict[str, Any]) -> dict[str, Any]:
+        """DescribeMapRun."""
+        execution, _, run = self._find(p["mapRunArn"])
+        return {"mapRunArn": run.arn, "executionArn": self.api._execution_arn(execution), "status": run.status,
+                "startDate": run.started, "stopDate": run.stopped, **self._limits(execution, run.state),
+                "itemCounts": self._counts(run, items=True), "executionCounts": self._counts(run, items=False),
+                "redriveCount": 0}
+
+    def list(self, p: dict[str, Any]) -> dict[str, Any]:
+        """ListMapRuns: the execution's runs, oldest first."""
+        execution = self.api._execution(p["executionArn"])
+        page, token = self.page(self._runs(execution), p)
+        return {"mapRuns": [{"executionArn": self.api._execution_arn(execution), "mapRunArn": r.arn,
+                             "stateMachineArn": self._child_machine(execution, r), "startDate": r.started,
+                             "stopDate": r.stopped} for r in page], "nextToken": token}
+
+    def _child_machine(self, execution: Execution, run: Run) -> str:
+        return f"{self.api.arns.machine(execution.machine)}/{run.arn.split(':')[6].split('/', 1)[1]}"
+
+    def list_executions(self, p: dict[str, Any]) -> dict[str, Any]:
+        """ListExecutions(mapRunArn): the run's child executions, one per branch, by index."""
+        if p.get("stateMachineArn"):
+            raise validation_error("ListExecutions takes a stateMachineArn or a mapRunArn, not both")
+        execution, ref, run = self._find(p["mapRunArn"])
+        machine = self._child_machine(execution, run)
+        base = self.api.arns.execution(f"{ref.machine}/{run.arn.split(':')[6].split('/', 1)[1]}", ref.execution)
+        rows = [{"executionArn": f"{base}:{ref.run}-{c.index}", "stateMachineArn": machine,
+                 "name": f"{ref.run}-{c.index}", "status": c.status, "startDate": c.started, "stopDate": c.stopped,
+                 "mapRunArn": run.arn, "itemCount": 1}
+                for c in run.children if p.get("statusFilter") in (None, c.status)]
+        page, token = self.page(rows, p)
+        return {"executions": page, "nextToken": token}
+
+    def update(self, p: dict[str, Any]) -> dict[str, Any]:
+        """UpdateMapRun: the values the run has are accepted, a change is refused (module docstring)."""
+        execution, _, run = self._find(p["mapRunArn"])
+        limits = self._limits(execution, run.state)
+        changed = [f"{k} {p[k]!r} (the run has {limits[k]!r})" for k in limits
+                   if p.get(k) is not None and p[k] != limits[k]]
+        if changed:
+            raise validation_error("UpdateMapRun cannot change a running Map Run in unum: its concurrency and "
+                                   f"failure tolerance are fixed when the Map fans out; asked for {', '.join(changed)} "
+                                   "(docs/api.md)")
+        return {}
