@@ -15,7 +15,10 @@ Judged by the contract:
   (the callback accepted), else STOPPED (the callback refused with TaskTimedOut, nothing sent);
   once the stop has passed the child's claim, the result is always refused;
 - every reader agrees on both (tests/support/readers.py: read_outcome, inspect, the history,
-  list, the console's JSON and page).
+  list, the console's JSON and page),
+
+over SQLite, the file store and DynamoDB (moto); the Firestore emulator is raced by
+tests/integration/test_stop_callback_races.py.
 
 And through the real CLI: `python -m builder stop PARENT` stops the waiting child, whose late
 `task-success` is one line, exit 2.
@@ -28,6 +31,7 @@ import os
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -103,16 +107,28 @@ class Recording:
         self.sent.append((function, payload))
 
 
-@pytest.fixture(params=["sqlite", "file"])
-def store_url(request: Any, tmp_path: Path) -> str:
+@pytest.fixture(params=["sqlite", "file", "dynamodb"])
+def store_url(request: Any, tmp_path: Path, monkeypatch: Any) -> str:
+    """The store's URL: the embedded stores, DynamoDB (moto over its wire protocol), the Firestore emulator."""
+    # (firestore is not among the params: 4 minutes more here; its callback races run elsewhere)
+    monkeypatch.chdir(tmp_path)  # a remote store's run queue lives in the current directory
+    if request.param == "dynamodb":
+        return f"dynamodb://unum-test-{uuid.uuid4().hex[:12]}?endpoint={request.getfixturevalue('moto_server').endpoint}" \
+               "&create=1"
+    if request.param == "firestore":
+        return f"firestore://unum-test-{uuid.uuid4().hex[:12]}?project={request.getfixturevalue('firestore_emulator').project}"
     return str(tmp_path / ("unum.db" if request.param == "sqlite" else "store"))
 
 
 @pytest.fixture
 def store(store_url: str) -> Iterator[Store]:
     opened = open_store(store_url)
-    yield opened
-    opened.close()
+    try:
+        yield opened
+    finally:
+        if store_url.startswith("dynamodb://"):
+            opened.client.delete_table(TableName=store_url.split("//")[1].split("?")[0])  # type: ignore[attr-defined]
+        opened.close()
 
 
 class Family:
