@@ -29,6 +29,8 @@
 - Every result record is written by `create_result`, so an ending from outside (a stop, an
   execution timeout: `end_workflow`) and the results are ordered by the store, whatever the
   workflow's shape: its claim and a result never both count, and every reader sees the same one.
+- A stop reaches what the workflow started as other workflows: `stop_workflow` then stops each
+  durable `context.invoke` child its durable logs name (`invoked_children`), by the same rule.
 """
 
 from __future__ import annotations
