@@ -10,8 +10,8 @@ run's `MapStateStarted` are its child executions, `MapRunSucceeded` / `MapRunFai
 the counts cannot drift from what ran.
 
 - a branch with no event yet is pending; started and not ended, running (aborted when the
-  execution ended without the run: stopped or timed out); pending items of such a run are
-  aborted too. `timedOut` is always 0 (a branch has no timeout of its own).
+  execution ended without the run: stopped or timed out, the run and its unfinished branches
+  then stopping when the execution did); pending items of such a run are aborted too. `timedOut` is always 0 (a branch has no timeout of its own).
 - `resultsWritten` counts the ended items once the run ended (their results are the Map's output).
 - `maxConcurrency`, `toleratedFailurePercentage` / `toleratedFailureCount` are the Map state's
   literal fields (0 when absent or given by a `…Path`).
@@ -61,8 +61,9 @@ class Run:
     children: tuple[Child, ...]
 
 
-def runs_of(events: list[dict[str, Any]], execution_status: str) -> list[Run]:
-    """The Map Runs of one execution's history `events` (AWS's HistoryEvent dicts, oldest first)."""
+def runs_of(events: list[dict[str, Any]], execution_status: str, execution_stopped: float | None) -> list[Run]:
+    """The Map Runs of one execution's history `events` (AWS's HistoryEvent dicts, oldest first);
+    a run the execution's end cut short is ABORTED when the execution stopped (`execution_stopped`)."""
     by_id = {e["id"]: e for e in events}
     fanned = {e["previousEventId"]: e for e in events if e["type"] == "MapRunStarted"}  # MapStateStarted id -> run
 
@@ -98,14 +99,15 @@ def runs_of(events: list[dict[str, Any]], execution_status: str) -> list[Run]:
     for fan_id, started in fanned.items():
         end = run_end.get(fan_id)
         status = end[1] if end else "RUNNING" if execution_status == "RUNNING" else "ABORTED"
+        cut = execution_stopped if status == "ABORTED" else None
         children = tuple(
-            Child(i, at, ends[fan_id][i][0] if i in ends[fan_id] else None,
+            Child(i, at, ends[fan_id][i][0] if i in ends[fan_id] else cut,
                   ends[fan_id][i][1] if i in ends[fan_id] else "RUNNING" if status == "RUNNING" else "ABORTED")
             for i, at in sorted(starts[fan_id].items()))
         length = int(by_id[fan_id].get("mapStateStartedEventDetails", {}).get("length", len(children)))
         state = str(by_id.get(by_id[fan_id]["previousEventId"], {}).get("stateEnteredEventDetails", {}).get("name", ""))
         runs.append(Run(started["mapRunStartedEventDetails"]["mapRunArn"], state, started["timestamp"],
-                        end[0] if end else None, status, length, children))
+                        end[0] if end else cut, status, length, children))
     return runs
 
 
@@ -144,9 +146,9 @@ class MapRuns:
     def _runs(self, execution: Execution) -> list[Run]:
         from builder.serve.history import aws_events
 
-        status = self.api.status(execution)[0]
+        status, stopped, *_ = self.api.status(execution)
         events = aws_events(self.api.store, execution, status, include_data=False, registry=self.api.registry)
-        return runs_of(events, status)
+        return runs_of(events, status, stopped)
 
     def _find(self, arn: str) -> tuple[Execution, MapRunRef, Run]:
         ref = self.api.arns.parse_map_run(arn)

@@ -166,3 +166,24 @@ def test_unknown_and_malformed_map_run_arns(sfn: Any) -> None:
     assert error_code(sfn.describe_map_run, mapRunArn="arn:aws:states:us-east-1:123456789012:mapRun:x") == "InvalidArn"
     assert error_code(sfn.describe_map_run, mapRunArn=execution) == "InvalidArn"
     assert error_code(sfn.list_map_runs, executionArn=execution + "x") == "ExecutionDoesNotExist"
+
+
+def test_a_stopped_execution_aborts_its_running_map_run(sfn: Any) -> None:
+    arn = sfn.create_state_machine(name="stop", definition=machine(10, wait=600), roleArn=ROLE)["stateMachineArn"]
+    execution = sfn.start_execution(stateMachineArn=arn, input=start_input([]))["executionArn"]
+    run = first_run(sfn, execution)
+    deadline = time.monotonic() + 30
+    while sfn.describe_map_run(mapRunArn=run)["itemCounts"]["running"] == 0 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    children = sfn.list_executions(mapRunArn=run)["executions"]
+    assert children and {c["status"] for c in children} == {"RUNNING"}
+    # a child execution is listed, not described: its events are in the parent's history
+    assert error_code(sfn.describe_execution, executionArn=children[0]["executionArn"]) == "ExecutionDoesNotExist"
+    sfn.stop_execution(executionArn=execution)
+    ended = wait_ended(sfn, execution)
+    assert ended["status"] == "ABORTED"
+    described = sfn.describe_map_run(mapRunArn=run)
+    assert described["status"] == "ABORTED" and described["stopDate"] == ended["stopDate"]
+    counts = described["itemCounts"]
+    assert (counts["aborted"], counts["running"], counts["pending"], counts["total"]) == (ITEMS, 0, 0, ITEMS)
+    assert {c["status"] for c in sfn.list_executions(mapRunArn=run)["executions"]} == {"ABORTED"}
