@@ -45,7 +45,7 @@ def version() -> str:
 
 def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
     from builder.commands import (callbacks, compile, deploy, durable_callbacks, graph, images, inspect, local_aws,
-                                  redrive, run, serve, stop, ui, versions, workflows)
+                                  ramp, redrive, run, serve, stop, ui, versions, workflows)
 
     parser = Parser(prog=prog or program_name(),
                     description="unum: serverless workflows without an orchestrator",
@@ -56,7 +56,7 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
     parser.add_argument("-v", "--verbose", action="store_true", help="log the runtime's info messages and tracebacks")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for command in (run, inspect, compile, deploy, images, local_aws, graph, workflows, ui, callbacks, durable_callbacks,
-                    stop, redrive, serve, versions):
+                    stop, redrive, serve, versions, ramp):
         command.register(sub)
     return parser
 

@@ -28,10 +28,23 @@ def _target_module(target: str) -> Any | None:
 def cmd_deploy(args: argparse.Namespace) -> int:
     if getattr(args, "api", False) and args.target != "aws":
         raise BuildError(f"deploy --api: the Step Functions API deploys to --target aws only, not {args.target}")
+    if getattr(args, "publish", False) or getattr(args, "ramp", None) is not None:
+        return _publish(args)
     module = _target_module(args.target)
     if module is None:
         raise BuildError(f"deploy --target {args.target}: this installation has no builder.deploy.{args.target}")
     return getattr(module, f"deploy_{args.target}")(args)
+
+
+def _publish(args: argparse.Namespace) -> int:
+    """`deploy --target aws --publish [--ramp N]` (builder.deploy.aws.publish_aws)."""
+    if args.target != "aws":
+        raise BuildError(f"deploy --publish/--ramp: Lambda versions are --target aws only, not {args.target}")
+    if not args.publish:
+        raise BuildError("deploy --ramp: needs --publish (the ramp is of the build being published)")
+    from builder.deploy.aws import publish_aws
+
+    return publish_aws(args)
 
 
 def register(sub: Any) -> None:
@@ -48,4 +61,7 @@ def register(sub: Any) -> None:
         module = _target_module(target)
         if module is not None and hasattr(module, "add_arguments"):
             module.add_arguments(deploy)
+    aws = _target_module("aws")
+    if aws is not None and hasattr(aws, "add_publish_arguments"):
+        aws.add_publish_arguments(deploy)
     deploy.set_defaults(func=cmd_deploy)

@@ -54,6 +54,7 @@ def deploy_aws(args: argparse.Namespace) -> int:
     template = sam_template(workflow, image_prefix=args.image_prefix, tag=args.tag, tag_prefix=args.aws_tag_prefix,
                             memory=args.aws_memory, timeout=args.aws_timeout, retries=args.aws_retries,
                             max_event_age=args.aws_max_event_age)
+    pin_build(template, workflow, _build_id(workflow), alias=getattr(args, "alias", "live"))
     if getattr(args, "api", False):
         add_api(template, workflow, image_prefix=args.image_prefix, tag=args.tag, tag_prefix=args.aws_tag_prefix,
                 memory=args.aws_memory, timeout=args.aws_timeout)
@@ -229,3 +230,94 @@ def render(template: dict[str, Any]) -> str:
 
         return json.dumps(template, indent=2) + "\n"
     return yaml.safe_dump(template, sort_keys=False, default_flow_style=False, width=120)
+
+
+# ---- versions (issue 44): every build a Lambda version, pinned by qualified invokes ------------
+
+WORKFLOW_ALIAS_ENV = "UNUM_WORKFLOW_ALIAS"
+SCHEDULER_QUALIFIED = "UnumSchedulerBuilds"  # the scheduler role's grant on the builds' qualified ARNs
+
+
+def pin_build(template: dict[str, Any], workflow: Workflow, build: str, alias: str = "live") -> None:
+    """Configure the template's workflow functions for build `build` (builder.versions.content_id):
+    `UNUM_WORKFLOW_VERSION=build`, an invoker qualified with it (every invoke and timer of a
+    workflow names `FUNCTION:build`, the build's alias), invoke grants on the qualified ARNs too,
+    and on the entry `UNUM_WORKFLOW_ALIAS` (the alias new workflows start through, its ramp read by
+    the entry: `lambda:GetAlias` on itself). `deploy --publish` then publishes the versions and
+    aliases (builder.deploy.aws_versions)."""
+    for name in workflow.functions:
+        properties = template["Resources"][logical_id(name)]["Properties"]
+        variables = properties["Environment"]["Variables"]
+        variables["UNUM_WORKFLOW_VERSION"] = build
+        variables["UNUM_INVOKER"] = {"Fn::Sub": variables["UNUM_INVOKER"]["Fn::Sub"] + f"&qualifier={build}"}
+        # Qualified invokes need grants on the qualified ARNs: a policy of their own, beside the
+        # unqualified grants (the same functions, any version or alias: ARN:*).
+        invoked = [arn for policy in properties["Policies"] for statement in policy["Statement"]
+                   if statement.get("Action") == ["lambda:InvokeFunction"] for arn in statement["Resource"]]
+        qualified: list[dict[str, Any]] = [{"Effect": "Allow", "Action": ["lambda:InvokeFunction"],
+                                            "Resource": [_qualified_arn(arn) for arn in invoked]}]
+        if name == workflow.entry:
+            variables[WORKFLOW_ALIAS_ENV] = alias
+            qualified.append({"Effect": "Allow", "Action": ["lambda:GetAlias"],
+                              "Resource": _qualified_arn(_function_arn(name))})
+        properties["Policies"].append({"Statement": qualified})
+    role = template["Resources"][SCHEDULER_ROLE]["Properties"]["Policies"][0]["PolicyDocument"]["Statement"][0]
+    template["Resources"][SCHEDULER_QUALIFIED] = {"Type": "AWS::IAM::Policy", "Properties": {
+        "PolicyName": "invoke-workflow-builds", "Roles": [{"Ref": SCHEDULER_ROLE}],
+        "PolicyDocument": {"Version": "2012-10-17", "Statement": [{
+            "Effect": "Allow", "Action": ["lambda:InvokeFunction"],
+            "Resource": [_qualified_arn(arn) for arn in role["Resource"]]}]}}}
+    template["Description"] += f"; build {build}: after `sam deploy`, publish it with `python -m builder deploy " \
+                               f"FOLDER --target aws --publish --aws-prefix STACK-` (docs/versions.md, On AWS Lambda)"
+
+
+def _build_id(workflow: Workflow) -> str:
+    from builder.versions import content_id
+
+    return content_id(workflow.folder)
+
+
+def _qualified_arn(arn: dict[str, str]) -> dict[str, str]:
+    return {"Fn::Sub": arn["Fn::Sub"] + ":*"}
+
+
+def add_publish_arguments(parser: argparse.ArgumentParser) -> None:
+    """`deploy --target aws --publish` and its options (builder.deploy.aws_versions)."""
+    aws = parser.add_argument_group("--target aws --publish (Lambda versions and the workflow alias)")
+    aws.add_argument("--publish", action="store_true",
+                     help="aws: publish a Lambda version of every function as deployed now, an alias named after "
+                          "the build, and move the workflow alias to it (instead of printing a template)")
+    aws.add_argument("--ramp", type=float, default=None, metavar="PERCENT",
+                     help="with --publish: give the new build PERCENT (0-100) of new workflows; promote or rollback later")
+    add_lambda_arguments(aws)
+
+
+def add_lambda_arguments(group: Any) -> None:
+    """The Lambda API options of publish, promote and rollback."""
+    group.add_argument("--aws-prefix", default="", help="Lambda function name prefix (the stack's name and '-'; "
+                                                        "none on the local stack)")
+    group.add_argument("--aws-endpoint", default=None, help="another Lambda endpoint (the local stack's)")
+    group.add_argument("--aws-region", default=None, help="AWS region (default: AWS_REGION, else us-east-1)")
+    group.add_argument("--alias", default="live", help="the workflow alias (default: live)")
+
+
+def publish_aws(args: argparse.Namespace) -> int:
+    """`deploy --publish`: publish this folder's build (builder.deploy.aws_versions.publish_build)
+    and print what was published as JSON. Raises BuildError (one line, nothing changed for bad input)."""
+    import json
+
+    from builder.deploy.aws_versions import publish_build, ramp_weight
+    from builder.versions import content_id
+    from unum_entry.invokers.aws_lambda import build_client
+
+    if args.ramp is not None:
+        ramp_weight(args.ramp)  # before anything else
+    workflow = load_workflow(args.workflow)
+    build = content_id(workflow.folder)
+    client = build_client(endpoint=args.aws_endpoint, region=args.aws_region)
+    published = publish_build(client, functions=sorted(workflow.functions), entry=workflow.entry, build=build,
+                              prefix=args.aws_prefix, ramp=args.ramp, alias=args.alias)
+    print(json.dumps({"build": build, "versions": published.versions, "alias": args.alias,
+                      "stable": published.state.stable, "ramped": published.state.ramped,
+                      "weight": published.state.weight, "previous": published.state.previous}))
+    return 0

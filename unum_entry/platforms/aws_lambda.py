@@ -11,6 +11,11 @@ Handler errors are retried by the adapter itself (it re-invokes its own function
 `attempt + 1`), so the IR's `max_attempts` and the envelope's attempt count hold exactly; the last
 failure calls `Runtime.fail`. Anything else (store or invoke trouble, a crash) is raised to Lambda,
 whose asynchronous retries and on-failure destination take over.
+
+Versions (issue 44): with `UNUM_WORKFLOW_ALIAS` set (deploy sets it on the entry function) and
+an invoker qualified with this process' build, a workflow's start (its first attempt) that the
+alias' ramp assigns to another build is forwarded to `ENTRY:<that build>` instead of run here
+(`unum_entry.platforms.lambda_routing`): a new workflow's build is a function of its id.
 """
 
 from __future__ import annotations
@@ -25,7 +30,8 @@ from dataclasses import replace
 from typing import Any
 
 from unum_entry.errors import PlatformGaveUp, StaleInvocation, StoreError, UnumError
-from unum_entry.invokers.lambda_event import Delivery, from_event
+from unum_entry.invokers.lambda_event import Delivery, from_event, to_event
+from unum_entry.platforms.lambda_routing import ENV_ALIAS, StartRouter
 from unum_entry.platforms.common import FunctionSettings, LoadedFunction, RetryPolicy, load_function, run_delivery
 from unum_entry.runtime import new_workflow
 
@@ -40,8 +46,9 @@ class LambdaAdapter:
     """Turns Lambda events into `Runtime.handle` / `Runtime.fail` calls for one function."""
 
     def __init__(self, loaded: LoadedFunction, *, retry: RetryPolicy | None = None,
-                 sleep=time.sleep) -> None:
+                 sleep=time.sleep, router: StartRouter | None = None) -> None:
         self.loaded = loaded
+        self.router = router
         self.retry = retry or RetryPolicy()
         self._sleep = sleep
 
@@ -63,6 +70,12 @@ class LambdaAdapter:
         request_id = getattr(context, "aws_request_id", None)
         if delivery is None:
             delivery = Delivery(new_workflow(event, f"wf-{request_id}" if request_id else None))
+        env = delivery.envelope
+        if self.router is not None and env.start and env.attempt == 0:
+            build = self.router.elsewhere(env.workflow)
+            if build is not None:  # the ramp gives this workflow to another build: its entry runs it
+                self.router.forward(build, to_event(env.to_wire(), store=self.loaded.store))
+                return {"function": function, "workflow": env.workflow, "forwarded": build}
         return run_delivery(self.loaded, delivery.envelope, delivery.stored_key, retry=self.retry, sleep=self._sleep,
                             request_id=request_id)
 
@@ -98,6 +111,19 @@ def _is_destination_record(event: Any) -> bool:
             and isinstance(event.get("requestContext"), Mapping) and "condition" in event["requestContext"])
 
 
+def start_router(loaded: LoadedFunction, environ: Mapping[str, str]) -> StartRouter | None:
+    """The start router of an entry function whose environment names the workflow alias
+    (`UNUM_WORKFLOW_ALIAS`) and whose Lambda invoker is qualified with its build; else None."""
+    from unum_entry.invokers.aws_lambda import LambdaInvoker
+
+    alias = environ.get(ENV_ALIAS)
+    invoker = loaded.invoker
+    if not alias or not isinstance(invoker, LambdaInvoker) or invoker.qualifier is None:
+        return None
+    return StartRouter(invoker.client, function=invoker.prefix + loaded.ir.function, alias=alias,
+                       build=invoker.qualifier)
+
+
 def main() -> int:
     """Init phase (load IR, handler, clients), then hand the adapter to awslambdaric's loop."""
     logging.basicConfig(level=os.environ.get("UNUM_LOG_LEVEL", "INFO"))
@@ -107,7 +133,7 @@ def main() -> int:
     except UnumError as exc:
         print(f"unum_entry: cannot start: {exc}", file=sys.stderr)
         return 2
-    adapter = LambdaAdapter(loaded, retry=retry)
+    adapter = LambdaAdapter(loaded, retry=retry, router=start_router(loaded, os.environ))
     module = types.ModuleType(HANDLER_MODULE)
     module.handler = adapter.handle  # type: ignore[attr-defined]
     sys.modules[HANDLER_MODULE] = module
