@@ -1,7 +1,8 @@
 """Map Runs: DescribeMapRun, ListMapRuns, UpdateMapRun and ListExecutions(mapRunArn).
 
 A Distributed Map (ItemProcessor ProcessorConfig Mode DISTRIBUTED, or an ItemReader / ResultWriter)
-runs its items as unum map branches, one branch per item (per batch with an ItemBatcher). Each
+runs its items as unum map branches, one branch per item (per batch with an ItemBatcher: its
+items are counted from the batches the fan-out committed). Each
 time such a Map fans out is one Map Run; each branch is one child execution. Nothing is recorded
 for them apart from the branches' own checkpoints: the runs are read back from the execution's
 history as builder.serve.history replays it from the store (`MapRunStarted` names the run, the
@@ -158,34 +159,64 @@ class MapRuns:
             raise ApiError("ResourceNotFound", f"Resource not found: '{arn}'")
         return execution, ref, run
 
-    def _limits(self, execution: Execution, state: str) -> dict[str, float]:
+    def _state(self, execution: Execution, state: str) -> Mapping[str, Any]:
+        """The Map state `state` of the definition the execution runs ({} if not found)."""
         try:
             definition = json.loads(self.api._definition_of(execution))
         except ValueError:
             definition = {}
-        found = _map_state(definition, state)
+        return _map_state(definition, state)
+
+    def _limits(self, execution: Execution, state: str) -> dict[str, float]:
+        found = self._state(execution, state)
         return {"maxConcurrency": int(_number(found.get("MaxConcurrency"))),
                 "toleratedFailurePercentage": float(_number(found.get("ToleratedFailurePercentage"))),
                 "toleratedFailureCount": int(_number(found.get("ToleratedFailureCount")))}
 
+    def _sizes(self, execution: Execution, ref: MapRunRef, run: Run) -> list[int]:
+        """How many items each branch carries: 1, or with an ItemBatcher its batch's `Items`, read
+        from the decision that fanned the run out (its committed `items`)."""
+        from unum_entry.history import read_history
+
+        from builder.serve.arns import map_run_arn
+        from builder.serve.history import ALL_INLINE
+
+        sizes = [1] * run.length
+        if "ItemBatcher" not in self._state(execution, run.state):
+            return sizes
+        for step in read_history(self.api.store, execution.workflow, inline_bytes=ALL_INLINE).steps:
+            decision = step.output if isinstance(step.output, Mapping) else {}
+            if isinstance(decision.get("items"), list) and map_run_arn(
+                    execution.machine_arn, execution.machine, execution.name, run.state, step.key) == run.arn:
+                for i, item in enumerate(decision["items"][:run.length]):
+                    batch = item.get("input") if isinstance(item, Mapping) else None
+                    if isinstance(batch, Mapping) and isinstance(batch.get("Items"), list):
+                        sizes[i] = len(batch["Items"])
+        return sizes
+
     @staticmethod
-    def _counts(run: Run, *, items: bool) -> dict[str, int]:
-        by = {s: sum(1 for c in run.children if c.status == s) for s in ("RUNNING", "SUCCEEDED", "FAILED", "ABORTED")}
-        unstarted = max(0, run.length - len(run.children)) if items else 0
+    def _counts(run: Run, sizes: list[int]) -> dict[str, int]:
+        """Counts of `run`'s branches, each weighing `sizes[index]` (all 1: executionCounts)."""
+        def weight(index: int) -> int:
+            return sizes[index] if index < len(sizes) else 1
+        by = {s: sum(weight(c.index) for c in run.children if c.status == s)
+              for s in ("RUNNING", "SUCCEEDED", "FAILED", "ABORTED")}
+        started = {c.index for c in run.children}
+        unstarted = sum(weight(i) for i in range(run.length) if i not in started)
         pending = unstarted if run.status == "RUNNING" else 0
         aborted = by["ABORTED"] + (unstarted if run.status != "RUNNING" else 0)
         ended = by["SUCCEEDED"] + by["FAILED"]
         return {"pending": pending, "running": by["RUNNING"], "succeeded": by["SUCCEEDED"], "failed": by["FAILED"],
-                "timedOut": 0, "aborted": aborted, "total": len(run.children) + (unstarted if items else 0),
+                "timedOut": 0, "aborted": aborted, "total": sum(by.values()) + unstarted,
                 "resultsWritten": ended if run.status in ("SUCCEEDED", "FAILED") else 0}
 
     def describe(self, p: dict[str, Any]) -> dict[str, Any]:
         """DescribeMapRun."""
-        execution, _, run = self._find(p["mapRunArn"])
+        execution, ref, run = self._find(p["mapRunArn"])
         return {"mapRunArn": run.arn, "executionArn": self.api._execution_arn(execution), "status": run.status,
                 "startDate": run.started, "stopDate": run.stopped, **self._limits(execution, run.state),
-                "itemCounts": self._counts(run, items=True), "executionCounts": self._counts(run, items=False),
-                "redriveCount": 0}
+                "itemCounts": self._counts(run, self._sizes(execution, ref, run)),
+                "executionCounts": self._counts(run, [1] * run.length), "redriveCount": 0}
 
     def list(self, p: dict[str, Any]) -> dict[str, Any]:
         """ListMapRuns: the execution's runs, oldest first."""
@@ -203,11 +234,11 @@ class MapRuns:
         if p.get("stateMachineArn"):
             raise validation_error("ListExecutions takes a stateMachineArn or a mapRunArn, not both")
         execution, ref, run = self._find(p["mapRunArn"])
-        machine = self._child_machine(execution, run)
+        machine, sizes = self._child_machine(execution, run), self._sizes(execution, ref, run)
         base = self.api.arns.execution(f"{ref.machine}/{run.arn.split(':')[6].split('/', 1)[1]}", ref.execution)
         rows = [{"executionArn": f"{base}:{ref.run}-{c.index}", "stateMachineArn": machine,
                  "name": f"{ref.run}-{c.index}", "status": c.status, "startDate": c.started, "stopDate": c.stopped,
-                 "mapRunArn": run.arn, "itemCount": 1}
+                 "mapRunArn": run.arn, "itemCount": sizes[c.index] if c.index < len(sizes) else 1}
                 for c in run.children if p.get("statusFilter") in (None, c.status)]
         page, token = self.page(rows, p)
         return {"executions": page, "nextToken": token}

@@ -187,3 +187,18 @@ def test_a_stopped_execution_aborts_its_running_map_run(sfn: Any) -> None:
     counts = described["itemCounts"]
     assert (counts["aborted"], counts["running"], counts["pending"], counts["total"]) == (ITEMS, 0, 0, ITEMS)
     assert {c["status"] for c in sfn.list_executions(mapRunArn=run)["executions"]} == {"ABORTED"}
+
+
+def test_batched_items_are_counted_as_items_and_each_batch_is_one_child_execution(sfn: Any) -> None:
+    arn = sfn.create_state_machine(name="batched", roleArn=ROLE, definition=json.dumps({
+        "StartAt": "M", "States": {"M": {"Type": "Map", "End": True, "ItemsPath": "$.items",
+                                         "ItemBatcher": {"MaxItemsPerBatch": 6}, "ItemProcessor": {
+            "ProcessorConfig": {"Mode": "DISTRIBUTED", "ExecutionType": "STANDARD"},
+            "StartAt": "P", "States": {"P": {"Type": "Pass", "End": True}}}}}}))["stateMachineArn"]
+    execution = sfn.start_execution(stateMachineArn=arn, input=start_input([]))["executionArn"]
+    assert wait_ended(sfn, execution)["status"] == "SUCCEEDED"
+    described = sfn.describe_map_run(mapRunArn=first_run(sfn, execution))
+    assert (described["itemCounts"]["succeeded"], described["itemCounts"]["total"]) == (ITEMS, ITEMS)
+    assert (described["executionCounts"]["succeeded"], described["executionCounts"]["total"]) == (4, 4)
+    children = sfn.list_executions(mapRunArn=described["mapRunArn"])["executions"]
+    assert [c["itemCount"] for c in children] == [6, 6, 6, 2]
