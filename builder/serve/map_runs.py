@@ -14,8 +14,9 @@ the counts cannot drift from what ran.
   execution ended without the run: stopped or timed out, the run and its unfinished branches
   then stopping when the execution did); pending items of such a run are aborted too. `timedOut` is always 0 (a branch has no timeout of its own).
 - `resultsWritten` counts the ended items once the run ended (their results are the Map's output).
-- `maxConcurrency`, `toleratedFailurePercentage` / `toleratedFailureCount` are the Map state's
-  literal fields (0 when absent or given by a `…Path`).
+- `maxConcurrency` is the one the fan-out resolved and committed; `toleratedFailurePercentage` /
+  `toleratedFailureCount` the state's fields (a JSONPath `…Path` selected from the Map's
+  committed input; 0 when absent or JSONata).
 - UpdateMapRun cannot change a running Map: its lanes and its failure tolerance are fixed in the
   decision that fanned it out. A request naming the values the run already has succeeds; any
   other value is `ValidationException` saying so.
@@ -167,31 +168,58 @@ class MapRuns:
             definition = {}
         return _map_state(definition, state)
 
-    def _limits(self, execution: Execution, state: str) -> dict[str, float]:
-        found = self._state(execution, state)
-        return {"maxConcurrency": int(_number(found.get("MaxConcurrency"))),
-                "toleratedFailurePercentage": float(_number(found.get("ToleratedFailurePercentage"))),
-                "toleratedFailureCount": int(_number(found.get("ToleratedFailureCount")))}
-
-    def _sizes(self, execution: Execution, ref: MapRunRef, run: Run) -> list[int]:
-        """How many items each branch carries: 1, or with an ItemBatcher its batch's `Items`, read
-        from the decision that fanned the run out (its committed `items`)."""
+    def _fanned(self, execution: Execution, run: Run) -> Mapping[str, Any]:
+        """The decision that fanned `run` out, as committed: `{"__next__", "items", "max_concurrency"}`
+        ({} if it is not found)."""
         from unum_entry.history import read_history
 
         from builder.serve.arns import map_run_arn
         from builder.serve.history import ALL_INLINE
 
-        sizes = [1] * run.length
-        if "ItemBatcher" not in self._state(execution, run.state):
-            return sizes
         for step in read_history(self.api.store, execution.workflow, inline_bytes=ALL_INLINE).steps:
             decision = step.output if isinstance(step.output, Mapping) else {}
             if isinstance(decision.get("items"), list) and map_run_arn(
                     execution.machine_arn, execution.machine, execution.name, run.state, step.key) == run.arn:
-                for i, item in enumerate(decision["items"][:run.length]):
-                    batch = item.get("input") if isinstance(item, Mapping) else None
-                    if isinstance(batch, Mapping) and isinstance(batch.get("Items"), list):
-                        sizes[i] = len(batch["Items"])
+                return decision
+        return {}
+
+    def _limits(self, state: Mapping[str, Any], fanned: Mapping[str, Any]) -> dict[str, float]:
+        """maxConcurrency as the fan-out resolved it; the tolerated failures as the state gives them
+        (a JSONPath `…Path` selected from the Map's input, as the join selects it; JSONata: 0)."""
+        from unum_entry.asl import map_limits, paths
+        from unum_entry.errors import StatesRuntimeError
+
+        items = fanned.get("items") or [{}]
+        stack = items[0].get("stack") if isinstance(items[0], Mapping) else None
+        parent = stack[-1].get("parent") if isinstance(stack, list) and stack and isinstance(stack[-1], Mapping) \
+            else None
+        raw, variables = (parent.get("raw"), parent.get("vars")) if isinstance(parent, Mapping) else (None, None)
+
+        def resolve(key: str) -> Any:
+            value = state[key]
+            if not key.endswith("Path"):
+                return value
+            return paths.select(value, raw, variables=variables if isinstance(variables, Mapping) else {}, field=key)
+        try:
+            tolerated = map_limits.tolerated(state, resolve) if parent is not None else {}
+        except StatesRuntimeError:
+            tolerated = {}
+        concurrency = fanned.get("max_concurrency", state.get("MaxConcurrency"))
+        return {"maxConcurrency": int(_number(concurrency)),
+                "toleratedFailurePercentage": float(tolerated.get("ToleratedFailurePercentage", 0)),
+                "toleratedFailureCount": int(tolerated.get("ToleratedFailureCount", 0))}
+
+    @staticmethod
+    def _sizes(state: Mapping[str, Any], fanned: Mapping[str, Any], run: Run) -> list[int]:
+        """How many items each branch carries: 1, or with an ItemBatcher its batch's `Items`, from
+        the decision that fanned the run out."""
+        sizes = [1] * run.length
+        if "ItemBatcher" not in state:
+            return sizes
+        for i, item in enumerate(fanned.get("items", [])[:run.length]):
+            batch = item.get("input") if isinstance(item, Mapping) else None
+            if isinstance(batch, Mapping) and isinstance(batch.get("Items"), list):
+                sizes[i] = len(batch["Items"])
         return sizes
 
     @staticmethod
@@ -212,10 +240,11 @@ class MapRuns:
 
     def describe(self, p: dict[str, Any]) -> dict[str, Any]:
         """DescribeMapRun."""
-        execution, ref, run = self._find(p["mapRunArn"])
+        execution, _, run = self._find(p["mapRunArn"])
+        state, fanned = self._state(execution, run.state), self._fanned(execution, run)
         return {"mapRunArn": run.arn, "executionArn": self.api._execution_arn(execution), "status": run.status,
-                "startDate": run.started, "stopDate": run.stopped, **self._limits(execution, run.state),
-                "itemCounts": self._counts(run, self._sizes(execution, ref, run)),
+                "startDate": run.started, "stopDate": run.stopped, **self._limits(state, fanned),
+                "itemCounts": self._counts(run, self._sizes(state, fanned, run)),
                 "executionCounts": self._counts(run, [1] * run.length), "redriveCount": 0}
 
     def list(self, p: dict[str, Any]) -> dict[str, Any]:
@@ -234,7 +263,8 @@ class MapRuns:
         if p.get("stateMachineArn"):
             raise validation_error("ListExecutions takes a stateMachineArn or a mapRunArn, not both")
         execution, ref, run = self._find(p["mapRunArn"])
-        machine, sizes = self._child_machine(execution, run), self._sizes(execution, ref, run)
+        machine = self._child_machine(execution, run)
+        sizes = self._sizes(self._state(execution, run.state), self._fanned(execution, run), run)
         base = self.api.arns.execution(f"{ref.machine}/{run.arn.split(':')[6].split('/', 1)[1]}", ref.execution)
         rows = [{"executionArn": f"{base}:{ref.run}-{c.index}", "stateMachineArn": machine,
                  "name": f"{ref.run}-{c.index}", "status": c.status, "startDate": c.started, "stopDate": c.stopped,
@@ -246,7 +276,7 @@ class MapRuns:
     def update(self, p: dict[str, Any]) -> dict[str, Any]:
         """UpdateMapRun: the values the run has are accepted, a change is refused (module docstring)."""
         execution, _, run = self._find(p["mapRunArn"])
-        limits = self._limits(execution, run.state)
+        limits = self._limits(self._state(execution, run.state), self._fanned(execution, run))
         changed = [f"{k} {p[k]!r} (the run has {limits[k]!r})" for k in limits
                    if p.get(k) is not None and p[k] != limits[k]]
         if changed:

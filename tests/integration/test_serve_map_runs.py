@@ -202,3 +202,21 @@ def test_batched_items_are_counted_as_items_and_each_batch_is_one_child_executio
     assert (described["executionCounts"]["succeeded"], described["executionCounts"]["total"]) == (4, 4)
     children = sfn.list_executions(mapRunArn=described["mapRunArn"])["executions"]
     assert [c["itemCount"] for c in children] == [6, 6, 6, 2]
+
+
+def test_limits_given_by_paths_are_described_as_the_run_resolved_them(sfn: Any) -> None:
+    arn = sfn.create_state_machine(name="paths", roleArn=ROLE, definition=json.dumps({
+        "StartAt": "M", "States": {"M": {"Type": "Map", "End": True, "ItemsPath": "$.items",
+                                         "MaxConcurrencyPath": "$.limits.mc", "ToleratedFailureCountPath": "$.limits.n",
+                                         "ToleratedFailurePercentagePath": "$.limits.pct", "ItemProcessor": {
+            "ProcessorConfig": {"Mode": "DISTRIBUTED", "ExecutionType": "STANDARD"},
+            "StartAt": "P", "States": {"P": {"Type": "Pass", "End": True}}}}}}))["stateMachineArn"]
+    execution = sfn.start_execution(stateMachineArn=arn, input=json.dumps(
+        {**json.loads(start_input([])), "limits": {"mc": 3, "n": 2, "pct": 12.5}}))["executionArn"]
+    assert wait_ended(sfn, execution)["status"] == "SUCCEEDED"
+    run = first_run(sfn, execution)
+    described = sfn.describe_map_run(mapRunArn=run)
+    assert (described["maxConcurrency"], described["toleratedFailureCount"], described["toleratedFailurePercentage"]) \
+        == (3, 2, 12.5)
+    assert sfn.update_map_run(mapRunArn=run, maxConcurrency=3, toleratedFailureCount=2)
+    assert error_code(sfn.update_map_run, mapRunArn=run, toleratedFailurePercentage=50.0) == "ValidationException"
