@@ -4,7 +4,6 @@ cost is parallelism. Real platform, real threads, handlers that block."""
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from pathlib import Path
@@ -13,7 +12,6 @@ import pytest
 
 from unum_entry.local.platform import WAKE_BATCH, LocalPlatform
 from unum_entry.stores.memory import MemoryStore
-from unum_entry.stores.sqlite import SQLiteStore
 from unum_entry.workflow import FunctionSource, load_workflow, write_workflow
 
 pytestmark = pytest.mark.integration
@@ -57,30 +55,3 @@ def test_a_fan_out_runs_on_every_worker_while_its_items_block(tmp_path, items):
     assert took < rounds * BLOCK + min(1.0, (items - rounds) * BLOCK / 2), (took, rounds)
     first = sorted(t for t, _ in started)[:workers]
     assert first[-1] - first[0] < BLOCK / 2  # the first round started together, not one after another
-
-
-@pytest.mark.skipif(not hasattr(os, "sched_setaffinity") or len(os.sched_getaffinity(0)) < 2,
-                    reason="needs Linux and at least two allowed CPUs")
-def test_workers_share_one_cpu_while_handlers_and_their_subprocesses_have_every_cpu(tmp_path: Path) -> None:
-    """unum_entry.local.cpu through the platform on the SQLite store: every worker thread is on the
-    same single CPU; a handler, and a process it starts, see every CPU the process has."""
-    sources = {"Probe": FunctionSource(
-        "import os, subprocess, sys\n\ndef handler(event, context):\n"
-        "    child = subprocess.run([sys.executable, '-c', 'import os; print(sorted(os.sched_getaffinity(0)))'],\n"
-        "                           capture_output=True, text=True, check=True).stdout\n"
-        "    return {'handler': sorted(os.sched_getaffinity(0)), 'child': child.strip()}\n", [])}
-    write_workflow(tmp_path / "wf", name="probe", entry="Probe", functions=sources)
-    everything = sorted(os.sched_getaffinity(0))
-    store = SQLiteStore.open(tmp_path / "s.db")  # (a store that asks for it: Store.one_cpu)
-    with LocalPlatform(load_workflow(tmp_path / "wf"), store, workers=3) as platform:
-        outcome = platform.run(None, timeout=30)
-        workers = [t for t in threading.enumerate() if t.name.startswith("unum-worker-")]
-        masks = {frozenset(os.sched_getaffinity(t.native_id)) for t in workers if t.native_id is not None}
-    store.close()
-    assert outcome.result == {"handler": everything, "child": str(everything)}
-    assert len(workers) == 3 and len(masks) == 1 and len(next(iter(masks))) == 1, masks
-    with LocalPlatform(load_workflow(tmp_path / "wf"), MemoryStore(), workers=3) as platform:
-        platform.run(None, timeout=30)
-        workers = [t for t in threading.enumerate() if t.name.startswith("unum-worker-")]
-        unpinned = {frozenset(os.sched_getaffinity(t.native_id)) for t in workers if t.native_id is not None}
-    assert unpinned == {frozenset(everything)}  # a store that does not ask for it: workers left alone

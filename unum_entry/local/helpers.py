@@ -65,6 +65,12 @@ DONE, DROPPED, RETRY, FAILED, AGAIN = range(5)
 INVOKE, TIMER = range(2)
 
 
+def other_cpus() -> int:
+    """How many helpers a platform starts by default: one per CPU this process may use but one
+    (0 where the allowed CPUs are unknown: not Linux)."""
+    return len(os.sched_getaffinity(0)) - 1 if hasattr(os, "sched_getaffinity") else 0
+
+
 @dataclass(frozen=True, slots=True)
 class Launch:
     """What a helper opens: the workflow folder, the SQLite database file and its settings,
@@ -81,8 +87,6 @@ class Launch:
     watchdog: bool
     retry_base: float
     retry_cap: float
-    cpus: list[int]
-    cpu: int | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -325,19 +329,12 @@ class _Server:
     def __init__(self, launch: Launch) -> None:
         from concurrent.futures import ThreadPoolExecutor
 
-        from unum_entry.local.cpu import OneCpu
         from unum_entry.platforms.common import RetryPolicy, platform_runtime
         from unum_entry.runtime import RuntimeConfig
         from unum_entry.handlers import load_handler
         from unum_entry.stores.sqlite import SQLiteStore
         from unum_entry.workflow import load_workflow
 
-        if launch.cpus and hasattr(os, "sched_setaffinity"):
-            try:
-                os.sched_setaffinity(0, launch.cpus)
-            except OSError:  # (a CPU taken away meanwhile: stay as started)
-                pass
-        self.cpu = OneCpu(cpu=launch.cpu)
         workflow = load_workflow(launch.workflow)
         store = SQLiteStore.open(launch.database, durability=launch.durability, busy_timeout=launch.busy_timeout,
                                  ttl_seconds=launch.ttl_seconds)
@@ -347,7 +344,7 @@ class _Server:
         config = RuntimeConfig(inline_limit=launch.inline_limit, dispatch_workers=1, watchdog=launch.watchdog)
         executor = ThreadPoolExecutor(1, thread_name_prefix="unum-dispatch")
         self.runtimes = {
-            name: platform_runtime(spec.ir, self.cpu.handler(load_handler(spec.folder, spec.ir.handler, function=name)), store,
+            name: platform_runtime(spec.ir, load_handler(spec.folder, spec.ir.handler, function=name), store,
                                    self.invoker, config=config, executor=executor)
             for name, spec in workflow.functions.items()}
         self.retry = RetryPolicy(base=launch.retry_base, cap=launch.retry_cap)
@@ -430,7 +427,7 @@ def _serve(requests: IO[bytes], answers: IO[bytes]) -> None:
 
     writer = threading.Thread(target=answer, name="unum-helper-answers", daemon=True)
     writer.start()
-    with ThreadPoolExecutor(LENT_AT_ONCE, thread_name_prefix="unum-helper", initializer=server.cpu.pin) as pool:
+    with ThreadPoolExecutor(LENT_AT_ONCE, thread_name_prefix="unum-helper") as pool:
         for request in unpacker:
             try:
                 calls = server.plan(request)

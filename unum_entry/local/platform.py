@@ -42,7 +42,6 @@ from unum_entry.envelope import Envelope, is_watchdog
 from unum_entry.errors import (EnvelopeError, HelperReported, PlanError, RedeliveriesExhausted, StoreError,
                                StoreUnusable, UnumError, WorkflowTimeout)
 from unum_entry.invocation_log import InvocationLog, InvocationRecord, error_type, hosted_state
-from unum_entry.local.cpu import OneCpu
 from unum_entry.local.saturation import Saturation
 from unum_entry.local.faults import FaultInjector, InjectedCrash
 from unum_entry.local import helpers as helping
@@ -227,9 +226,6 @@ class LocalPlatform:
             config = replace(config or RuntimeConfig(), watchdog=False)
         if sequential:
             config = replace(config or RuntimeConfig(), dispatch_workers=1)
-        # The workers run unum's code on one CPU, handlers on all (unum_entry.local.cpu): with a
-        # store whose calls are brief and let go of the GIL (SQLite), not one with client threads.
-        self._cpu = OneCpu(enabled=None if store.one_cpu else False)
         # On a store that never lets go of the GIL, whether the process already uses a whole
         # CPU: then an extra worker with quick deliveries stands aside (`_crowded`).
         self._saturation = (saturation or Saturation()) if store.holds_gil and faults is None else None
@@ -248,7 +244,6 @@ class LocalPlatform:
             handler = load_handler(spec.folder, spec.ir.handler, function=name)
             if wrap is not None:  # tests: record or replace user code
                 handler = wrap(name, handler)
-            handler = self._cpu.handler(handler)
             self.runtimes[name] = platform_runtime(spec.ir, handler, store, invoker, config=config, hooks=faults,
                                                    executor=self._executor)
         self._workers = [threading.Thread(target=self._work, name=f"unum-worker-{i}", daemon=True)
@@ -268,11 +263,9 @@ class LocalPlatform:
         if (not isinstance(store, SQLiteStore) or store._clock is not time.time or not self.queue.durable
                 or wrap is not None or config.retention is not None):
             return None
-        allowed, engine = self._cpu.cpus
-        others = [cpu for cpu in allowed if cpu != engine]
         if helpers is None:
             try:
-                helpers = int(os.environ.get(helping.SWITCH, len(allowed) - 1))
+                helpers = int(os.environ.get(helping.SWITCH, helping.other_cpus()))
             except ValueError:
                 log.warning("local platform: %s=%r is not a number of processes: no helper processes",
                             helping.SWITCH, os.environ.get(helping.SWITCH))
@@ -284,7 +277,7 @@ class LocalPlatform:
             workflow=str(self.workflow.folder), database=str(database.path), durability=database.durability.value,
             busy_timeout=database.busy_timeout, ttl_seconds=store.ttl_seconds, inline_limit=config.inline_limit,
             watchdog=config.watchdog and self.workflow.watchdog, retry_base=self._backoff.base,
-            retry_cap=self._backoff.cap, cpus=allowed, cpu=others[0] if others else None)
+            retry_cap=self._backoff.cap)
         # Before the first helper writes, the writers of the file take turns without polling.
         return helping.HelperPool(launch, helpers, share=database.share_writes)
 
@@ -781,7 +774,6 @@ class LocalPlatform:
         never stranded longer than that."""
         hand = _Hand(batching=True)
         self._local.hand = hand
-        self._cpu.pin()
         done: Delivery | None = None
         while (delivery := self._take(done, hand)) is not None:
             done = None

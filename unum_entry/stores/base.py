@@ -267,9 +267,6 @@ class Store(ABC):
     joins_in_create: bool = False
     # Whether `create_joining_many` makes all its creates and adds in one atomic write (`_create_joining_many`).
     joins_in_batches: bool = False
-    #: Whether the embedded engine's workers should share one CPU on this store (unum_entry.local.cpu):
-    #: its calls are brief and let go of the GIL, and it starts no threads of its own (SQLite).
-    one_cpu: bool = False
     #: Whether its calls never let go of the GIL (no I/O, no waits: the memory store), so the
     #: engine's workers cannot run them side by side (unum_entry.local.saturation).
     holds_gil: bool = False

@@ -69,7 +69,6 @@ class SQLiteStore(Store):
     ordered_sets = True
     joins_in_create = True  # a create and a set add in one transaction (`_create_joining`)
     joins_in_batches = True  # many of them in one transaction (`_create_joining_many`)
-    one_cpu = True  # the engine's workers share one CPU (unum_entry.local.cpu): statements are brief, no threads
 
     def __init__(self, database: Database, **kwargs: Any) -> None:
         super().__init__(**kwargs)
