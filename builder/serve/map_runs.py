@@ -12,7 +12,8 @@ the counts cannot drift from what ran.
 
 - a branch with no event yet is pending; started and not ended, running (aborted when the
   execution ended without the run: stopped or timed out, the run and its unfinished branches
-  then stopping when the execution did); pending items of such a run are aborted too. `timedOut` is always 0 (a branch has no timeout of its own).
+  then stopping when the execution did); pending items of such a run are aborted too.
+  `timedOut` is always 0 (a branch has no timeout of its own).
 - `resultsWritten` counts the ended items once the run ended (their results are the Map's output).
 - `maxConcurrency` is the one the fan-out resolved and committed; `toleratedFailurePercentage` /
   `toleratedFailureCount` the state's fields (a JSONPath `…Path` selected from the Map's
@@ -27,7 +28,9 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
+from enum import Enum
 from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote
 
 from builder.serve.arns import MapRunRef
 from builder.serve.wire import ApiError, validation_error
@@ -36,8 +39,19 @@ if TYPE_CHECKING:
     from builder.serve.registry import Execution
     from builder.serve.states_api import StatesApi
 
-_ENDS = {"MapIterationSucceeded": "SUCCEEDED", "MapIterationFailed": "FAILED"}
-_RUN_ENDS = {"MapRunSucceeded": "SUCCEEDED", "MapRunFailed": "FAILED"}
+
+
+class Status(str, Enum):
+    """A Map Run's or a child execution's status, as AWS spells it."""
+
+    RUNNING = "RUNNING"
+    SUCCEEDED = "SUCCEEDED"
+    FAILED = "FAILED"
+    ABORTED = "ABORTED"
+
+
+_ENDS = {"MapIterationSucceeded": Status.SUCCEEDED, "MapIterationFailed": Status.FAILED}
+_RUN_ENDS = {"MapRunSucceeded": Status.SUCCEEDED, "MapRunFailed": Status.FAILED}
 
 
 @dataclass(frozen=True)
@@ -47,7 +61,7 @@ class Child:
     index: int
     started: float
     stopped: float | None
-    status: str  # RUNNING, SUCCEEDED, FAILED, ABORTED
+    status: Status
 
 
 @dataclass(frozen=True)
@@ -58,7 +72,7 @@ class Run:
     state: str
     started: float
     stopped: float | None
-    status: str  # RUNNING, SUCCEEDED, FAILED, ABORTED
+    status: Status
     length: int
     children: tuple[Child, ...]
 
@@ -83,12 +97,13 @@ def runs_of(events: list[dict[str, Any]], execution_status: str, execution_stopp
         return None
 
     starts: dict[int, dict[int, float]] = {k: {} for k in fanned}
-    ends: dict[int, dict[int, tuple[float, str]]] = {k: {} for k in fanned}
-    run_end: dict[int, tuple[float, str]] = {}
+    ends: dict[int, dict[int, tuple[float, Status]]] = {k: {} for k in fanned}
+    run_end: dict[int, tuple[float, Status]] = {}
     for event in events:
         kind = event["type"]
         if kind == "MapIterationStarted" and event["previousEventId"] in fanned:
-            starts[event["previousEventId"]][int(event["mapIterationStartedEventDetails"]["index"])] = event["timestamp"]
+            index = int(event["mapIterationStartedEventDetails"]["index"])
+            starts[event["previousEventId"]][index] = event["timestamp"]
         elif kind in _ENDS:
             found = owner(event, event[kind[0].lower() + kind[1:] + "EventDetails"].get("name"))
             if found is not None:
@@ -100,16 +115,15 @@ def runs_of(events: list[dict[str, Any]], execution_status: str, execution_stopp
     runs = []
     for fan_id, started in fanned.items():
         end = run_end.get(fan_id)
-        status = end[1] if end else "RUNNING" if execution_status == "RUNNING" else "ABORTED"
-        cut = execution_stopped if status == "ABORTED" else None
-        children = tuple(
-            Child(i, at, ends[fan_id][i][0] if i in ends[fan_id] else cut,
-                  ends[fan_id][i][1] if i in ends[fan_id] else "RUNNING" if status == "RUNNING" else "ABORTED")
-            for i, at in sorted(starts[fan_id].items()))
+        status = end[1] if end else Status.RUNNING if execution_status == "RUNNING" else Status.ABORTED
+        cut = execution_stopped if status is Status.ABORTED else None
+        unended = Status.RUNNING if status is Status.RUNNING else Status.ABORTED
+        children = tuple(Child(i, at, *(ends[fan_id].get(i) or (cut, unended)))
+                         for i, at in sorted(starts[fan_id].items()))
         length = int(by_id[fan_id].get("mapStateStartedEventDetails", {}).get("length", len(children)))
-        state = str(by_id.get(by_id[fan_id]["previousEventId"], {}).get("stateEnteredEventDetails", {}).get("name", ""))
-        runs.append(Run(started["mapRunStartedEventDetails"]["mapRunArn"], state, started["timestamp"],
-                        end[0] if end else cut, status, length, children))
+        arn = started["mapRunStartedEventDetails"]["mapRunArn"]
+        state = unquote(arn.split(":")[6].split("/", 1)[1])  # arns.map_run_arn: ...:mapRun:MACHINE/STATE:...
+        runs.append(Run(arn, state, started["timestamp"], end[0] if end else cut, status, length, children))
     return runs
 
 
@@ -227,22 +241,21 @@ class MapRuns:
         """Counts of `run`'s branches, each weighing `sizes[index]` (all 1: executionCounts)."""
         def weight(index: int) -> int:
             return sizes[index] if index < len(sizes) else 1
-        by = {s: sum(weight(c.index) for c in run.children if c.status == s)
-              for s in ("RUNNING", "SUCCEEDED", "FAILED", "ABORTED")}
+        by = {s.value: sum(weight(c.index) for c in run.children if c.status is s) for s in Status}
         started = {c.index for c in run.children}
         unstarted = sum(weight(i) for i in range(run.length) if i not in started)
-        pending = unstarted if run.status == "RUNNING" else 0
-        aborted = by["ABORTED"] + (unstarted if run.status != "RUNNING" else 0)
+        pending = unstarted if run.status is Status.RUNNING else 0
+        aborted = by["ABORTED"] + (unstarted if run.status is not Status.RUNNING else 0)
         ended = by["SUCCEEDED"] + by["FAILED"]
         return {"pending": pending, "running": by["RUNNING"], "succeeded": by["SUCCEEDED"], "failed": by["FAILED"],
                 "timedOut": 0, "aborted": aborted, "total": sum(by.values()) + unstarted,
-                "resultsWritten": ended if run.status in ("SUCCEEDED", "FAILED") else 0}
+                "resultsWritten": ended if run.status in (Status.SUCCEEDED, Status.FAILED) else 0}
 
     def describe(self, p: dict[str, Any]) -> dict[str, Any]:
         """DescribeMapRun."""
         execution, _, run = self._find(p["mapRunArn"])
         state, fanned = self._state(execution, run.state), self._fanned(execution, run)
-        return {"mapRunArn": run.arn, "executionArn": self.api._execution_arn(execution), "status": run.status,
+        return {"mapRunArn": run.arn, "executionArn": self.api._execution_arn(execution), "status": run.status.value,
                 "startDate": run.started, "stopDate": run.stopped, **self._limits(state, fanned),
                 "itemCounts": self._counts(run, self._sizes(state, fanned, run)),
                 "executionCounts": self._counts(run, [1] * run.length), "redriveCount": 0}
@@ -267,9 +280,9 @@ class MapRuns:
         sizes = self._sizes(self._state(execution, run.state), self._fanned(execution, run), run)
         base = self.api.arns.execution(f"{ref.machine}/{run.arn.split(':')[6].split('/', 1)[1]}", ref.execution)
         rows = [{"executionArn": f"{base}:{ref.run}-{c.index}", "stateMachineArn": machine,
-                 "name": f"{ref.run}-{c.index}", "status": c.status, "startDate": c.started, "stopDate": c.stopped,
-                 "mapRunArn": run.arn, "itemCount": sizes[c.index] if c.index < len(sizes) else 1}
-                for c in run.children if p.get("statusFilter") in (None, c.status)]
+                 "name": f"{ref.run}-{c.index}", "status": c.status.value, "startDate": c.started,
+                 "stopDate": c.stopped, "mapRunArn": run.arn, "itemCount": sizes[c.index] if c.index < len(sizes) else 1}
+                for c in run.children if p.get("statusFilter") in (None, c.status.value)]
         page, token = self.page(rows, p)
         return {"executions": page, "nextToken": token}
 
