@@ -190,3 +190,66 @@ def test_template_pins_the_build(tmp_path: Path) -> None:
     assert scheduler["Roles"] == [{"Ref": "UnumSchedulerRole"}]
     assert {arn["Fn::Sub"].rsplit("}-", 1)[1] for arn in scheduler["PolicyDocument"]["Statement"][0]["Resource"]} \
         == {"A:*", "B:*"}
+
+
+def _section_commands(page: Path, heading: str) -> list[tuple[str, str]]:
+    """(command, trailing comment) of the shell block of `heading`'s section, as written."""
+    import re
+
+    section = page.read_text().split(f"\n## {heading}\n", 1)[1].split("\n## ", 1)[0]
+    (block,) = re.findall(r"^```shell\n(.*?)^```", section, flags=re.S | re.M)
+    found = []
+    for line in block.splitlines():
+        command, _, comment = line.partition("   # ")
+        found.append((command.strip(), comment.strip()))
+    return found
+
+
+def test_docs_versions_on_aws_lambda_run_as_written(tmp_path: Path) -> None:
+    """docs/versions.md "On AWS Lambda", each command as written (bash, from a folder holding
+    images/), the Lambda API being the local Invoke endpoint (AWS_ENDPOINT_URL_LAMBDA, dummy keys);
+    each `cloud only` `sam deploy` line is replaced by registering the functions' new code."""
+    import os
+    import shutil
+
+    commands = _section_commands(ROOT / "docs" / "versions.md", "On AWS Lambda")
+    assert len(commands) == 10
+    shutil.copytree(ROOT / "images" / "asl-versions", tmp_path / "images" / "asl-versions")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "python").write_text(f'#!/bin/sh\nexec {sys.executable} "$@"\n')
+    (bin_dir / "python").chmod(0o755)
+    servers: list[FakeRie] = []
+    outputs: dict[str, dict[str, Any]] = {}
+    try:
+        with AsyncInvokeEndpoint(retry=LambdaRetry(delays=(0.05,), request_timeout=10)) as endpoint:
+            env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}", "PYTHONPATH": str(ROOT),
+                   "AWS_ENDPOINT_URL_LAMBDA": endpoint.endpoint, "AWS_ACCESS_KEY_ID": "testing",
+                   "AWS_SECRET_ACCESS_KEY": "testing", "AWS_REGION": "us-east-1"}
+            builds = []
+            for command, comment in commands:
+                if comment.startswith("cloud only"):
+                    assert command.startswith("sam deploy ")
+                    for function in ("Take", "Confirm"):  # what sam deploy does to $LATEST
+                        servers.append(FakeRie())
+                        endpoint.register(f"orders-{function}", servers[-1].url, image=f"sha256:{len(servers)}")
+                    builds.append(content_id(tmp_path / "orders"))
+                    continue
+                done = subprocess.run(["bash", "-c", command], cwd=tmp_path, capture_output=True, text=True,
+                                      timeout=120, env=env)
+                assert done.returncode == 0 and "Traceback" not in done.stderr, f"{command}: {done.stderr}"
+                if done.stdout.startswith("{"):
+                    outputs[command] = json.loads(done.stdout)
+            one, two = builds
+            assert one != two
+            client = build_client(endpoint=endpoint.endpoint, region="us-east-1")
+            publish = "python -m builder deploy orders --target aws --publish --aws-prefix orders-"
+            assert outputs[publish]["stable"] == one
+            assert (outputs[publish + " --ramp 10"]["ramped"], outputs[publish + " --ramp 10"]["weight"]) == (two, 0.1)
+            assert outputs["python -m builder promote orders --aws-prefix orders-"]["stable"] == two
+            assert outputs["python -m builder rollback orders --aws-prefix orders-"]["stable"] == one
+            assert _alias(client, "orders-Take") == ("1", {})
+            assert _alias(client, "orders-Confirm", two) == ("2", {})
+    finally:
+        for server in servers:
+            server.close()
