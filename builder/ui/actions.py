@@ -6,15 +6,16 @@ Two checks, both required (`check`): the request's `Origin` is the UI's own
 set it), and its form carries this server's session token, a random value made when the server
 starts and written only into its own pages (another origin cannot read them). The actions:
 `stop` (builder.runs.stop.stop, as `python -m builder stop`: the store decides whether the
-workflow had ended) and `redrive`
-(unum_entry.redrive on the embedded engine, as `python -m builder redrive`).
+workflow had ended), and `redrive`, `task-success`, `task-failure`: the command line's own
+commands, run by `run_action` as child processes.
 """
 
 from __future__ import annotations
 
 import hmac
 import secrets
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from unum_entry.errors import UnumError
@@ -41,84 +42,99 @@ def check(headers: Mapping[str, str], form: Mapping[str, list[str]], *, origin: 
         raise Forbidden("missing or wrong session token (reload the page)")
 
 
-def run_action(store: Store, action: str, form: Mapping[str, list[str]]) -> str:
+def run_action(store: Store, action: str, form: Mapping[str, list[str]], *, store_url: str | None = None) -> str:
     """Perform `action` on the workflow the form names; returns the workflow id. Raises UnumError
-    with one line for what cannot be done (an unknown action, a workflow that already ended)."""
+    with one line for what cannot be done (an unknown action, a workflow that already ended).
+
+    `stop` acts here (one store decision, builder.runs.stop). `redrive`, `task-success` and
+    `task-failure` are the command line's own commands, run as a child process over `store_url`
+    (`CommandAction`): so the console's redrive is journaled on run's durable queue, drives the
+    workflow under the driver lease, re-arms its timers and runs its pinned version, exactly as
+    `python -m builder redrive` does, and a console that is closed or killed leaves it running
+    (or, killed too, `interrupted` with the command that continues it)."""
     from builder.runs.stop import stop
 
     workflow = (form.get("w") or [""])[0]
     if not workflow:
         raise UnumError("no workflow named (w=)")
-    if action == "redrive":
-        redrive_here(store, workflow)
+    if action == "stop":
+        stop(store, workflow, error=(form.get("error") or [""])[0] or None,
+             cause=(form.get("cause") or [""])[0] or None)
         return workflow
-    if action in ("task-success", "task-failure"):
-        complete_here(store, workflow, action, form)
-        return workflow
-    if action != "stop":
+    if action not in ("redrive", "task-success", "task-failure"):
         raise UnumError(f"unknown action {action!r} (this page can: stop, redrive, task-success, task-failure)")
-    stop(store, workflow, error=(form.get("error") or [""])[0] or None, cause=(form.get("cause") or [""])[0] or None)
+    if not store_url:
+        raise UnumError(f"{action}: this console was started without a store URL; use the command line")
+    CommandAction.of(store, workflow, action, form, store_url).start()
     return workflow
 
 
-def complete_here(store: Store, workflow: str, action: str, form: Mapping[str, list[str]]) -> None:
-    """SendTaskSuccess / SendTaskFailure for the form's `task_token` (unum_entry.asl.callbacks),
-    continuing the workflow on the embedded engine in this process (as `redrive_here`)."""
-    import json
+@dataclass(frozen=True, slots=True)
+class CommandAction:
+    """One console action run as `python -m builder ARGV` in a child process of its own session.
 
-    from unum_entry.asl import callbacks
+    `start` returns once the command has acted: it printed a line starting with `accepted` (the
+    redrive's "redrive N of workflow ..." once what it sends is on disk), or it is still running
+    after `grace` seconds, or it exited 0. A command that exits non-zero before that raises
+    UnumError with its last line (its one-line refusal). The child's stderr is kept in `log`."""
 
-    def one(key: str) -> str:
-        return (form.get(key) or [""])[0]
+    argv: tuple[str, ...]
+    accepted: str | None
+    grace: float = 5.0
 
-    if action == "task-success":
-        try:
-            outcome: dict[str, object] = {"output": json.loads(one("output") or "null")}
-        except ValueError as exc:
-            raise UnumError(f"output: not valid JSON ({exc})") from None
-    else:
-        outcome = {"error": one("error") or None, "cause": one("cause") or None}
-    _in_background(store, workflow, lambda invoker: callbacks.complete(one("task_token"), outcome, store=store,
-                                                                       invoker=invoker))
+    @classmethod
+    def of(cls, store: Store, workflow: str, action: str, form: Mapping[str, list[str]],
+           store_url: str) -> CommandAction:
+        def one(key: str) -> str:
+            return (form.get(key) or [""])[0]
+
+        if action == "redrive":
+            return cls(("redrive", workflow, "--store", store_url), accepted="redrive ")
+        from builder.runs import start_record
+
+        recorded = start_record.read(store, workflow)
+        if recorded is None or not recorded.folder:
+            raise UnumError(f"the store has no record of where {workflow} was run from: use the command line "
+                            "with --workflow FOLDER")
+        token = one("task_token")
+        if not token:
+            raise UnumError(f"{action}: no task token (task_token=)")
+        if action == "task-success":
+            detail: tuple[str, ...] = ("--output", one("output") or "null")
+        else:
+            detail = tuple(x for flag, value in (("--error", one("error")), ("--cause", one("cause"))) if value
+                           for x in (flag, value))
+        return cls((action, token, *detail, "--workflow", recorded.folder, "--store", store_url), accepted=None)
+
+    def start(self) -> None:
+        import subprocess
+        import sys
+        import tempfile
+        import threading
+        import time
+
+        log = tempfile.NamedTemporaryFile(prefix=f"unum-ui-{self.argv[0]}-", suffix=".log", delete=False)
+        with log:
+            child = subprocess.Popen([sys.executable, "-m", "builder", *self.argv], stdin=subprocess.DEVNULL,
+                                     stdout=subprocess.DEVNULL, stderr=log, start_new_session=True)
+        threading.Thread(target=child.wait, name="unum-ui-action", daemon=True).start()  # reaped when it ends
+        deadline = time.monotonic() + self.grace
+        while time.monotonic() < deadline:
+            code = child.poll()
+            lines = _lines(log.name)
+            if code is not None:
+                if code == 0:
+                    return
+                said = next((line for line in reversed(lines) if line.strip()), f"exit status {code}")
+                raise UnumError(said.removeprefix("error: ").strip())
+            if self.accepted is not None and any(line.startswith(self.accepted) for line in lines):
+                return
+            time.sleep(0.05)
 
 
-def redrive_here(store: Store, workflow: str, *, timeout: float = 600.0) -> None:
-    """Redrive `workflow` (unum_entry.redrive) on the embedded engine in this process, from the
-    folder its run recorded; the re-run goes on in a background thread (the page shows it live).
-    Raises UnumError with one line when it cannot be redriven."""
-    from unum_entry.redrive import redrive
-
-    _in_background(store, workflow, lambda invoker: redrive(store, workflow, invoker), timeout=timeout)
-
-
-def _in_background(store: Store, workflow: str, send: Callable[[Any], object], *, timeout: float = 600.0) -> None:
-    """`send(invoker)` with the embedded engine's invoker for `workflow` (its recorded folder), then
-    let the engine run what it sent in a background thread until idle."""
-    import threading
-
-    from unum_entry import load_workflow
-    from unum_entry.local.platform import LocalPlatform
-
-    from builder.runs import start_record
-    from builder.runs.folders import runnable_workflow
-
-    recorded = start_record.read(store, workflow)
-    if recorded is None or not recorded.folder:
-        raise UnumError(f"the store has no record of where {workflow} was run from: use the command line "
-                        "with --workflow FOLDER")
-    platform = LocalPlatform(load_workflow(runnable_workflow(recorded.folder)), store, workers=4)
+def _lines(path: str) -> list[str]:
     try:
-        send(platform.invoker)
-    except BaseException:
-        platform.close()
-        raise
-
-    def finish() -> None:
-        try:
-            platform.wait_idle(timeout)
-        except UnumError:
-            pass  # still running after `timeout`: abandoned as a crash; the page shows what it left
-        finally:
-            platform.close()
-
-    threading.Thread(target=finish, name=f"unum-redrive-{workflow}", daemon=True).start()
+        with open(path, encoding="utf-8", errors="replace") as f:
+            return f.read().splitlines()
+    except OSError:
+        return []

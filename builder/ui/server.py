@@ -304,7 +304,7 @@ def _handler(ui: UiServer) -> type[BaseHTTPRequestHandler]:
             try:
                 check({"Origin": self.headers.get("Origin", "")}, form, origin=f"http://{self.headers.get('Host', '')}",
                       token=ui.token)  # the Host was checked by _admitted
-                workflow = run_action(ui.store, url.path.removeprefix("/action/"), form)
+                workflow = run_action(ui.store, url.path.removeprefix("/action/"), form, store_url=ui.store_url)
             except Forbidden as exc:
                 self._send("text/plain", f"forbidden: {exc}", HTTPStatus.FORBIDDEN)
                 return
