@@ -29,15 +29,35 @@ import json
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from enum import Enum
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import unquote
 
 from builder.serve.arns import MapRunRef
 from builder.serve.wire import ApiError, validation_error
 
 if TYPE_CHECKING:
-    from builder.serve.registry import Execution
-    from builder.serve.states_api import StatesApi
+    from builder.serve.arns import Arns
+    from builder.serve.registry import Execution, Registry
+    from unum_entry.stores.base import Store
+
+
+class ExecutionsApi(Protocol):
+    """What the Map Run operations read of the Step Functions API they serve
+    (builder.serve.states_api.StatesApi is one): its store, registry and ARNs, an execution's
+    status, definition and ARN. A protocol, so this module does not import the API that
+    registers it."""
+
+    store: Store
+    registry: Registry
+    arns: Arns
+
+    def status(self, execution: Execution) -> tuple[str, float | None, str | None, str | None, str | None]: ...
+
+    def _definition_of(self, execution: Execution) -> str: ...
+
+    def _execution_arn(self, execution: Execution) -> str: ...
+
+    def _execution(self, arn: str) -> Execution: ...
 
 
 
@@ -152,10 +172,10 @@ Pager = Callable[[list[Any], dict[str, Any]], tuple[list[Any], "str | None"]]
 
 
 class MapRuns:
-    """The Map Run operations over one StatesApi's registry and store (module docstring); `page`
+    """The Map Run operations over one API's registry and store (module docstring); `page`
     is the API's pager (maxResults / nextToken), so both page alike."""
 
-    def __init__(self, api: StatesApi, page: Pager) -> None:
+    def __init__(self, api: ExecutionsApi, page: Pager) -> None:
         self.api = api
         self.page = page
 
