@@ -42,7 +42,6 @@ from unum_entry.envelope import Envelope, is_watchdog
 from unum_entry.errors import (EnvelopeError, HelperReported, PlanError, RedeliveriesExhausted, StoreError,
                                StoreUnusable, UnumError, WorkflowTimeout)
 from unum_entry.invocation_log import InvocationLog, InvocationRecord, error_type, hosted_state
-from unum_entry.local.saturation import Saturation
 from unum_entry.local.faults import FaultInjector, InjectedCrash
 from unum_entry.local import helpers as helping
 from unum_entry.local.handoff import call_wire, envelope_wire, is_plain, open_call, open_sealed, seal
@@ -163,18 +162,14 @@ class LocalPlatform:
 
     `queue` holds the deliveries accepted and not yet done (default: a `MemoryQueue`; a
     `SQLiteQueue` keeps them across processes and `recover` re-drives what a killed process
-    left). A delivery leaves it only once its processing ended, after whatever it re-queued.
-
-    `saturation`: how the platform measures whether its process uses a whole CPU, on a store
-    that never lets go of the GIL (`_crowded`; default: unum_entry.local.saturation's clocks)."""
+    left). A delivery leaves it only once its processing ended, after whatever it re-queued."""
 
     def __init__(self, workflow: Workflow, store: Store, *, workers: int = 4,
                  faults: FaultInjector | None = None, config: RuntimeConfig | None = None,
                  wrap: HandlerWrapper | None = None, invoke_latency: float = 0.0,
                  retry_delay: float = 0.001, max_redeliveries: int = MAX_REDELIVERIES,
                  max_backoff: float = MAX_BACKOFF, queue: DeliveryQueue | None = None,
-                 invocation_log: InvocationLog | None = None, helpers: int | None = None,
-                 saturation: Saturation | None = None) -> None:
+                 invocation_log: InvocationLog | None = None, helpers: int | None = None) -> None:
         self.workflow = workflow
         # One line per delivery, as the function images write them (`run --log-format json`, `-v`).
         self.invocation_log = invocation_log
@@ -226,11 +221,6 @@ class LocalPlatform:
             config = replace(config or RuntimeConfig(), watchdog=False)
         if sequential:
             config = replace(config or RuntimeConfig(), dispatch_workers=1)
-        # On a store that never lets go of the GIL, whether the process already uses a whole
-        # CPU: then an extra worker with quick deliveries stands aside (`_crowded`).
-        self._saturation = (saturation or Saturation()) if store.holds_gil and faults is None else None
-        self._quick = False  # the last restarted worker's deliveries were quick (`_restart`)
-        self._restarted = 0.0  # ... and when (time.monotonic())
         # Whether a worker may run a batch of fan-in branches with their commits together
         # (`_batch`): not when each delivery is to be seen on its own (faults picking the order,
         # an invocation log timing each, a simulated invoke latency).
@@ -649,18 +639,15 @@ class LocalPlatform:
                     self._restart(hand)
                     return hand.taken.popleft()
                 now = time.time()
-                crowded = False
                 if self.faults is None:
-                    crowded = self._crowded(hand)
-                    if not crowded and (delivery := queue.pop_due(now)) is not None:
+                    if (delivery := queue.pop_due(now)) is not None:
                         self._taken(delivery)
                         if hand.quick and hand.batching:
                             for _ in range(min(TAKE_BATCH - 1, len(queue) // len(self._workers))):
                                 if (more := queue.pop_due(now)) is None:
                                     break
                                 hand.taken.append(self._taken(more))
-                        if self._idle_workers and (due := queue.next_due()) is not None and due <= now \
-                                and not self._gil_bound():
+                        if self._idle_workers and (due := queue.next_due()) is not None and due <= now:
                             self._work_cv.notify(1)  # more is due: an idle worker takes the next (the baton)
                         self._restart(hand)
                         return delivery
@@ -674,7 +661,7 @@ class LocalPlatform:
                         self._restart(hand)
                         return self._taken(ready.pop())
                 due = queue.next_due()
-                wait = due - now if due is not None and not crowded else 0.05
+                wait = due - now if due is not None else 0.05
                 self._idle_workers += 1
                 try:
                     self._work_cv.wait(max(0.0005, min(wait, 0.05)))
@@ -682,27 +669,10 @@ class LocalPlatform:
                     self._idle_workers -= 1
             return None
 
-    def _gil_bound(self) -> bool:
-        """Whether one more worker would only contend for the GIL (lock held): the store never
-        lets go of it, the deliveries are quick, and the process already uses a whole CPU
-        (unum_entry.local.saturation). Then no baton is passed on, and `_crowded` applies."""
-        return self._saturation is not None and self._quick and self._saturation.saturated()
-
-    def _crowded(self, hand: _Hand) -> bool:
-        """Whether `hand`'s worker should stand aside instead of taking a delivery (lock held):
-        the work is GIL-bound (`_gil_bound`) and another worker is at work and taking
-        deliveries, one having taken one within the last two SETTLE_INTERVALs (so a delivery
-        that runs longer, CPU-bound or not, keeps no one waiting beyond that). It then waits
-        as an idle worker does (polling every 50 ms); a handler that blocks lowers the CPU
-        use, and the workers spread again."""
-        return (hand.batching and self._gil_bound() and len(self._workers) - self._idle_workers > 1
-                and time.monotonic() - self._restarted < 2 * SETTLE_INTERVAL)
-
     def _restart(self, hand: _Hand) -> None:
         """A new budget for `hand`; were its deliveries since the last one quick?"""
         now = time.monotonic()
-        hand.quick = self._quick = now - hand.since < QUICK * (hand.hops + 1)
-        self._restarted = now
+        hand.quick = now - hand.since < QUICK * (hand.hops + 1)
         hand.hops = 0
         hand.since = now
         hand.settle_by = now + SETTLE_INTERVAL

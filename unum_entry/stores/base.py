@@ -267,9 +267,6 @@ class Store(ABC):
     joins_in_create: bool = False
     # Whether `create_joining_many` makes all its creates and adds in one atomic write (`_create_joining_many`).
     joins_in_batches: bool = False
-    #: Whether its calls never let go of the GIL (no I/O, no waits: the memory store), so the
-    #: engine's workers cannot run them side by side (unum_entry.local.saturation).
-    holds_gil: bool = False
     _last_shard: Record | None = None  # the set record `_joining_records` built last (immutable: shared)
 
     def __init__(self, ttl_seconds: int = DEFAULT_TTL_SECONDS, clock=time.time) -> None:

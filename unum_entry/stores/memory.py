@@ -22,7 +22,6 @@ class MemoryStore(Store):
     """Store over an in-process dict; atomic because every primitive holds `_lock`."""
 
     joins_in_create = True  # a create and a set add under one hold of the lock (`_create_joining`)
-    holds_gil = True  # a dict and a lock: nothing waits (unum_entry.local.saturation)
 
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
