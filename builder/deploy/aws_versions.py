@@ -34,9 +34,9 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from unum_entry.errors import BuildError
+from unum_entry.platforms.lambda_routing import STATE_VERSION, parse_state
 
 WORKFLOW_ALIAS = "live"
-STATE_VERSION = 1
 
 
 class AliasError(BuildError):
@@ -59,17 +59,14 @@ class AliasState:
 
     @classmethod
     def parse(cls, description: str) -> AliasState | None:
-        """The state in an alias Description, or None when it holds none (not unum's)."""
-        try:
-            raw = json.loads(description)
-        except ValueError:
+        """The state in an alias Description, or None when it holds none (not unum's); the
+        builds and weight read as the entry function reads them (lambda_routing.parse_state)."""
+        builds = parse_state(description)
+        if builds is None:
             return None
-        if not isinstance(raw, dict) or raw.get("unum") != STATE_VERSION or not isinstance(raw.get("stable"), str):
-            return None
-        weight = raw.get("weight", 0.0)
-        return cls(stable=raw["stable"], ramped=raw.get("ramped") or None,
-                   weight=float(weight) if isinstance(weight, (int, float)) else 0.0,
-                   previous=raw.get("previous") or None)
+        previous = json.loads(description).get("previous")
+        return cls(stable=builds[0], ramped=builds[1], weight=builds[2],
+                   previous=previous if isinstance(previous, str) and previous else None)
 
 
 def ramp_weight(percent: float) -> float:

@@ -81,6 +81,7 @@ def test_publish_ramp_promote_rollback_cli(tmp_path: Path) -> None:
             for bad in ("150", "-1"):
                 _refused(*publish, "--ramp", bad, says="0 to 100")
             _refused("deploy", str(folder), "--target", "aws", "--ramp", "5", *lam, says="needs --publish")
+            _refused("deploy", str(folder), "--target", "gcp", "--publish", *lam, says="--target aws only")
             assert [v["Version"] for v in client.list_versions_by_function(FunctionName="A")["Versions"]] == \
                 ["$LATEST", "1"]  # refused: nothing published
             ramped = _ok(*publish, "--ramp", "50")

@@ -25,6 +25,7 @@ from unum_entry.errors import InvokeError
 from unum_entry.ramp import pick_version
 
 ENV_ALIAS = "UNUM_WORKFLOW_ALIAS"
+STATE_VERSION = 1  # the "unum" key of the alias Description's JSON (builder.deploy.aws_versions writes it)
 
 
 class StartRouter:
@@ -91,9 +92,9 @@ def parse_state(description: str) -> tuple[str, str | None, float] | None:
         raw = json.loads(description)
     except ValueError:
         return None
-    if not isinstance(raw, Mapping) or raw.get("unum") != 1 or not isinstance(raw.get("stable"), str):
+    if not isinstance(raw, Mapping) or raw.get("unum") != STATE_VERSION or not isinstance(raw.get("stable"), str):
         return None
-    ramped = raw.get("ramped") if isinstance(raw.get("ramped"), str) else None
+    ramped = raw.get("ramped") if isinstance(raw.get("ramped"), str) and raw.get("ramped") else None
     weight = raw.get("weight")
     if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not 0.0 <= float(weight) <= 1.0:
         return raw["stable"], None, 0.0
