@@ -210,10 +210,11 @@ def invoked_children(store: Store, workflow: str) -> list[str]:
     return [naming.invoked_workflow(workflow, op) for op in started if op not in completed]
 
 
-def end_workflow(store: Store, workflow: str, record: Mapping[str, Any]) -> bool:
+def end_workflow(store: Store, workflow: str, record: Mapping[str, Any], *, absent: Sequence[str] = ()) -> bool:
     """End `workflow` from outside its functions with the failure `record` (marked with one of
     `CLAIMING`: a stop, an execution timeout) unless it has ended; returns whether this call
-    ended it. The store orders this ending and the workflow's results (timeline below); no read
+    ended it. `absent`: keys the claim also requires absent (an execution timeout: the next
+    redrive's claim, so a timer of an earlier attempt never ends a later one). The store orders this ending and the workflow's results (timeline below); no read
     made before a write decides anything:
 
     1. the **claim** (`claim_result`): the workflow's root-level result record is created
@@ -242,7 +243,7 @@ def end_workflow(store: Store, workflow: str, record: Mapping[str, Any]) -> bool
         claimed = found[ending.result].value
         if claimed is None or not is_claim(decode(claimed)):
             return False
-    elif not claim_result(store, workflow, record):
+    elif not claim_result(store, workflow, record, absent=absent):
         return False
     if results_complete(store, workflow):
         return False
@@ -289,9 +290,10 @@ def create_result(store: Store, ledger: Ledger, frames: Sequence[Frame], record:
         return store.get(root) or encode({"at": [], "of": [], "value": None}), False
 
 
-def claim_result(store: Store, workflow: str, record: Mapping[str, Any]) -> bool:
+def claim_result(store: Store, workflow: str, record: Mapping[str, Any], *, absent: Sequence[str] = ()) -> bool:
     """Create the claim of `workflow`'s root result record (`end_workflow`, step 1) holding
-    `record`, or find an earlier claim; False when a result or a failure came first. The claim is
+    `record`, or find an earlier claim; False when a result, a failure or one of `absent` came
+    first. The claim is
     shaped as a root-level result record with no value (`{"at": [], "of": [], "value": None, …}`),
     so a terminal invocation that loses its result write to it continues as a duplicate of nothing."""
     from unum_entry.errors import GuardFailed
@@ -302,7 +304,7 @@ def claim_result(store: Store, workflow: str, record: Mapping[str, Any]) -> bool
     claim = encode({"at": [], "of": [], "value": None, **record})
     try:
         stored, created = store.transact(ending.result, claim, (), workflow=workflow, kind=Kind.MARKER,
-                                         guards=[Guard(ending.failure, present=False)],
+                                         guards=[Guard(key, present=False) for key in (ending.failure, *absent)],
                                          expires_at=ledger.expires_at(Kind.MARKER))
     except GuardFailed:
         return False

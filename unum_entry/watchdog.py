@@ -48,9 +48,9 @@
   ends (builder.commands.run), so a redriven run would otherwise have neither. An execution-timeout
   timer armed before redrive n+1 (the start's, or redrive n's) finds that redrive's claim
   (`naming.redrive_key`) and does nothing ("superseded"): a redriven run is timed out by its own
-  timer only, at most once. Left open: an older timer that read no claim, then a failure and the
-  whole next redrive land before its own claim of the result record (`end_workflow`) - the claim
-  transaction does not require the newer redrive's claim absent.
+  timer only, at most once - also when a failure and the whole next redrive land between its read
+  and its claim of the result record: that claim (`end_workflow(absent=...)`) requires the next
+  redrive's claim absent in the same transaction.
 - **Cost**: one timer per workflow (arming is idempotent by name; each duplicate of the start
   re-sends it), and at its firing one batch read of the two ending records plus, when the
   workflow has not ended, one scan of its objects. `RuntimeConfig(watchdog=False)` (workflow
@@ -239,7 +239,7 @@ class Watchdog:
                                 invocation=timeout_timer_of(workflow, env.attempt, redrive),
                                 attempts=env.attempt + 1)
         record[TIMEOUT_FIELD] = True
-        if not end_workflow(self.store, workflow, record):
+        if not end_workflow(self.store, workflow, record, absent=(later,)):
             return "ended"
         log.info("workflow %s: %s", workflow, record["Cause"])
         return "recorded"

@@ -87,3 +87,28 @@ def test_a_workflow_that_ended_first_is_left_alone():
 def test_the_ir_field_is_validated(bad: Any):
     with pytest.raises(IRError, match="timeout_seconds"):
         parse_ir({"unum_ir": 1, "function": "Entry", "handler": "app.handler", "timeout_seconds": bad})
+
+
+def test_a_timer_whose_attempt_was_redriven_between_its_read_and_its_claim_ends_nothing(monkeypatch):
+    """The start's timeout timer reads the workflow running, with no later redrive; then (before
+    its claim) the workflow fails and redrive 1 claims and clears the failure: the timer's claim
+    requires that redrive's claim absent in the same transaction, so it ends nothing and the
+    redriven run goes on (issue 45: an earlier attempt's timer never ends a later one)."""
+    clock = Clock(T0)
+    runtime, store, timers = make(clock)
+    runtime.handle(new_workflow(1, "wf-r"))
+    _, env, _ = timeout_timer(timers)
+    clock.now = T0 + TIMEOUT + 1
+    real = store.transact
+    landed = []
+
+    def transact(key: str, *args: Any, **kwargs: Any) -> Any:
+        if not landed:  # the whole redrive lands before the timer's first write
+            landed.append(store.create(naming.redrive_key("wf-r", 0), b"redrive 1", workflow="wf-r",
+                                       kind=Kind.MARKER, expires_at=int(T0) + TTL))
+        return real(key, *args, **kwargs)
+
+    monkeypatch.setattr(store, "transact", transact)
+    assert runtime.watchdog.fire(env) == "ended"
+    assert landed, "the timer reached its claim"
+    assert read_outcome(store, "wf-r").status is WorkflowStatus.RUNNING
