@@ -5,7 +5,7 @@
 
 `--on` is the checkout with the trick (default: this one), `--off` a checkout without it (a
 scratch worktree: `git worktree add /tmp/wt-TRICK HEAD`, the trick reverted there; or the same
-checkout with `--off-env`, e.g. `UNUM_ONE_CPU=0`). Every workload runs as its own process on
+checkout with `--off-env`, e.g. `UNUM_HELPERS=0`). Every workload runs as its own process on
 each side in turn, on then off, `--pairs` times (the machine's speed drifts: a ratio taken pair
 by pair holds where absolute times do not), and the script prints per workload the median and
 the min-max of on, off and the ratio on/off of CPU seconds (the process and every child it
