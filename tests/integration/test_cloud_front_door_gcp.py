@@ -1,0 +1,159 @@
+"""The cloud front door on Google Cloud's emulators (issue 43): StatesApi on the store-backed
+registry (builder.serve.store_registry) over the Firestore emulator and the invoker-backed engine
+(builder.serve.cloud_engine) with the Pub/Sub invoker, reached through the function URL
+translation (builder.serve.lambda_entry.answer). The deployed functions run as Cloud Run runs
+them (`python -m unum_entry` under functions-framework on loopback ports, HostFunctions), pushed
+to by the Pub/Sub emulator; the Wait state's durable timer goes through the Cloud Tasks emulator.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from builder.compiler import compile_state_machine
+from builder.local_stack.gcp import HostFunctions
+from builder.serve.arns import Arns
+from builder.serve.cloud_engine import CloudEngine
+from builder.serve.lambda_entry import answer
+from builder.serve.registry import Machine
+from builder.serve.states_api import StatesApi
+from builder.serve.store_registry import StoreRegistry
+from unum_entry.invokers import open_invoker
+from unum_entry.stores.firestore import FirestoreStore
+from unum_entry.workflow import load_workflow
+
+pytestmark = pytest.mark.integration
+
+MACHINE = Path(__file__).parents[1] / "support" / "front_door"
+ROLE = "arn:aws:iam::123456789012:role/unum"
+
+
+def _event(operation: str, body: dict[str, Any]) -> dict[str, Any]:
+    return {"version": "2.0", "headers": {"x-amz-target": f"AWSStepFunctions.{operation}",
+                                          "content-type": "application/x-amz-json-1.0"},
+            "requestContext": {"http": {"method": "POST"}}, "body": json.dumps(body), "isBase64Encoded": False}
+
+
+class Api:
+    """Calls through `answer`, as the API's entry makes them."""
+
+    def __init__(self, states: StatesApi) -> None:
+        self.states = states
+
+    def __call__(self, operation: str, **body: Any) -> tuple[int, dict[str, Any]]:
+        response = answer(_event(operation, body), self.states)
+        return response["statusCode"], json.loads(response["body"])
+
+    def ok(self, operation: str, **body: Any) -> dict[str, Any]:
+        status, answered = self(operation, **body)
+        assert status == 200, answered
+        return answered
+
+
+def _until(condition: Any, timeout: float = 60.0) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.1)
+    raise AssertionError(f"not within {timeout} s")
+
+
+@pytest.fixture
+def gcp_deployment(tmp_path: Path, firestore_emulator: Any, pubsub_emulator: Any,
+                   cloud_tasks_emulator: Any) -> Iterator[dict[str, Any]]:
+    """The front door's machine deployed on the emulators: its folder, store, URLs and functions."""
+    folder = tmp_path / "workflow"
+    compile_state_machine(MACHINE / "statemachine.json", folder, functions=MACHINE / "functions")
+    workflow = load_workflow(folder)
+    tag = uuid.uuid4().hex[:8]
+    prefix = f"unum-fd{tag}-"
+    queue = f"projects/{pubsub_emulator.project}/locations/local/queues/{prefix}timers"
+    cloud_tasks_emulator.create_queue(queue)
+    store_url = f"firestore://unum-fd-{tag}?project={firestore_emulator.project}"
+    invoker_url = f"pubsub://{pubsub_emulator.project}?prefix={prefix}&tasks_queue={queue}"
+    env = {**firestore_emulator.env(), **pubsub_emulator.env(), **cloud_tasks_emulator.env()}
+    store = FirestoreStore.from_url(store_url)
+    try:
+        with HostFunctions(workflow, store_url=store_url, invoker_url=invoker_url, emulators=env,
+                           extra_env={"UNUM_RETRY_BASE_DELAY": "0.05"}) as functions:
+            pubsub_emulator.wire_push(functions.urls, prefix=prefix)
+            yield {"folder": folder, "workflow": workflow, "store": store, "store_url": store_url,
+                   "invoker_url": invoker_url, "env": env, "functions": functions}
+    finally:
+        store.close()
+
+
+@pytest.fixture
+def api(gcp_deployment: dict[str, Any]) -> Api:
+    store = gcp_deployment["store"]
+    invoker = open_invoker(gcp_deployment["invoker_url"], store=store)
+    engine = CloudEngine(store, gcp_deployment["workflow"], invoker)
+    registry = StoreRegistry(store, on_repeat=engine.restart)  # as builder.serve.cloud_entry wires it
+    return Api(StatesApi(registry, engine, store, Arns()))  # type: ignore[arg-type]
+
+
+def test_create_start_describe_history_stop_list_on_firestore(api: Api, gcp_deployment: dict[str, Any]) -> None:
+    definition = (MACHINE / "statemachine.json").read_text()
+    created = api.ok("CreateStateMachine", name="greeter", definition=definition, roleArn=ROLE)
+    again = api.ok("CreateStateMachine", name="greeter", definition=definition, roleArn=ROLE)
+    assert again["creationDate"] == created["creationDate"]  # idempotent, as on AWS
+    arn = created["stateMachineArn"]
+
+    started = api.ok("StartExecution", stateMachineArn=arn, name="one", input=json.dumps({"name": "gcp"}))
+    try:
+        described = _until(lambda: (d := api.ok("DescribeExecution", executionArn=started["executionArn"]))
+                           ["status"] != "RUNNING" and d)
+    except AssertionError:
+        raise AssertionError(gcp_deployment["functions"].logs()) from None
+    assert described["status"] == "SUCCEEDED", described
+    assert json.loads(described["output"]) == {"greeting": "hello gcp", "wait": False}
+    kinds = [e["type"] for e in api.ok("GetExecutionHistory", executionArn=started["executionArn"])["events"]]
+    assert kinds[0] == "ExecutionStarted" and kinds[-1] == "ExecutionSucceeded", kinds
+    assert "LambdaFunctionSucceeded" in kinds
+
+    held = api.ok("StartExecution", stateMachineArn=arn, name="two", input=json.dumps({"wait": True}))
+    _until(lambda: any(e["type"] == "WaitStateEntered" for e in
+                       api.ok("GetExecutionHistory", executionArn=held["executionArn"])["events"]))
+    assert api.ok("DescribeExecution", executionArn=held["executionArn"])["status"] == "RUNNING"
+    api.ok("StopExecution", executionArn=held["executionArn"], error="Halt", cause="test")
+    stopped = api.ok("DescribeExecution", executionArn=held["executionArn"])
+    assert (stopped["status"], stopped["error"]) == ("ABORTED", "Halt")
+    listed = api.ok("ListExecutions", stateMachineArn=arn)["executions"]
+    assert [(e["name"], e["status"]) for e in listed] == [("two", "ABORTED"), ("one", "SUCCEEDED")]
+    assert [m["name"] for m in api.ok("ListStateMachines")["stateMachines"]] == ["greeter"]
+    status, body = api("CreateStateMachine", name="other", roleArn=ROLE,
+                       definition=json.dumps({"StartAt": "P", "States": {"P": {"Type": "Pass", "End": True}}}))
+    assert status == 400 and body["__type"].endswith("InvalidDefinition"), body
+
+
+@pytest.fixture
+def firestore_store(firestore_emulator: Any) -> Iterator[FirestoreStore]:
+    store = FirestoreStore.from_url(f"firestore://unum-fd-{uuid.uuid4().hex[:12]}?project={firestore_emulator.project}")
+    try:
+        yield store
+    finally:
+        store.close()
+
+
+def test_registry_races_on_firestore_have_one_winner(firestore_store: FirestoreStore, race: Any) -> None:
+    """Six racing CreateStateMachine of one name on Firestore: one creates, the others get it back;
+    a delete and create again lists the machine once."""
+    registry = StoreRegistry(firestore_store)
+    winners = race(6, lambda i: registry.add_machine(Machine("m", f"{{}}{i}", ROLE, "STANDARD", 1.0, 1.0, "r1")))
+    assert winners.count(None) == 1, winners
+    won = registry.machine("m")
+    assert won is not None and all(w is None or w == won for w in winners)
+    assert registry.delete_machine("m") and registry.machine("m") is None and registry.machines() == []
+    again = Machine("m", "{}", ROLE, "STANDARD", 2.0, 2.0, "r2")
+    assert registry.add_machine(again) is None
+    assert registry.machines() == [again]
+    assert registry.add_activity("act", 6.0) == 6.0 and registry.activities() == [("act", 6.0)]
