@@ -33,6 +33,7 @@ pytestmark = pytest.mark.integration
 
 MACHINE = Path(__file__).parents[1] / "support" / "front_door"
 ROLE = "arn:aws:iam::123456789012:role/unum"
+JSON_10 = "application/x-amz-json-1.0"
 
 
 def _event(operation: str, body: dict[str, Any]) -> dict[str, Any]:
@@ -157,3 +158,103 @@ def test_registry_races_on_firestore_have_one_winner(firestore_store: FirestoreS
     assert registry.add_machine(again) is None
     assert registry.machines() == [again]
     assert registry.add_activity("act", 6.0) == 6.0 and registry.activities() == [("act", 6.0)]
+
+
+@pytest.fixture
+def cloud_run_api(gcp_deployment: dict[str, Any], tmp_path: Path) -> Iterator[str]:
+    """`python -m builder.serve.cloud_run_entry` on a free loopback port, as Cloud Run runs the
+    API service (the deploy's environment plus the emulators'): its URL."""
+    import os
+    import subprocess
+    import sys
+    import urllib.request
+
+    from builder.local_stack.process import free_port
+
+    port = free_port()
+    env = {**os.environ, **gcp_deployment["env"], "UNUM_STORE": gcp_deployment["store_url"],
+           "UNUM_INVOKER": gcp_deployment["invoker_url"], "UNUM_WORKFLOW_DIR": str(gcp_deployment["folder"]),
+           "HOST": "127.0.0.1", "PORT": str(port), "WORKERS": "1", "THREADS": "4"}
+    log = (tmp_path / "api.log").open("wb")
+    process = subprocess.Popen([sys.executable, "-m", "builder.serve.cloud_run_entry"], env=env,
+                               stdout=log, stderr=subprocess.STDOUT, cwd=Path(__file__).parents[2])
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                urllib.request.urlopen(urllib.request.Request(url, data=b"{}", method="POST"), timeout=2)
+            except urllib.error.HTTPError:
+                break  # it answered (an AWS error: no X-Amz-Target)
+            except OSError:
+                if process.poll() is not None or time.monotonic() > deadline:
+                    raise AssertionError((tmp_path / "api.log").read_text()) from None
+                time.sleep(0.2)
+        yield url
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=10)
+        log.close()
+
+
+def test_boto3_stepfunctions_drives_the_cloud_run_entry_over_http(cloud_run_api: str) -> None:
+    """boto3's own stepfunctions client, pointed at the Cloud Run entry (any credentials: the
+    service is behind Cloud Run's IAM, not SigV4), creates, starts, describes and lists."""
+    import boto3
+    import botocore.exceptions
+
+    sfn = boto3.client("stepfunctions", endpoint_url=cloud_run_api, region_name="us-east-1",
+                       aws_access_key_id="x", aws_secret_access_key="x")
+    definition = (MACHINE / "statemachine.json").read_text()
+    arn = sfn.create_state_machine(name="greeter", definition=definition, roleArn=ROLE)["stateMachineArn"]
+    assert sfn.create_state_machine(name="greeter", definition=definition, roleArn=ROLE)["stateMachineArn"] == arn
+    execution = sfn.start_execution(stateMachineArn=arn, name="http", input=json.dumps({"name": "run"}))["executionArn"]
+    described = _until(lambda: (d := sfn.describe_execution(executionArn=execution))["status"] != "RUNNING" and d)
+    assert described["status"] == "SUCCEEDED" and json.loads(described["output"])["greeting"] == "hello run"
+    events = sfn.get_execution_history(executionArn=execution)["events"]
+    assert events[0]["type"] == "ExecutionStarted" and events[-1]["type"] == "ExecutionSucceeded"
+    assert [e["name"] for e in sfn.list_executions(stateMachineArn=arn)["executions"]] == ["http"]
+    with pytest.raises(botocore.exceptions.ClientError) as refused:
+        sfn.describe_execution(executionArn="arn:aws:states:us-east-1:123456789012:execution:greeter:nope")
+    assert refused.value.response["Error"]["Code"] == "ExecutionDoesNotExist"
+
+
+def test_the_cloud_run_entry_refuses_bad_requests_in_aws_shape(cloud_run_api: str) -> None:
+    import urllib.error
+    import urllib.request
+
+    def post(body: bytes, target: str) -> tuple[int, dict[str, Any]]:
+        request = urllib.request.Request(cloud_run_api, data=body, method="POST",
+                                         headers={"X-Amz-Target": target, "Content-Type": JSON_10})
+        try:
+            with urllib.request.urlopen(request, timeout=10) as response:
+                return response.status, json.loads(response.read())
+        except urllib.error.HTTPError as error:
+            return error.code, json.loads(error.read())
+
+    status, body = post(b"{not json", "AWSStepFunctions.ListStateMachines")
+    assert status == 400 and body["__type"].endswith("SerializationException"), body
+    status, body = post(b"{}", "AWSStepFunctions.NoSuchOperation")
+    assert status == 400 and "UnknownOperation" in body["__type"], body
+    status, body = post(b"x" * (2 << 20), "AWSStepFunctions.ListStateMachines")
+    assert status == 413, body
+
+
+def test_the_cloud_run_entry_refuses_a_bad_configuration_in_one_line(tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("UNUM_")}
+    done = subprocess.run([sys.executable, "-m", "builder.serve.cloud_run_entry"], env=env, capture_output=True,
+                          text=True, timeout=60, cwd=Path(__file__).parents[2])
+    assert done.returncode == 2 and done.stderr.strip().count("\n") == 0, done.stderr
+    assert "UNUM_STORE is not set" in done.stderr
+    done = subprocess.run([sys.executable, "-m", "builder.serve.cloud_run_entry"], capture_output=True, text=True,
+                          env={**env, "UNUM_STORE": "memory://", "UNUM_INVOKER": "local://",
+                               "UNUM_WORKFLOW_DIR": str(tmp_path / "absent")}, timeout=60, cwd=Path(__file__).parents[2])
+    assert done.returncode == 2 and done.stderr.strip().count("\n") == 0 and "cannot start" in done.stderr, done.stderr
