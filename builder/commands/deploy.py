@@ -26,8 +26,6 @@ def _target_module(target: str) -> Any | None:
 
 
 def cmd_deploy(args: argparse.Namespace) -> int:
-    if getattr(args, "api", False) and args.target != "aws":
-        raise BuildError(f"deploy --api: the Step Functions API deploys to --target aws only, not {args.target}")
     if getattr(args, "publish", False) or getattr(args, "ramp", None) is not None:
         return _publish(args)
     module = _target_module(args.target)
@@ -55,8 +53,9 @@ def register(sub: Any) -> None:
     deploy.add_argument("--image-prefix", default="", help="registry/repository the images were pushed to "
                         "(e.g. us-docker.pkg.dev/PROJECT/unum)")
     deploy.add_argument("--tag", default="latest", help="image tag (default: latest)")
-    deploy.add_argument("--api", action="store_true", help="aws: add the Step Functions API as one more function "
-                        "behind a function URL with AWS_IAM auth (docs/api.md, In the cloud)")
+    deploy.add_argument("--api", action="store_true", help="add the Step Functions API as one more function: aws, "
+                        "behind a function URL with AWS_IAM auth; gcp, a Cloud Run service behind IAM "
+                        "(docs/api.md, In the cloud)")
     for target in TARGETS:
         module = _target_module(target)
         if module is not None and hasattr(module, "add_arguments"):

@@ -198,6 +198,59 @@ def render_script(workflow: Workflow, options: GcpDeployOptions) -> str:
     return "\n".join(lines)
 
 
+API_ENTRY = ("python3", "-m", "builder.serve.cloud_run_entry")  # the API image's command on Cloud Run
+
+
+def render_api(workflow: Workflow, options: GcpDeployOptions) -> str:
+    """`deploy --target gcp --api`: the script lines (appended to `render_script`'s) that deploy
+    the Step Functions API (builder.serve.cloud_run_entry) as one more Cloud Run service,
+    `<workflow>-unum-api`, from the image `python -m builder build FOLDER --api` made (its command
+    swapped for the Cloud Run entry). The service is `--no-allow-unauthenticated` (callers need
+    `roles/run.invoker` on it) and runs as its own account `unum-<wf>-api`, granted only
+    `roles/datastore.user` on the project (Firestore has no narrower role) and
+    `roles/pubsub.publisher` on the workflow's function topics (StartExecution publishes to the
+    entry's, redrives and task tokens to the others'). BuildError for a folder that is not a
+    compiled state machine."""
+    from builder.image.api_image import API_FUNCTION
+
+    if not (workflow.folder / "statemachine.json").is_file():
+        raise BuildError(f"deploy --api: {workflow.folder} is not a compiled state machine (no statemachine.json); "
+                         "compile one with `python -m builder compile statemachine.json --out FOLDER`")
+    if API_FUNCTION in workflow.functions:
+        raise BuildError(f"deploy --api: the workflow has a function named {API_FUNCTION!r}, the API service's name")
+    wf = slug(workflow.name)
+    collection = options.collection or f"unum-{wf}"
+    prefix = options.topic_prefix or f"unum-{wf}-"
+    api_sa = f"unum-{wf}-api"[:30].rstrip("-")
+    service = service_name(workflow.name, API_FUNCTION)
+    functions = sorted(workflow.functions)
+    q = shlex.quote
+    env = (f"UNUM_STORE=firestore://{collection}?project=${{PROJECT}}&database={options.database};"
+           f"UNUM_INVOKER=pubsub://${{PROJECT}}?prefix={prefix}&functions={','.join(functions)}")
+    lines = [
+        "",
+        "echo '== the Step Functions API (Cloud Run, IAM only)'",
+        f"API_SA=\"{api_sa}@${{PROJECT}}.iam.gserviceaccount.com\"",
+        f"ensure_account {api_sa} {q('unum ' + workflow.name + ': the Step Functions API')}",
+        "\"${G[@]}\" projects add-iam-policy-binding \"$PROJECT\" --member=\"serviceAccount:$API_SA\" "
+        "--role=roles/datastore.user --condition=None >/dev/null",
+    ]
+    lines += [f"\"${{G[@]}}\" pubsub topics add-iam-policy-binding {q(topic_name(prefix, function))} "
+              "--member=\"serviceAccount:$API_SA\" --role=roles/pubsub.publisher >/dev/null" for function in functions]
+    lines += [
+        f"\"${{G[@]}}\" run deploy {service} --region \"$REGION\" "
+        f"--image {q(image_name(options, workflow.name, API_FUNCTION))} \\",
+        f"  --service-account \"$API_SA\" --no-allow-unauthenticated --concurrency {options.concurrency} \\",
+        f"  --timeout 60 --memory {options.memory} --command {API_ENTRY[0]} --args={','.join(API_ENTRY[1:])} \\",
+        f"  --set-env-vars \"^;^{env}\"",
+        f"API_URL=$(\"${{G[@]}}\" run services describe {service} --region \"$REGION\" --format='value(status.url)')",
+        "echo \"the Step Functions API: $API_URL (callers need roles/run.invoker on the service "
+        f"{service}; docs/api.md, In the cloud)\"",
+        "",
+    ]
+    return "\n".join(lines)
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The GCP options of `deploy` (all prefixed, so they sit beside other targets' options)."""
     gcp = parser.add_argument_group("--target gcp")
@@ -218,7 +271,10 @@ def options_from_args(args: argparse.Namespace) -> GcpDeployOptions:
 
 def deploy_gcp(args: argparse.Namespace) -> int:
     """Write (or print) the deploy script for `args.workflow`."""
-    script = render_script(load_workflow(args.workflow), options_from_args(args))
+    workflow, options = load_workflow(args.workflow), options_from_args(args)
+    script = render_script(workflow, options)
+    if getattr(args, "api", False):
+        script += render_api(workflow, options)
     emit(script, args.out, executable=True,
          next_step="run it with `bash {out}` (PROJECT=… REGION=… override the defaults)")
     return 0
