@@ -64,14 +64,17 @@ def register_completions(sub: argparse._SubParsersAction, spec: Completions, *, 
 def deployed_invoker(args: argparse.Namespace, store: Any, *, local_hint: str) -> Any:
     """The deployed functions' invoker that resumes the waiting workflow: `--invoker URL`, else
     `$UNUM_INVOKER`; without either, one line saying what to give (`local_hint`: the --workflow
-    form of this command)."""
+    form of this command). On Lambda the continuation goes to the build the workflow started on
+    (its build record, unum_entry.invokers.lambda_builds), not `$LATEST`; a workflow with no
+    record is invoked as the URL says."""
     from unum_entry.invokers import open_invoker
+    from unum_entry.invokers.lambda_builds import recorded_builds
 
     url = args.invoker or os.environ.get("UNUM_INVOKER")
     if not url:
         raise UnumError(f"{args.command}: give {local_hint} or --invoker URL "
                         "($UNUM_INVOKER: the deployed functions' invoker)")
-    return open_invoker(url, store=store)
+    return recorded_builds(open_invoker(url, store=store), store)
 
 
 class Submit:

@@ -15,6 +15,9 @@ What a redrive sends is journaled on `run`'s durable queue (builder.commands.run
 process drives the workflow while it waits: a redrive killed (even kill -9), interrupted or timed
 out leaves the workflow `interrupted`, and `run FOLDER --workflow-id ID --resume` (printed on
 Ctrl-C, SIGTERM and timeout) continues it from what the redrive sent.
+
+`redrive WF --invoker URL` (`lambda://…`) redrives a deployed workflow through its functions
+instead, on the build it started on (`_redrive_deployed`), and returns once the invoke is queued.
 """
 
 from __future__ import annotations
@@ -48,6 +51,8 @@ def cmd_redrive(args: argparse.Namespace) -> int:
     from builder.commands.options import open_existing_store
     from builder.commands.versions import changed_since, pin
 
+    if getattr(args, "invoker", None):
+        return _redrive_deployed(args)
     console = Console()
     store = open_existing_store(args.store)
     try:
@@ -108,6 +113,37 @@ def cmd_redrive(args: argparse.Namespace) -> int:
     return 0
 
 
+def _redrive_deployed(args: argparse.Namespace) -> int:
+    """`redrive WF --invoker URL`: redrive a workflow of deployed functions (module docstring of
+    unum_entry.redrive) through their invoker, on the build the workflow started on (its build
+    record, unum_entry.invokers.lambda_builds: `FUNCTION:<build>` on Lambda, not `$LATEST`; no
+    record: as the URL says). Prints what it re-invoked as JSON and returns 0 at once: the
+    deployed functions run the rest. `--workflow FOLDER` (the deployed folder) also re-arms its
+    entry's timers (deadline watchdog, execution timeout) as a start does. Refused in one line
+    (exit 2) as the local redrive is."""
+    import json
+
+    from unum_entry import load_workflow
+    from unum_entry.invokers import open_invoker
+    from unum_entry.invokers.lambda_builds import recorded_builds
+    from unum_entry.redrive import redrive
+    from unum_entry.watchdog import Rearm
+
+    from builder.commands.options import open_existing_store
+    from builder.runs.folders import runnable_workflow
+
+    store = open_existing_store(args.store)
+    try:
+        rearm = Rearm.of(load_workflow(runnable_workflow(args.workflow))) if args.workflow else None
+        invoker = recorded_builds(open_invoker(args.invoker, store=store), store)
+        sent = redrive(store, args.workflow_id, invoker, rearm=rearm)
+    finally:
+        store.close()
+    print(json.dumps({"workflow": args.workflow_id, "redrive": sent.number + 1, "resumed": sent.function,
+                      "failed_with": sent.failure.get("Error")}), flush=True)
+    return 0
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser("redrive", help="re-run a failed workflow from its failed invocation, keeping what "
                                             "committed (Step Functions' redrive)")
@@ -115,6 +151,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--workflow", metavar="FOLDER", help="its workflow folder or state machine (default: the "
                                                              "folder its run recorded)")
     add_store_option(parser)
+    parser.add_argument("--invoker", default=None, metavar="URL",
+                        help="redrive a deployed workflow through its functions' invoker (lambda://?prefix=STACK-…), "
+                             "on the build it started on, instead of on the embedded engine")
     env_option(parser, "--workers", envvar=WORKERS_ENV, default=8, type=positive_int, help="concurrent executions")
     env_option(parser, "--timeout", envvar=TIMEOUT_ENV, default=300.0, type=positive_seconds,
                help="seconds to wait for the workflow")

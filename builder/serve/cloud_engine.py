@@ -17,7 +17,9 @@ workflow folder `python -m builder deploy --api` deployed, carried in the API's 
   between its index record and its invoke (the API function timed out or crashed, and the
   client retried) is completed, and a start that was complete gets a duplicate invoke that the
   entry's ingress absorbs;
-- `platform(folder).invoker` is that invoker, for RedriveExecution and the task-token calls.
+- `platform(folder).invoker` is that invoker, for RedriveExecution and the task-token calls,
+  sending each workflow to the build it started on (its build record,
+  unum_entry.invokers.lambda_builds), not `$LATEST`.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from unum_entry.errors import UnumError
+from unum_entry.invokers.lambda_builds import recorded_builds
 
 if TYPE_CHECKING:
     from unum_entry.invokers import Invoker
@@ -43,11 +46,26 @@ class NotDeployed(UnumError):
     """A definition other than the deployed one: its functions are not deployed."""
 
 
+class _NoQueue:
+    """The deployment has no local delivery queue: what a redrive sends is Lambda's to deliver."""
+
+    def flush(self) -> None:
+        """Nothing journaled here to flush."""
+
+
 @dataclass(frozen=True)
 class Deployed:
-    """What `Engine.platform(folder)` gives StatesApi: the invoker of the deployed functions."""
+    """What `Engine.platform(folder)` gives StatesApi and its redrives (builder.serve.redrives):
+    the invoker of the deployed functions, the deployed workflow (the timers a redrive re-arms)
+    and no local queue."""
 
     invoker: Invoker
+    workflow: Workflow
+    queue: _NoQueue = _NoQueue()
+
+    def recover(self, workflow_id: str) -> bool:
+        """Nothing of a dead redrive is journaled here (its invokes went to Lambda): False."""
+        return False
 
 
 class CloudEngine:
@@ -60,6 +78,7 @@ class CloudEngine:
         self.store = store
         self.workflow = workflow
         self.invoker = invoker
+        self._continuing: Invoker = recorded_builds(invoker, store)
         self.folder = str(Path(workflow.folder).resolve())
         path = Path(self.folder) / DEFINITION_FILE
         self.definition: Any = json.loads(path.read_text()) if path.is_file() else None
@@ -78,8 +97,11 @@ class CloudEngine:
         return self.folder
 
     def platform(self, folder: str) -> Deployed:
-        """The deployed functions' invoker (there is one deployed folder)."""
-        return Deployed(self.invoker)
+        """The deployed functions' invoker (there is one deployed folder), continuing each
+        workflow on the build it started on: SendTask* and RedriveExecution invoke
+        `FUNCTION:<its recorded build>` on Lambda, not `$LATEST` (unum_entry.invokers.lambda_builds;
+        no record: this API's invoker as configured)."""
+        return Deployed(self._continuing, self.workflow)
 
     def start(self, folder: str, workflow_id: str, input_value: Any) -> None:
         """Record the start of `workflow_id`, then invoke the entry function once (module docstring)."""

@@ -15,11 +15,14 @@ URL: `lambda://?prefix=STACK-&region=us-east-1&endpoint=http://127.0.0.1:PORT&li
   function pointing at the Lambda version published for that build (builder.deploy.aws_versions).
   A workflow that started on a build therefore stays on it: each function of the build invokes
   its successors, and arms its timers, on the same build, whatever is published later. Absent:
-  unqualified invokes (`$LATEST`), as before versions.
+  unqualified invokes (`$LATEST`), as before versions. What continues a workflow from outside
+  its functions (a callback, a redrive) uses `pinned(<the workflow's recorded build>)`
+  (unum_entry.invokers.lambda_builds).
 """
 
 from __future__ import annotations
 
+import copy
 import os
 import re
 from collections.abc import Mapping
@@ -88,6 +91,20 @@ class LambdaInvoker:
                 invoke_now=invoker.invoke, client=scheduler_client,
                 client_factory=lambda: build_client(endpoint=endpoint, region=region, service="scheduler"))
         return invoker
+
+    def pinned(self, qualifier: str) -> LambdaInvoker:
+        """This invoker (its client, prefix, store, limit, scheduler) with every invoke and timer
+        on `qualifier` instead (unum_entry.invokers.lambda_builds: a workflow's recorded build).
+        Raises ConfigurationError for a malformed qualifier."""
+        other = LambdaInvoker(self.client, prefix=self.prefix, store=self.store, limit=self.limit,
+                              qualifier=qualifier)
+        if self.timers is not None:
+            timers = copy.copy(self.timers)
+            if isinstance(timers, QualifiedTimers):
+                timers.qualifier = other.qualifier
+            timers._invoke_now = other.invoke  # a timer due now is an invoke on the same build
+            other.timers = timers
+        return other
 
     def function_name(self, function: str) -> str:
         """The FunctionName an invoke of unum function `function` names (qualified when pinned)."""

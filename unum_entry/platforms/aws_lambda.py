@@ -15,7 +15,9 @@ whose asynchronous retries and on-failure destination take over.
 Versions (issue 44): with `UNUM_WORKFLOW_ALIAS` set (deploy sets it on the entry function) and
 an invoker qualified with this process' build, a workflow's start (its first attempt) that the
 alias' ramp assigns to another build is forwarded to `ENTRY:<that build>` instead of run here
-(`unum_entry.platforms.lambda_routing`): a new workflow's build is a function of its id.
+(`unum_entry.platforms.lambda_routing`): a new workflow's build is a function of its id. The
+build that runs a start records itself in the store (`unum_entry.invokers.lambda_builds`), so a
+callback or redrive sent from outside the functions continues on it.
 """
 
 from __future__ import annotations
@@ -76,8 +78,21 @@ class LambdaAdapter:
             if build is not None:  # the ramp gives this workflow to another build: its entry runs it
                 self.router.forward(build, to_event(env.to_wire(), store=self.loaded.store))
                 return {"function": function, "workflow": env.workflow, "forwarded": build}
+        if env.start and env.attempt == 0:
+            self._record_build(env.workflow, env.deadline)
         return run_delivery(self.loaded, delivery.envelope, delivery.stored_key, retry=self.retry, sleep=self._sleep,
                             request_id=request_id)
+
+    def _record_build(self, workflow: str, deadline: int) -> None:
+        """On a pinned deploy (an invoker qualified with this process' build), record the build
+        this start runs on, create-if-absent: what continues the workflow from outside its
+        functions reads it (unum_entry.invokers.lambda_builds). Raises StoreError."""
+        from unum_entry.invokers.aws_lambda import LambdaInvoker
+        from unum_entry.invokers.lambda_builds import record_build
+
+        invoker = self.loaded.invoker
+        if isinstance(invoker, LambdaInvoker) and invoker.qualifier is not None:
+            record_build(self.loaded.store, workflow, invoker.qualifier, deadline=deadline)
 
     def _platform_gave_up(self, record: Mapping[str, Any]) -> dict[str, Any]:
         """An on-failure destination record for one of our deliveries: record the failure."""

@@ -1,0 +1,191 @@
+"""Issue 44: what continues a deployed workflow from outside its functions runs the build the
+workflow started on, not `$LATEST`.
+
+Two builds of one workflow are real unum functions (LambdaAdapter over `load_function`) behind in-process RIE stand-ins behind the local Invoke endpoint (their store: DynamoDB on moto), each published
+as Lambda versions with an alias named after the build, each function's invoker qualified with
+its build (as `deploy --target aws` sets it; tests/integration/test_lambda_version_pinning.py).
+A workflow is started on build one; build two is published, so `$LATEST` is build two; then
+the real CLI continues the workflow with an invoker URL naming no build:
+- `callback-success ID --invoker URL` of a durable callback the workflow waits on (the
+  `deployed_invoker` that `task-success` shares, builder.commands.callback_commands);
+- `redrive WF --invoker URL` of a workflow failed on build one (a transient fault in B).
+Each must end on build one's code (`"one"`): invoked unqualified, `$LATEST` answers `"two"`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from builder.local_stack.lambda_endpoint import AsyncInvokeEndpoint, LambdaRetry
+from tests.integration.test_lambda_version_pinning import InProcessRie
+from unum_entry.invokers.aws_lambda import build_client
+from unum_entry.invokers.lambda_builds import read_build
+from unum_entry.invokers.lambda_event import to_event
+from unum_entry.outcome import RunResult, read_outcome
+from unum_entry.platforms.aws_lambda import LambdaAdapter
+from unum_entry.platforms.common import FunctionSettings, RetryPolicy, load_function
+from unum_entry.runtime import new_workflow
+from unum_entry.stores import open_store
+from unum_entry.workflow import FunctionSource, write_workflow
+
+pytestmark = pytest.mark.integration
+
+REPO = Path(__file__).resolve().parents[2]
+
+APPROVAL = '''
+from pathlib import Path
+
+from aws_durable_execution_sdk_python import durable_execution
+
+
+@durable_execution
+def handler(event, context):
+    callback = context.create_callback(name="approve")
+    Path(event["folder"], "callback-id").write_text(callback.callback_id)
+    return {"approved": callback.result(), "build": BUILD}
+'''
+
+FLAKY = '''import os
+def handler(event, context):
+    if not os.path.exists(event["fixed"]):
+        raise RuntimeError("a transient fault")
+    return BUILD
+'''
+
+
+def _approval(folder: Path, build: str) -> Path:
+    write_workflow(folder, name="approval", entry="A",
+                   functions={"A": FunctionSource(APPROVAL.replace("BUILD", repr(build)))})
+    return folder
+
+
+def _flaky(folder: Path, build: str) -> Path:
+    write_workflow(folder, name="flaky", entry="A", functions={
+        "A": FunctionSource("def handler(event, context):\n    return event\n", [{"op": "invoke", "function": "B"}]),
+        "B": FunctionSource(FLAKY.replace("BUILD", repr(build)), ir_fields={"max_attempts": 1})})
+    return folder
+
+
+class Builds:
+    """The local Invoke endpoint, the store and the builds published on it so far."""
+
+    def __init__(self, endpoint: AsyncInvokeEndpoint, store_url: str) -> None:
+        self.endpoint = endpoint
+        self.store_url = store_url
+        self.client = build_client(endpoint=endpoint.endpoint, region="us-east-1")
+        self.servers: list[InProcessRie] = []
+        self.url = f"lambda://?endpoint={endpoint.endpoint}&region=us-east-1"  # names no build
+
+    def publish(self, folder: Path, build: str) -> None:
+        """Serve every function of `folder` pinned to `build`, register it (it becomes
+        `$LATEST`), publish a version and alias it `build`."""
+        for function in sorted(p.name for p in folder.iterdir() if p.is_dir()):
+            loaded = load_function(FunctionSettings.from_env({
+                "UNUM_FUNCTION_DIR": str(folder / function), "UNUM_STORE": self.store_url,
+                "UNUM_INVOKER": f"{self.url}&qualifier={build}", "UNUM_WATCHDOG": "0"}))
+            self.servers.append(InProcessRie(LambdaAdapter(loaded, retry=RetryPolicy(base=0.0))))
+            self.endpoint.register(function, self.servers[-1].url, image=f"sha256:{build}")
+            number = self.client.publish_version(FunctionName=function)["Version"]
+            self.client.create_alias(FunctionName=function, Name=build, FunctionVersion=number)
+
+    def start(self, build: str, workflow_id: str, input_value: Any) -> None:
+        body = to_event(new_workflow(input_value, workflow_id).to_wire(), store=None)
+        assert self.client.invoke(FunctionName=f"A:{build}", InvocationType="Event", Payload=body)["StatusCode"] == 202
+
+    def outcome(self, workflow_id: str, *, timeout: float = 30.0) -> RunResult:
+        """The workflow's outcome once it has a result or a failure (bounded wait)."""
+        store = open_store(self.store_url)
+        try:
+            deadline = time.monotonic() + timeout
+            while time.monotonic() < deadline:
+                outcome = read_outcome(store, workflow_id)
+                if outcome.results or outcome.failure:
+                    return outcome
+                time.sleep(0.05)
+            raise AssertionError(f"{workflow_id}: no outcome within {timeout} s")
+        finally:
+            store.close()
+
+    def close(self) -> None:
+        for server in self.servers:
+            server.close()
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k != "UNUM_INVOKER"}
+    return subprocess.run([sys.executable, "-m", "builder", *args], cwd=REPO, capture_output=True, text=True,
+                          timeout=120, env=env)
+
+
+def _wait_for(path: Path, timeout: float = 30.0) -> str:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if path.exists() and path.read_text():
+            return path.read_text()
+        time.sleep(0.05)
+    raise AssertionError(f"{path}: not written within {timeout} s")
+
+
+@pytest.fixture
+def builds(moto_server: Any):
+    store_url = f"dynamodb://unum-pin-{uuid.uuid4().hex[:10]}?endpoint={moto_server.endpoint}&region=us-east-1"
+    open_store(store_url + "&create=1").close()
+    with AsyncInvokeEndpoint(retry=LambdaRetry(delays=(0.05,), request_timeout=30)) as endpoint:
+        found = Builds(endpoint, store_url)
+        try:
+            yield found
+        finally:
+            found.close()
+
+
+def test_callback_from_the_cli_continues_on_the_started_build(builds: Builds, tmp_path: Path) -> None:
+    builds.publish(_approval(tmp_path / "one", "one"), "vone")
+    (tmp_path / "waiting").mkdir()
+    builds.start("vone", "wf-cb", {"folder": str(tmp_path / "waiting")})
+    callback_id = _wait_for(tmp_path / "waiting" / "callback-id")
+    assert builds.endpoint.wait_idle(20)
+    builds.publish(_approval(tmp_path / "two", "two"), "vtwo")  # $LATEST is build two now
+
+    done = _cli("callback-success", callback_id, "--result", '"yes"', "--store", builds.store_url,
+                "--invoker", builds.url)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == {"workflow": "wf-cb", "resumed": "A"}
+    outcome = builds.outcome("wf-cb")
+    assert outcome.failure is None, outcome.failure
+    assert outcome.results[0] == {"approved": '"yes"', "build": "one"}  # `$LATEST` would answer "two"
+
+
+def test_redrive_from_the_cli_continues_on_the_started_build(builds: Builds, tmp_path: Path) -> None:
+    builds.publish(_flaky(tmp_path / "one", "one"), "vone")
+    fixed = tmp_path / "fixed"
+    builds.start("vone", "wf-rd", {"fixed": str(fixed)})
+    failed = builds.outcome("wf-rd")
+    assert failed.failure is not None and "transient" in failed.failure["Cause"], failed.failure
+    store = open_store(builds.store_url)
+    try:
+        assert read_build(store, "wf-rd") == "vone"  # recorded by build one's entry at the start
+    finally:
+        store.close()
+    assert builds.endpoint.wait_idle(20)
+    builds.publish(_flaky(tmp_path / "two", "two"), "vtwo")  # $LATEST is build two now
+    fixed.write_text("ok")
+
+    done = _cli("redrive", "wf-rd", "--store", builds.store_url, "--invoker", builds.url)
+    assert done.returncode == 0, done.stderr
+    sent = json.loads(done.stdout)
+    assert (sent["workflow"], sent["redrive"], sent["resumed"]) == ("wf-rd", 1, "B"), sent
+    outcome = builds.outcome("wf-rd")
+    assert outcome.failure is None, outcome.failure
+    assert outcome.results[0] == "one"  # `$LATEST` would answer "two"
+
+    again = _cli("redrive", "wf-rd", "--store", builds.store_url, "--invoker", builds.url)
+    assert again.returncode == 2 and "did not fail" in again.stderr and "Traceback" not in again.stderr
