@@ -95,3 +95,88 @@ def test_gcp_api_of_a_folder_that_is_no_state_machine_is_one_line() -> None:
     assert proc.returncode == 2, proc
     assert "not a compiled state machine" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
     assert "Traceback" not in proc.stderr
+
+
+def _subsection() -> str:
+    text = (REPO / "docs" / "api.md").read_text()
+    return text.split("\n### On Google Cloud\n", 1)[1].split("\n## ", 1)[0]
+
+
+def _doc_commands() -> list[tuple[str, str]]:
+    """(command, comment) of the subsection's `console` block (a fence no other docs test reads)."""
+    import re
+
+    [block] = re.findall(r"^```console\n(.*?)^```", _subsection(), flags=re.S | re.M)
+    return [(c.strip(), m.strip()) for c, _, m in (line.partition("   # ") for line in block.splitlines()) if c.strip()]
+
+
+def test_docs_gcp_commands_run_as_written(tmp_path: Path) -> None:
+    """docs/api.md "On Google Cloud": every line is run here or marked `cloud only: why`; the
+    `compile` and `deploy` lines run as written from a folder holding `images/`."""
+    import re
+
+    (tmp_path / "images").symlink_to(REPO / "images")
+    ran = 0
+    for command, comment in _doc_commands():
+        if not command.startswith(("python -m builder compile ", "python -m builder deploy ")):
+            assert re.match(r"cloud only: \S", comment), f"`{command}` is run by no test and not marked cloud only"
+            continue
+        argv = shlex.split(command)
+        argv[0] = sys.executable
+        done = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0 and "Traceback" not in done.stderr, f"{command}:\n{done.stderr}"
+        ran += 1
+    assert ran == 2
+    script = (tmp_path / "deploy.sh").read_text()
+    assert "run deploy asl-order-unum-api" in script and "us-docker.pkg.dev/PROJECT/unum/asl-order-unum-api:latest" in script
+
+
+def test_docs_gcp_client_code_sends_the_id_token_to_the_api(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The subsection's client code, run against builder.serve.cloud_run_entry.ApiApp under a
+    loopback wsgiref server (the ID token stubbed: no Google credentials here): boto3's call
+    arrives with `X-Serverless-Authorization: Bearer <token>` and its answer is printed."""
+    import contextlib
+    import io
+    import re
+    import threading
+    from typing import Any
+    from wsgiref.simple_server import WSGIRequestHandler, make_server
+
+    import google.oauth2.id_token
+
+    from builder.serve.cloud_entry import ApiSettings
+    from builder.serve.cloud_run_entry import ApiApp
+
+    seen: list[dict[str, str]] = []
+
+    def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+        seen.append(event["headers"])
+        return {"statusCode": 200, "headers": {"Content-Type": "application/x-amz-json-1.0"},
+                "body": '{"stateMachines": [{"name": "order", "stateMachineArn": '
+                        '"arn:aws:states:us-east-1:123456789012:stateMachine:order", "type": "STANDARD", '
+                        '"creationDate": 1.0}]}'}
+
+    class Quiet(WSGIRequestHandler):
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    settings = ApiSettings(store="memory://", invoker="local://", workflow_dir=".", region="us-east-1", account="1")
+    server = make_server("127.0.0.1", 0, ApiApp(settings, build=lambda _: handler), handler_class=Quiet)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    url = f"http://127.0.0.1:{server.server_port}"
+    audiences: list[str] = []
+    monkeypatch.setattr(google.oauth2.id_token, "fetch_id_token",
+                        lambda request, audience: audiences.append(audience) or "the-id-token")
+    [code] = re.findall(r"^```python3\n(.*?)^```", _subsection(), flags=re.S | re.M)
+    printed = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(printed):
+            exec(compile(code.replace("<API_URL>", url), "docs/api.md", "exec"), {})  # noqa: S102 - the docs' code
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=10)
+    assert audiences == [url]
+    assert [h.get("x-serverless-authorization") for h in seen] == ["Bearer the-id-token"]
+    assert printed.getvalue().strip() == "['order']"
