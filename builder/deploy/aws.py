@@ -9,7 +9,9 @@ What it declares, per workflow:
   `lambda:InvokeFunction` on exactly its successors (from its IR) plus itself (handler retries);
 - asynchronous invoke configuration: Lambda's retries (`--aws-retries`, default 2), the maximum
   event age, and an on-failure destination (the function itself: the unum adapter turns the
-  destination record into the workflow's failure record);
+  destination record into the workflow's failure record). That configuration is `$LATEST`'s:
+  `deploy --publish` copies it onto each build alias with the destination `FUNCTION:<build>`
+  (builder.deploy.aws_versions.pin_failure_destination), as pinned workflows invoke the alias;
 - durable timers (`Invoker.invoke_at`, `unum_entry.invokers.eventbridge_scheduler`): a schedule
   group named like the stack (deleting the stack deletes its pending timers), a scheduler role
   trusted by `scheduler.amazonaws.com` from this account only, allowed `lambda:InvokeFunction` on

@@ -6,7 +6,10 @@ hex digits). Publishing build B (`publish_build`) makes, for every function of t
   template configured with `UNUM_WORKFLOW_VERSION=B` and an invoker qualified with B);
 - an alias named B pointing at that version: every invoke and timer of a workflow that started
   on B names `FUNCTION:B` (`unum_entry.invokers.aws_lambda`, option `qualifier`), so the workflow
-  finishes on B whatever is published later.
+  finishes on B whatever is published later;
+- on that alias, the asynchronous invoke configuration of `$LATEST` (retries, event age) with
+  the on-failure destination `FUNCTION:B` (`pin_failure_destination`): Lambda keeps one per
+  qualifier, and a delivery it gives up on must reach the build's own failure handling.
 
 and points the workflow's alias (`live`, on the entry function: where new workflows start) at
 it. The alias' state is its `FunctionVersion` (the stable build's Lambda version), its
@@ -92,6 +95,39 @@ def _not_found(exc: AliasError) -> bool:
     return "ResourceNotFoundException" in str(exc)
 
 
+def pin_failure_destination(client: Any, function: str, build: str) -> dict[str, Any] | None:
+    """Give build `build`'s alias on `function` the asynchronous invoke configuration the
+    template gave the function (`$LATEST`: Lambda's retries, maximum event age, the on-failure
+    destination), with the destination qualified with the build: `FUNCTION:build` when it is the
+    function itself. Lambda applies an event invoke configuration per qualifier, so without this
+    an invoke of `FUNCTION:build` (every invoke of a pinned workflow) gets Lambda's defaults and
+    no destination: a delivery Lambda gives up on is dropped and the workflow never records its
+    failure. The record then reaches the build's own code, whose adapter records the failure
+    (unum_entry.platforms.aws_lambda) under the workflow's IR of that build.
+    Returns what was put, None when `$LATEST` has no configuration (or the endpoint has no such
+    API, as the local stack's Invoke endpoint). Raises AliasError."""
+    try:
+        found = _call(f"event invoke configuration of {function}", client.get_function_event_invoke_config,
+                      FunctionName=function)
+    except AliasError as exc:
+        if _not_found(exc) or "UnknownOperationException" in str(exc):
+            return None
+        raise
+    config: dict[str, Any] = {key: found[key] for key in ("MaximumRetryAttempts", "MaximumEventAgeInSeconds")
+                              if key in found}
+    destinations = dict(found.get("DestinationConfig") or {})
+    failure = dict(destinations.get("OnFailure") or {})
+    target = failure.get("Destination")
+    if isinstance(target, str) and target.split(":")[-1] == function and ":function:" in target:
+        failure["Destination"] = f"{target}:{build}"  # the function itself -> its build alias
+        destinations["OnFailure"] = failure
+    if destinations:
+        config["DestinationConfig"] = destinations
+    _call(f"event invoke configuration of {function}:{build}", client.put_function_event_invoke_config,
+          FunctionName=function, Qualifier=build, **config)
+    return config
+
+
 def build_version(client: Any, function: str, build: str) -> str | None:
     """The Lambda version number build `build`'s alias on `function` points at, None if none."""
     try:
@@ -171,6 +207,7 @@ def publish_build(client: Any, *, functions: Sequence[str], entry: str, build: s
             _call(f"alias {build} of {name}", client.update_alias, FunctionName=name, Name=build,
                   FunctionVersion=number)
         versions[function] = number
+        pin_failure_destination(client, name, build)
     if current is None:
         state = AliasState(stable=build)
     elif weight is None:
