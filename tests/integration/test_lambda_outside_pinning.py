@@ -8,6 +8,8 @@ A workflow is started on build one; build two is published, so `$LATEST` is buil
 the real CLI continues the workflow with an invoker URL naming no build:
 - `callback-success ID --invoker URL` of a durable callback the workflow waits on (the
   `deployed_invoker` that `task-success` shares, builder.commands.callback_commands);
+- `task-success TOKEN --invoker URL` of a compiled `.waitForTaskToken` Task (its token sent
+  through SQS on moto);
 - `redrive WF --invoker URL` of a workflow failed on build one (a transient fault in B).
 Each must end on build one's code (`"one"`): invoked unqualified, `$LATEST` answers `"two"`.
 """
@@ -35,7 +37,7 @@ from unum_entry.platforms.aws_lambda import LambdaAdapter
 from unum_entry.platforms.common import FunctionSettings, RetryPolicy, load_function
 from unum_entry.runtime import new_workflow
 from unum_entry.stores import open_store
-from unum_entry.workflow import FunctionSource, write_workflow
+from unum_entry.workflow import FunctionSource, load_workflow, write_workflow
 
 pytestmark = pytest.mark.integration
 
@@ -97,9 +99,11 @@ class Builds:
             number = self.client.publish_version(FunctionName=function)["Version"]
             self.client.create_alias(FunctionName=function, Name=build, FunctionVersion=number)
 
-    def start(self, build: str, workflow_id: str, input_value: Any) -> None:
+    def start(self, build: str, workflow_id: str, input_value: Any, *, entry: str = "A") -> None:
+        """Start `workflow_id` through `ENTRY:build` (as the alias would route it)."""
         body = to_event(new_workflow(input_value, workflow_id).to_wire(), store=None)
-        assert self.client.invoke(FunctionName=f"A:{build}", InvocationType="Event", Payload=body)["StatusCode"] == 202
+        assert self.client.invoke(FunctionName=f"{entry}:{build}", InvocationType="Event",
+                                  Payload=body)["StatusCode"] == 202
 
     def outcome(self, workflow_id: str, *, timeout: float = 30.0) -> RunResult:
         """The workflow's outcome once it has a result or a failure (bounded wait)."""
@@ -189,3 +193,47 @@ def test_redrive_from_the_cli_continues_on_the_started_build(builds: Builds, tmp
 
     again = _cli("redrive", "wf-rd", "--store", builds.store_url, "--invoker", builds.url)
     assert again.returncode == 2 and "did not fail" in again.stderr and "Traceback" not in again.stderr
+
+
+def _machine(folder: Path, queue: str, build: str) -> Path:
+    """A compiled state machine: a Task sends its token through SQS and waits; then a Pass
+    names the build."""
+    machine = {"StartAt": "Approve", "States": {
+        "Approve": {"Type": "Task", "Resource": "arn:aws:states:::sqs:sendMessage.waitForTaskToken",
+                    "Parameters": {"QueueUrl": queue, "MessageBody": {"token.$": "$$.Task.Token"}},
+                    "ResultPath": "$.approval", "Next": "Ship"},
+        "Ship": {"Type": "Pass", "Parameters": {"ok.$": "$.approval.ok", "build": build}, "End": True}}}
+    folder.mkdir(parents=True)
+    (folder / "statemachine.json").write_text(json.dumps(machine))
+    compiled = _cli("compile", str(folder / "statemachine.json"), "--out", str(folder / "wf"))
+    assert compiled.returncode == 0, compiled.stderr
+    return folder / "wf"
+
+
+def test_task_success_from_the_cli_continues_on_the_started_build(builds: Builds, moto_server: Any, tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    import boto3  # type: ignore[import-untyped]
+
+    for name, value in {"AWS_ENDPOINT_URL_SQS": moto_server.endpoint, "AWS_ACCESS_KEY_ID": "testing",
+                        "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"}.items():
+        monkeypatch.setenv(name, value)  # the in-process functions' SQS client
+    sqs = boto3.client("sqs", endpoint_url=moto_server.endpoint, region_name="us-east-1")
+    queue = sqs.create_queue(QueueName=f"approvals-{uuid.uuid4().hex[:10]}")["QueueUrl"]
+    one, two = _machine(tmp_path / "one", queue, "one"), _machine(tmp_path / "two", queue, "two")
+    builds.publish(one, "vone")
+    builds.start("vone", "wf-task", {}, entry=load_workflow(one).entry)
+    messages: list[Any] = []
+    deadline = time.monotonic() + 30
+    while not messages and time.monotonic() < deadline:
+        messages = sqs.receive_message(QueueUrl=queue, WaitTimeSeconds=1).get("Messages", [])
+    assert messages, "no task token within 30 s"
+    token = json.loads(messages[0]["Body"])["token"]
+    assert builds.endpoint.wait_idle(20)
+    builds.publish(two, "vtwo")  # $LATEST is build two now
+
+    done = _cli("task-success", token, "--output", '{"ok": "yes"}', "--store", builds.store_url,
+                "--invoker", builds.url)
+    assert done.returncode == 0, done.stderr
+    outcome = builds.outcome("wf-task")
+    assert outcome.failure is None, outcome.failure
+    assert outcome.results[0] == {"ok": "yes", "build": "one"}  # `$LATEST` would answer "two"
