@@ -237,3 +237,102 @@ def test_task_success_from_the_cli_continues_on_the_started_build(builds: Builds
     outcome = builds.outcome("wf-task")
     assert outcome.failure is None, outcome.failure
     assert outcome.results[0] == {"ok": "yes", "build": "one"}  # `$LATEST` would answer "two"
+
+
+FLAKY_TASK = '''import os
+def handler(event, context):
+    if not os.path.exists(event["fixed"]):
+        raise RuntimeError("a transient fault of build " + BUILD)
+    return {"checked": BUILD}
+'''
+
+
+def _api_machine(folder: Path, queue: str, build: str) -> Path:
+    """A state machine of the `--api` function: wait for a task token (SQS), run a Lambda Task
+    that fails until a file exists, then a Pass naming the build."""
+    from builder.compiler import compile_state_machine
+
+    (folder / "functions" / "Check").mkdir(parents=True)
+    (folder / "functions" / "Check" / "app.py").write_text(FLAKY_TASK.replace("BUILD", repr(build)))
+    machine = {"StartAt": "Approve", "States": {
+        "Approve": {"Type": "Task", "Resource": "arn:aws:states:::sqs:sendMessage.waitForTaskToken",
+                    "Parameters": {"QueueUrl": queue, "MessageBody": {"token.$": "$$.Task.Token"}},
+                    "ResultPath": "$.approval", "Next": "Check"},
+        "Check": {"Type": "Task", "Resource": "arn:aws:lambda:us-east-1:123456789012:function:Check",
+                  "ResultPath": "$.check", "Next": "Ship"},
+        "Ship": {"Type": "Pass", "Parameters": {"checked.$": "$.check.checked", "build": build}, "End": True}}}
+    (folder / "statemachine.json").write_text(json.dumps(machine))
+    compile_state_machine(folder / "statemachine.json", folder / "wf", functions=folder / "functions")
+    return folder / "wf"
+
+
+def test_the_api_functions_send_task_success_and_redrive_continue_on_the_started_build(
+        builds: Builds, moto_server: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The `--api` function (StatesApi over CloudEngine, as builder.serve.cloud_entry wires it,
+    its invoker naming no build): SendTaskSuccess, then RedriveExecution after the Task failed,
+    both after build two is published, end on build one's code."""
+    import boto3
+
+    from builder.serve.arns import Arns
+    from builder.serve.cloud_engine import CloudEngine
+    from builder.serve.lambda_entry import answer
+    from builder.serve.states_api import StatesApi
+    from builder.serve.store_registry import StoreRegistry
+    from unum_entry.invokers import open_invoker
+
+    for name, value in {"AWS_ENDPOINT_URL_SQS": moto_server.endpoint, "AWS_ACCESS_KEY_ID": "testing",
+                        "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"}.items():
+        monkeypatch.setenv(name, value)
+    sqs = boto3.client("sqs", endpoint_url=moto_server.endpoint, region_name="us-east-1")
+    queue = sqs.create_queue(QueueName=f"api-{uuid.uuid4().hex[:10]}")["QueueUrl"]
+    one, two = _api_machine(tmp_path / "one", queue, "one"), _api_machine(tmp_path / "two", queue, "two")
+    builds.publish(one, "vone")
+
+    store = open_store(builds.store_url)
+    try:
+        workflow = load_workflow(one)
+        engine = CloudEngine(store, workflow, open_invoker(builds.url, store=store))
+        states = StatesApi(StoreRegistry(store, on_repeat=engine.restart), engine, store, Arns())  # type: ignore[arg-type]
+
+        def call(operation: str, **body: Any) -> dict[str, Any]:
+            event = {"version": "2.0", "headers": {"x-amz-target": f"AWSStepFunctions.{operation}",
+                                                   "content-type": "application/x-amz-json-1.0"},
+                     "requestContext": {"http": {"method": "POST"}}, "body": json.dumps(body),
+                     "isBase64Encoded": False}
+            response = answer(event, states)
+            assert response["statusCode"] == 200, response["body"]
+            return json.loads(response["body"])
+
+        def ended(arn: str) -> dict[str, Any]:
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline:
+                described = call("DescribeExecution", executionArn=arn)
+                if described["status"] != "RUNNING":
+                    return described
+                time.sleep(0.1)
+            raise AssertionError(f"{arn}: still running after 30 s")
+
+        machine = call("CreateStateMachine", name="orders", roleArn="arn:aws:iam::123456789012:role/unum",
+                       definition=(tmp_path / "one" / "statemachine.json").read_text())["stateMachineArn"]
+        fixed = tmp_path / "fixed"
+        arn = call("StartExecution", stateMachineArn=machine, name="o1",
+                   input=json.dumps({"fixed": str(fixed)}))["executionArn"]
+        messages: list[Any] = []
+        deadline = time.monotonic() + 30
+        while not messages and time.monotonic() < deadline:
+            messages = sqs.receive_message(QueueUrl=queue, WaitTimeSeconds=1).get("Messages", [])
+        assert messages, "no task token within 30 s"
+        assert builds.endpoint.wait_idle(20)
+        builds.publish(two, "vtwo")  # $LATEST is build two now
+
+        call("SendTaskSuccess", taskToken=json.loads(messages[0]["Body"])["token"], output='{"ok": true}')
+        failed = ended(arn)
+        assert failed["status"] == "FAILED" and "fault of build one" in failed.get("cause", ""), failed  # not 'two'
+        fixed.write_text("ok")
+        assert builds.endpoint.wait_idle(20)
+        call("RedriveExecution", executionArn=arn)
+        done = ended(arn)
+        assert done["status"] == "SUCCEEDED", done
+        assert json.loads(done["output"]) == {"checked": "one", "build": "one"}  # `$LATEST` would say "two"
+    finally:
+        store.close()
