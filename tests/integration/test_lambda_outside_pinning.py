@@ -10,7 +10,8 @@ the real CLI continues the workflow with an invoker URL naming no build:
   `deployed_invoker` that `task-success` shares, builder.commands.callback_commands);
 - `task-success TOKEN --invoker URL` of a compiled `.waitForTaskToken` Task (its token sent
   through SQS on moto);
-- `redrive WF --invoker URL` of a workflow failed on build one (a transient fault in B).
+- `redrive WF --invoker URL` of a workflow failed on build one (a transient fault in B);
+- the `--api` function's SendTaskSuccess and RedriveExecution (StatesApi over CloudEngine).
 Each must end on build one's code (`"one"`): invoked unqualified, `$LATEST` answers `"two"`.
 """
 
