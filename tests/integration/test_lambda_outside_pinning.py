@@ -337,3 +337,12 @@ def test_the_api_functions_send_task_success_and_redrive_continue_on_the_started
         assert json.loads(done["output"]) == {"checked": "one", "build": "one"}  # `$LATEST` would say "two"
     finally:
         store.close()
+
+
+def test_redrive_with_a_bad_invoker_or_an_unknown_workflow_is_one_line(tmp_path: Path) -> None:
+    store_url = f"sqlite://{tmp_path / 'unum.db'}"
+    open_store(store_url).close()
+    for invoker, said in (("lambda://?bogus=1", "unknown option 'bogus'"), ("lambda://?region=us-east-1", "no workflow")):
+        done = _cli("redrive", "wf-x", "--store", store_url, "--invoker", invoker)
+        assert done.returncode == 2 and said in done.stderr, done.stderr
+        assert len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr
