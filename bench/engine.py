@@ -31,6 +31,7 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
+from unum_entry.local.heap import freeze_loaded  # noqa: E402
 from unum_entry.local.platform import LocalPlatform  # noqa: E402
 from unum_entry.local.queue import MemoryQueue, SQLiteQueue  # noqa: E402
 from unum_entry.stores.memory import MemoryStore  # noqa: E402
@@ -105,6 +106,7 @@ def measure(label: str, folder: Path, value: object, args: argparse.Namespace, t
     helped_cpu = _children_cpu()
     with LocalPlatform(workflow, store, workers=args.workers, queue=queue,
                        helpers=getattr(args, "helpers", None)) as platform:
+        freeze_loaded()  # as `run` does once it has loaded the workflow (unum_entry.local.heap)
         # Timed from here: the platform's start (importing every handler) is not a transition's cost.
         usage, cpu, wall = resource.getrusage(resource.RUSAGE_SELF), time.process_time(), time.perf_counter()
         result = platform.run(value, timeout=args.timeout)

@@ -42,6 +42,7 @@ def run_once(kind: str, n: int, store_kind: str, durability: str) -> None:
     """The measured process: `n` runs of a chain, a map of `n` items, or `n` raw creates
     (valgrind counts the whole process)."""
     from unum_entry.local import platform as local_platform
+    from unum_entry.local.heap import freeze_loaded
     from unum_entry.local.platform import LocalPlatform
     from unum_entry.local.queue import MemoryQueue, SQLiteQueue
     from unum_entry.outcome import WorkflowStatus
@@ -66,6 +67,7 @@ def run_once(kind: str, n: int, store_kind: str, durability: str) -> None:
         workflow = load_workflow(engine.chain(folder / "w", CHAIN) if kind == "chain" else engine.map_sum(folder / "w"))
         queue = SQLiteQueue(store.database) if store_kind == "sqlite" else MemoryQueue()  # as `run` does
         with LocalPlatform(workflow, store, workers=1, queue=queue, helpers=0) as platform:  # valgrind counts one process
+            freeze_loaded()  # as `run` does (unum_entry.local.heap)
             for _ in range(n if kind == "chain" else 1):  # (`run` would also scan the store for each outcome)
                 workflow_id = platform.start(0 if kind == "chain" else n)
                 platform.wait_idle(3600)

@@ -34,6 +34,7 @@ from builder.commands.options import TIMEOUT_ENV, WORKERS_ENV, add_store_option,
 
 def cmd_redrive(args: argparse.Namespace) -> int:
     from unum_entry import load_workflow
+    from unum_entry.local.heap import freeze_loaded
     from unum_entry.local.platform import LocalPlatform
     from unum_entry.errors import WorkflowTimeout
     from unum_entry.outcome import WorkflowStatus, finished, read_outcome
@@ -73,6 +74,7 @@ def cmd_redrive(args: argparse.Namespace) -> int:
         # workflow is `interrupted` and `run --workflow-id ID --resume` continues it.
         rq = RunQueue.for_store(store)
         platform = LocalPlatform(workflow, store, workers=args.workers, queue=rq.queue)
+        freeze_loaded()  # (unum_entry.local.heap)
         resume = command_line("run", folder or pinned.folder, "--workflow-id", args.workflow_id, "--resume",
                               *([] if args.store == DEFAULT_STORE else ["--store", args.store]))
         try:

@@ -59,6 +59,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace, results: TextIO) -> int:
+    from unum_entry.local.heap import freeze_loaded
     from unum_entry.local.platform import LocalPlatform
     from unum_entry.outcome import finished, read_outcome
     from unum_entry.redrive import continue_dead_redrive
@@ -104,6 +105,7 @@ def _run(args: argparse.Namespace, results: TextIO) -> int:
     rq = RunQueue.for_store(store)  # deliveries and timers kept in the store's database: a killed run resumes
     platform = LocalPlatform(workflow, store, workers=args.workers, queue=rq.queue, helpers=args.helpers,
                              invocation_log=_invocation_log(args, console, pinned.version))
+    freeze_loaded()  # what the workflow loaded stays out of the cycle collector's passes (unum_entry.local.heap)
     try:
         start = start_record.claim(store, workflow_id, input_value, folder=os.path.abspath(args.workflow),
                                    resume=args.resume, version=pinned.version)

@@ -4,6 +4,7 @@ at once and say how to resume, reused workflow ids, and the user's frames of a f
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import signal
@@ -14,6 +15,9 @@ from pathlib import Path
 
 import pytest
 
+from unum_entry.local.platform import local_platform
+from unum_entry.stores.memory import MemoryStore
+from unum_entry.workflow import load_workflow
 
 from tests.support.terminal import run_on_terminal
 
@@ -162,3 +166,18 @@ def test_a_failed_handler_shows_the_users_frames(tmp_path: Path) -> None:
     assert shown.returncode == 1
     trace = json.loads(shown.stdout)["failure"]["Trace"]
     assert [(f["File"], f["Line"], f["Function"]) for f in trace] == [(app, 6, "handler"), (app, 2, "helper")]
+
+
+def test_run_keeps_the_loaded_workflow_out_of_the_cycle_collectors_passes(tmp_path: Path) -> None:
+    """`run` owns its process: once the workflow is loaded its objects are frozen
+    (unum_entry.local.heap); a library caller's process is left alone (this test's)."""
+    source = "import gc\n\ndef handler(event, context):\n    return {'frozen': gc.get_freeze_count()}\n"
+    folder = one_function(tmp_path / "wf", source)
+    proc = cli("run", folder, "--store", tmp_path / "s")
+    assert proc.returncode == 0, proc.stderr
+    seen = json.loads(proc.stdout)
+    assert seen["frozen"] > 1000, seen  # every module, IR and runtime loaded: thousands of objects
+    before = gc.get_freeze_count()
+    with local_platform(load_workflow(folder), MemoryStore()) as platform:
+        assert platform.run(None).result == {"frozen": before}
+    assert gc.get_freeze_count() == before

@@ -88,9 +88,9 @@ def helper_pids(parent: int) -> list[int]:
 
 def test_a_helper_runs_part_of_a_wide_map_and_every_item_commits_once(tmp_path: Path) -> None:
     log = tmp_path / "pids"
-    folder = write_map(tmp_path / "m", f"import os\n\ndef handler(event, context):\n"
+    folder = write_map(tmp_path / "m", f"import gc, os\n\ndef handler(event, context):\n"
                                        f"    with open({str(log)!r}, 'a') as f:\n"
-                                       "        f.write(f'{os.getpid()} {event} 0\\n')\n"
+                                       "        f.write(f'{os.getpid()} {event} {gc.get_freeze_count()}\\n')\n"
                                        "    return event\n")
     result, platform, _ = run_map(tmp_path, folder, helpers=1)
     assert result.failure is None, result
@@ -99,6 +99,8 @@ def test_a_helper_runs_part_of_a_wide_map_and_every_item_commits_once(tmp_path: 
     pids = {pid for pid, _, _ in lines}
     assert len(pids) == 2 and str(os.getpid()) in pids, pids  # the engine and one helper ran items
     assert sorted(int(item) for _, item, _ in lines) == list(range(WIDTH))  # each handler ran once
+    # The helper owns its process: its loaded workflow is frozen (unum_entry.local.heap).
+    assert all(int(frozen) > 1000 for pid, _, frozen in lines if pid != str(os.getpid()))
     assert sorted(item_checkpoints(tmp_path / "s.db")) == list(range(WIDTH))
     assert 0 < platform.stats["helped"] < WIDTH
     assert platform.stats["committed"] == WIDTH + 2

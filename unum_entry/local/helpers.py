@@ -403,8 +403,11 @@ def _serve(requests: IO[bytes], answers: IO[bytes]) -> None:
     import queue
     from concurrent.futures import Future, ThreadPoolExecutor
 
+    from unum_entry.local.heap import freeze_loaded
+
     unpacker = msgpack.Unpacker(requests, raw=False, max_buffer_size=1 << 30)
     server = _Server(Launch(*next(unpacker)[1:]))
+    freeze_loaded()  # its workflow, loaded, stays out of the cycle collector's passes (unum_entry.local.heap)
     running: queue.Queue[Future[list[Any]] | None] = queue.Queue()
 
     def answer() -> None:
