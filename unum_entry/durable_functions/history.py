@@ -5,34 +5,23 @@ tools, never the runtime: one pass over the workflow's records."""
 from __future__ import annotations
 
 import json
-from typing import Any
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
 
 from unum_entry.stores.base import Kind, Store
+
+if TYPE_CHECKING:
+    from unum_entry.durable_functions.log import ExecutionLog
 
 
 def durable_operations(store: Store, workflow: str) -> list[dict[str, Any]]:
     """One dict per operation (the executions themselves left out): the function, the
     operation's type, subtype, name, parent, status, attempt, start and end (epoch ms) and its
     result or error as recorded; [] when the workflow ran no durable function."""
-    from unum_entry.durable_functions.log import ExecutionLog
-    from unum_entry.retention import Ledger, store_retention
+    from unum_entry.durable_functions.service import view
 
-    retention = store_retention(store)
     out: list[dict[str, Any]] = []
-    for record in store.records(workflow):
-        if record.kind is not Kind.STEP or not record.key.startswith("d-") or record.value is None:
-            continue
-        try:
-            first = json.loads(record.value)
-        except ValueError:
-            continue
-        meta = first.get("x") if isinstance(first, dict) else None
-        if not isinstance(meta, dict) or not meta.get("Invocation"):
-            continue
-        log = ExecutionLog(store, meta["Invocation"], Ledger.bounded(workflow, None, retention))
-        log.catch_up()
-        from unum_entry.durable_functions.service import view
-
+    for meta, log in retained_logs(store, workflow):
         for op in view(log.state, log.now_ms()).values():  # a wait whose end passed reads SUCCEEDED
             if op.operation_type.value == "EXECUTION":
                 continue
@@ -49,3 +38,26 @@ def durable_operations(store: Store, workflow: str) -> list[dict[str, Any]]:
                 "result": getattr(details, "result", None),
                 "error": error.to_dict() if error is not None else None})
     return out
+
+
+def retained_logs(store: Store, workflow: str) -> Iterator[tuple[dict[str, Any], ExecutionLog]]:
+    """Every durable execution of `workflow` whose log the store retains, read only: its first
+    record's metadata (`Function`, `Invocation`) and its log, caught up. One pass over the
+    workflow's records; records of other kinds or shapes are skipped."""
+    from unum_entry.durable_functions.log import ExecutionLog
+    from unum_entry.retention import Ledger, store_retention
+
+    retention = store_retention(store)
+    for record in store.records(workflow):
+        if record.kind is not Kind.STEP or not record.key.startswith("d-") or record.value is None:
+            continue
+        try:
+            first = json.loads(record.value)
+        except ValueError:
+            continue
+        meta = first.get("x") if isinstance(first, dict) else None
+        if not isinstance(meta, dict) or not isinstance(meta.get("Invocation"), str) or not meta["Invocation"]:
+            continue
+        log = ExecutionLog(store, meta["Invocation"], Ledger.bounded(workflow, None, retention))
+        log.catch_up()
+        yield meta, log

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import datetime
 import hashlib
-import json
 import logging
 import re
 import threading
@@ -38,7 +37,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import Any
 
-from unum_entry.stores.base import Kind, Store
+from unum_entry.stores.base import Store
 
 FRONTIER = "unum-replay-frontier"  # the name and subtype of a frontier operation (never an SDK one)
 FRONTIER_SLACK = 1000  # free positions covered in a map or parallel in flight
@@ -67,23 +66,10 @@ class Execution:
 def executions(store: Store, workflow: str) -> list[Execution]:
     """Every durable execution of `workflow` whose log the store retains (read only), in a
     stable order."""
-    from unum_entry.durable_functions.log import ExecutionLog
-    from unum_entry.retention import Ledger, store_retention
+    from unum_entry.durable_functions.history import retained_logs
 
-    retention = store_retention(store)
     found: dict[str, Execution] = {}
-    for record in store.records(workflow):
-        if record.kind is not Kind.STEP or not record.key.startswith("d-") or record.value is None:
-            continue
-        try:
-            first = json.loads(record.value)
-        except ValueError:
-            continue
-        meta = first.get("x") if isinstance(first, dict) else None
-        if not isinstance(meta, dict) or not isinstance(meta.get("Invocation"), str):
-            continue
-        log = ExecutionLog(store, meta["Invocation"], Ledger.bounded(workflow, None, retention))
-        log.catch_up()
+    for meta, log in retained_logs(store, workflow):
         found[meta["Invocation"]] = Execution(str(meta.get("Function") or "?"), meta["Invocation"], log.state)
     return [found[k] for k in sorted(found)]
 
