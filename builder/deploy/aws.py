@@ -97,33 +97,24 @@ def sam_template(workflow: Workflow, *, image_prefix: str, tag: str = "latest", 
     for name, spec in sorted(workflow.functions.items()):
         invokes = sorted(spec.ir.targets() | {name} | started_functions(spec.folder))  # + a started child's entry
         repository = image_repository(tag_prefix, workflow.name, name)
-        resources[ids[name]] = {
-            "Type": "AWS::Serverless::Function",
-            "Properties": {
-                "FunctionName": {"Fn::Sub": f"${{AWS::StackName}}-{name}"},
-                "Description": f"unum workflow {workflow.name}: function {name}",
-                "PackageType": "Image",
-                "ImageUri": f"{image_prefix.rstrip('/')}/{repository}:{tag}",
-                "MemorySize": memory,
-                "Timeout": timeout,
-                "Environment": {"Variables": {
-                    "UNUM_STORE": {"Fn::Sub": f"dynamodb://${{{TABLE}}}?region=${{AWS::Region}}"},
-                    "UNUM_INVOKER": {"Fn::Sub": "lambda://?prefix=${AWS::StackName}-&region=${AWS::Region}"
-                                                f"&schedule_role=${{{SCHEDULER_ROLE}.Arn}}&schedule_group=${{{TIMER_GROUP}}}"},
-                }},
-                "Policies": [{"Statement": [
-                    {"Effect": "Allow", "Action": list(ITEM_ACTIONS), "Resource": {"Fn::GetAtt": [TABLE, "Arn"]}},
-                    {"Effect": "Allow", "Action": ["lambda:InvokeFunction"],
-                     "Resource": [_function_arn(target) for target in invokes]},
-                    *function_statements(spec.folder),  # its Step Functions integrations, if any
-                ]}, {"Statement": _timer_statements()}],
-                "EventInvokeConfig": {
-                    "MaximumRetryAttempts": retries,
-                    "MaximumEventAgeInSeconds": max_event_age,
-                    "DestinationConfig": {"OnFailure": {"Type": "Lambda", "Destination": _function_arn(name)}},
-                },
-            },
+        function = _image_function(
+            name, f"unum workflow {workflow.name}: function {name}",
+            f"{image_prefix.rstrip('/')}/{repository}:{tag}", memory=memory, timeout=timeout,
+            variables={"UNUM_INVOKER": {"Fn::Sub": "lambda://?prefix=${AWS::StackName}-&region=${AWS::Region}"
+                                                   f"&schedule_role=${{{SCHEDULER_ROLE}.Arn}}"
+                                                   f"&schedule_group=${{{TIMER_GROUP}}}"}},
+            policies=[{"Statement": [
+                {"Effect": "Allow", "Action": list(ITEM_ACTIONS), "Resource": {"Fn::GetAtt": [TABLE, "Arn"]}},
+                {"Effect": "Allow", "Action": ["lambda:InvokeFunction"],
+                 "Resource": [_function_arn(target) for target in invokes]},
+                *function_statements(spec.folder),  # its Step Functions integrations, if any
+            ]}, {"Statement": _timer_statements()}])
+        function["Properties"]["EventInvokeConfig"] = {
+            "MaximumRetryAttempts": retries,
+            "MaximumEventAgeInSeconds": max_event_age,
+            "DestinationConfig": {"OnFailure": {"Type": "Lambda", "Destination": _function_arn(name)}},
         }
+        resources[ids[name]] = function
     return {
         "AWSTemplateFormatVersion": "2010-09-09",
         "Transform": "AWS::Serverless-2016-10-31",
@@ -160,27 +151,16 @@ def add_api(template: dict[str, Any], workflow: Workflow, *, image_prefix: str, 
     if API_FUNCTION in workflow.functions:
         raise BuildError(f"deploy --api: the workflow has a function named {API_FUNCTION!r}, the API function's name")
     repository = image_repository(tag_prefix, workflow.name, API_FUNCTION)
-    template["Resources"][API] = {
-        "Type": "AWS::Serverless::Function",
-        "Properties": {
-            "FunctionName": {"Fn::Sub": f"${{AWS::StackName}}-{API_FUNCTION}"},
-            "Description": f"unum workflow {workflow.name}: the Step Functions API (function URL, AWS_IAM)",
-            "PackageType": "Image",
-            "ImageUri": f"{image_prefix.rstrip('/')}/{repository}:{tag}",
-            "MemorySize": memory,
-            "Timeout": timeout,
-            "Environment": {"Variables": {
-                "UNUM_STORE": {"Fn::Sub": f"dynamodb://${{{TABLE}}}?region=${{AWS::Region}}"},
-                "UNUM_INVOKER": {"Fn::Sub": "lambda://?prefix=${AWS::StackName}-&region=${AWS::Region}"},
-                "UNUM_API_ACCOUNT": {"Ref": "AWS::AccountId"},
-            }},
-            "Policies": [{"Statement": [
-                {"Effect": "Allow", "Action": list(API_ITEM_ACTIONS), "Resource": {"Fn::GetAtt": [TABLE, "Arn"]}},
-                {"Effect": "Allow", "Action": ["lambda:InvokeFunction"],
-                 "Resource": [_function_arn(name) for name in sorted(workflow.functions)]},
-            ]}],
-        },
-    }
+    template["Resources"][API] = _image_function(
+        API_FUNCTION, f"unum workflow {workflow.name}: the Step Functions API (function URL, AWS_IAM)",
+        f"{image_prefix.rstrip('/')}/{repository}:{tag}", memory=memory, timeout=timeout,
+        variables={"UNUM_INVOKER": {"Fn::Sub": "lambda://?prefix=${AWS::StackName}-&region=${AWS::Region}"},
+                   "UNUM_API_ACCOUNT": {"Ref": "AWS::AccountId"}},
+        policies=[{"Statement": [
+            {"Effect": "Allow", "Action": list(API_ITEM_ACTIONS), "Resource": {"Fn::GetAtt": [TABLE, "Arn"]}},
+            {"Effect": "Allow", "Action": ["lambda:InvokeFunction"],
+             "Resource": [_function_arn(name) for name in sorted(workflow.functions)]},
+        ]}])
     template["Resources"][API_URL] = {
         "Type": "AWS::Lambda::Url",
         "Properties": {"AuthType": "AWS_IAM", "TargetFunctionArn": {"Fn::GetAtt": [API, "Arn"]}},
@@ -188,6 +168,26 @@ def add_api(template: dict[str, Any], workflow: Workflow, *, image_prefix: str, 
     template["Outputs"]["ApiUrl"] = {
         "Description": "the Step Functions API: boto3.client('stepfunctions', endpoint_url=...) (docs/api.md)",
         "Value": {"Fn::GetAtt": [API_URL, "FunctionUrl"]}}
+
+
+def _image_function(name: str, description: str, image: str, *, memory: int, timeout: int,
+                    variables: dict[str, Any], policies: list[Any]) -> dict[str, Any]:
+    """One container-image Lambda function of the stack, `${AWS::StackName}-NAME`, over the
+    workflow's table (UNUM_STORE, then `variables`), with the inline `policies` of its role."""
+    return {
+        "Type": "AWS::Serverless::Function",
+        "Properties": {
+            "FunctionName": {"Fn::Sub": f"${{AWS::StackName}}-{name}"},
+            "Description": description,
+            "PackageType": "Image",
+            "ImageUri": image,
+            "MemorySize": memory,
+            "Timeout": timeout,
+            "Environment": {"Variables": {
+                "UNUM_STORE": {"Fn::Sub": f"dynamodb://${{{TABLE}}}?region=${{AWS::Region}}"}, **variables}},
+            "Policies": policies,
+        },
+    }
 
 
 def _timer_resources(functions: list[str]) -> dict[str, Any]:
