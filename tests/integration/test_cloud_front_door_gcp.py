@@ -21,7 +21,7 @@ from builder.compiler import compile_state_machine
 from builder.local_stack.gcp import HostFunctions
 from builder.serve.arns import Arns
 from builder.serve.cloud_engine import CloudEngine
-from builder.serve.lambda_entry import answer
+from tests.support.entry_calls import MACHINE, ROLE, Api
 from builder.serve.registry import Machine
 from builder.serve.states_api import StatesApi
 from builder.serve.store_registry import StoreRegistry
@@ -31,32 +31,7 @@ from unum_entry.workflow import load_workflow
 
 pytestmark = pytest.mark.integration
 
-MACHINE = Path(__file__).parents[1] / "support" / "front_door"
-ROLE = "arn:aws:iam::123456789012:role/unum"
 JSON_10 = "application/x-amz-json-1.0"
-
-
-def _event(operation: str, body: dict[str, Any]) -> dict[str, Any]:
-    return {"version": "2.0", "headers": {"x-amz-target": f"AWSStepFunctions.{operation}",
-                                          "content-type": "application/x-amz-json-1.0"},
-            "requestContext": {"http": {"method": "POST"}}, "body": json.dumps(body), "isBase64Encoded": False}
-
-
-class Api:
-    """Calls through `answer`, as the API's entry makes them."""
-
-    def __init__(self, states: StatesApi) -> None:
-        self.states = states
-
-    def __call__(self, operation: str, **body: Any) -> tuple[int, dict[str, Any]]:
-        response = answer(_event(operation, body), self.states)
-        return response["statusCode"], json.loads(response["body"])
-
-    def ok(self, operation: str, **body: Any) -> dict[str, Any]:
-        status, answered = self(operation, **body)
-        assert status == 200, answered
-        return answered
-
 
 def _until(condition: Any, timeout: float = 60.0) -> Any:
     deadline = time.monotonic() + timeout
